@@ -1,0 +1,131 @@
+//! Building a packet from members held in memory: for tests, vectors, the
+//! wasm bindings and small tools. Large packets go through [`Writer`]
+//! directly, streaming bodies from their source.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::digest::Digest;
+use crate::error::{Error, ErrorCode};
+use crate::limits::Limits;
+use crate::manifest::{Entry, Exclusion, Harness, Manifest};
+use crate::writer::{Step, Writer};
+
+/// A member with its contents, in any order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A directory.
+    Dir {
+        /// Member path.
+        path: String,
+    },
+    /// A regular file.
+    File {
+        /// Member path.
+        path: String,
+        /// Contents.
+        contents: Vec<u8>,
+        /// Owner-executable (mode 0755 rather than 0644).
+        executable: bool,
+    },
+    /// A symlink.
+    Symlink {
+        /// Member path.
+        path: String,
+        /// Link target.
+        target: String,
+    },
+}
+
+impl Source {
+    fn path(&self) -> &str {
+        match self {
+            Source::Dir { path } | Source::File { path, .. } | Source::Symlink { path, .. } => path,
+        }
+    }
+}
+
+/// A packet built in memory.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Its digest.
+    pub digest: Digest,
+}
+
+/// Builds a packet: hashes the files, sorts the members, checks every rule
+/// and writes the bytes.
+pub fn build(
+    sources: &[Source],
+    harness: Option<Harness>,
+    exclusions: Vec<Exclusion>,
+    limits: &Limits,
+) -> Result<Built, Error> {
+    let entries = sources
+        .iter()
+        .map(|s| match s {
+            Source::Dir { path } => Entry::dir(path.clone()),
+            Source::File {
+                path,
+                contents,
+                executable,
+            } => Entry::file(path.clone(), contents.len() as u64, Digest::of(contents), *executable),
+            Source::Symlink { path, target } => Entry::symlink(path.clone(), target.clone()),
+        })
+        .collect();
+    let manifest = Manifest::build(entries, harness, exclusions, limits)?;
+    let mut bytes = Vec::with_capacity(manifest.packet_size() as usize);
+    let mut writer = Writer::new(&manifest);
+    let digest = loop {
+        match writer.next()? {
+            Step::Bytes(b) => bytes.extend_from_slice(b),
+            Step::Body { index, .. } => {
+                let path = &manifest.members[index].path;
+                let contents = sources
+                    .iter()
+                    .find_map(|s| match s {
+                        Source::File { contents, .. } if s.path() == path => Some(contents),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::new(ErrorCode::Usage, "no contents for a file").at_path(path))?;
+                writer.body(contents)?;
+                bytes.extend_from_slice(contents);
+            }
+            Step::Done(d) => break d.unwrap_or_else(|| Digest::of(&bytes)),
+        }
+    };
+    Ok(Built {
+        manifest,
+        bytes,
+        digest,
+    })
+}
+
+/// A small valid packet (a workspace with a file, a directory and a
+/// symlink), for examples and smoke tests.
+pub fn sample_packet() -> Vec<u8> {
+    let sources = [
+        Source::Dir { path: "workspace".into() },
+        Source::File {
+            path: "workspace/README.md".into(),
+            contents: b"# sample\n".to_vec(),
+            executable: false,
+        },
+        Source::Dir { path: "workspace/bin".into() },
+        Source::File {
+            path: "workspace/bin/run".into(),
+            contents: b"#!/bin/sh\necho hi\n".to_vec(),
+            executable: true,
+        },
+        Source::Symlink {
+            path: "workspace/run".into(),
+            target: "bin/run".into(),
+        },
+    ];
+    build(&sources, None, Vec::new(), &Limits::FORMAT)
+        .map(|b| b.bytes)
+        .unwrap_or_default()
+}

@@ -1,0 +1,45 @@
+//! The format's limits (docs/session-packet.md, "Limits").
+
+/// Upper bounds a reader enforces before it reads any body.
+///
+/// [`Limits::FORMAT`] holds the format's maximums; a consumer may tighten
+/// them (an edge isolate may refuse packets larger than it can afford) but
+/// never loosen them: constructors clamp to the format's maximums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest packet, in bytes, headers and end marker included.
+    pub max_packet_bytes: u64,
+    /// Most members, directories and symlinks included, `packet.json` not.
+    pub max_members: u64,
+    /// Longest member path or symlink target, in bytes.
+    pub max_path_bytes: usize,
+    /// Largest `packet.json`, in bytes.
+    pub max_manifest_bytes: u64,
+}
+
+impl Limits {
+    /// The format's maximums: 1 GiB, 250,000 members, 4096-byte paths,
+    /// 64 MiB of manifest.
+    pub const FORMAT: Limits = Limits {
+        max_packet_bytes: 1 << 30,
+        max_members: 250_000,
+        max_path_bytes: 4096,
+        max_manifest_bytes: 64 << 20,
+    };
+
+    /// These limits, each clamped to the format's maximum.
+    pub fn clamped(self) -> Limits {
+        Limits {
+            max_packet_bytes: self.max_packet_bytes.min(Self::FORMAT.max_packet_bytes),
+            max_members: self.max_members.min(Self::FORMAT.max_members),
+            max_path_bytes: self.max_path_bytes.min(Self::FORMAT.max_path_bytes),
+            max_manifest_bytes: self.max_manifest_bytes.min(Self::FORMAT.max_manifest_bytes),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::FORMAT
+    }
+}

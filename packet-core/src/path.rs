@@ -1,0 +1,310 @@
+//! Member paths: canonical form, roots, order, symlink targets and
+//! cross-platform collisions (docs/session-packet.md, "Paths" and "Order").
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::error::{Error, ErrorCode};
+
+/// The manifest's member path; always the first member.
+pub const MANIFEST_PATH: &str = "packet.json";
+
+/// The root under which the agent's workspace lives.
+pub const WORKSPACE_ROOT: &str = "workspace";
+
+/// The root under which harness state (e.g. a Codex rollout) lives.
+pub const HARNESS_ROOT: &str = "harness";
+
+/// Which of the two roots a member lies in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// `workspace/`
+    Workspace,
+    /// `harness/`
+    Harness,
+}
+
+impl Root {
+    /// The root directory's member path.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Root::Workspace => WORKSPACE_ROOT,
+            Root::Harness => HARNESS_ROOT,
+        }
+    }
+}
+
+/// The root a canonical path lies in (a root is in itself), if any.
+pub fn root_of(path: &str) -> Option<Root> {
+    let first = path.split('/').next().unwrap_or("");
+    match first {
+        WORKSPACE_ROOT => Some(Root::Workspace),
+        HARNESS_ROOT => Some(Root::Harness),
+        _ => None,
+    }
+}
+
+/// The parent of a canonical path (`None` for a single component).
+pub fn parent(path: &str) -> Option<&str> {
+    path.rfind('/').map(|i| &path[..i])
+}
+
+/// The last component of a canonical path.
+pub fn file_name(path: &str) -> &str {
+    path.rfind('/').map_or(path, |i| &path[i + 1..])
+}
+
+/// The format's member order: paths compared component by component, each
+/// component bytewise. Equivalently, bytewise with `/` sorting below every
+/// other byte. A directory is immediately followed by its whole subtree.
+pub fn compare(a: &str, b: &str) -> Ordering {
+    let key = |c: u8| if c == b'/' { 0u8 } else { c };
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    for (x, y) in a.iter().zip(b.iter()) {
+        match key(*x).cmp(&key(*y)) {
+            Ordering::Equal => continue,
+            other => return other,
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn is_control(c: char) -> bool {
+    // C0, DEL and C1 controls.
+    (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32))
+}
+
+/// Checks that `bytes` is a canonical path of at most `max_len` bytes and
+/// returns it as `&str`. Canonical: UTF-8, not empty, no leading or trailing
+/// `/`, no empty, `.` or `..` component, no control character.
+pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
+    let path = core::str::from_utf8(bytes).map_err(|_| {
+        Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
+            .at_path(String::from_utf8_lossy(bytes))
+    })?;
+    if path.len() > max_len {
+        return Err(Error::new(
+            ErrorCode::PathTooLong,
+            alloc::format!("path is {} bytes, the limit is {max_len}", path.len()),
+        )
+        .at_path(truncate_for_display(path)));
+    }
+    if path.chars().any(is_control) {
+        return Err(Error::new(
+            ErrorCode::PathControlChar,
+            "path holds NUL or another control character",
+        )
+        .at_path(path));
+    }
+    if path.starts_with('/') {
+        return Err(Error::new(ErrorCode::PathAbsolute, "path is absolute").at_path(path));
+    }
+    for component in path.split('/') {
+        if component.is_empty() || component == "." || component == ".." {
+            return Err(Error::new(
+                ErrorCode::PathNotCanonical,
+                "path has an empty, \".\" or \"..\" component or a trailing \"/\"",
+            )
+            .at_path(path));
+        }
+    }
+    Ok(path)
+}
+
+/// Checks a member path (not the manifest): canonical and inside
+/// `workspace` or `harness` (a root itself included).
+pub fn check_member_path(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
+    let path = check_canonical(bytes, max_len)?;
+    if root_of(path).is_none() {
+        return Err(Error::new(
+            ErrorCode::PathOutsideRoots,
+            "members live under \"workspace/\" or \"harness/\"",
+        )
+        .at_path(path));
+    }
+    Ok(path)
+}
+
+fn truncate_for_display(path: &str) -> String {
+    let mut end = path.len().min(200);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut s = String::from(&path[..end]);
+    if end < path.len() {
+        s.push('…');
+    }
+    s
+}
+
+/// Checks a symlink's target and resolves it lexically. The target must be
+/// relative, non-empty, at most `max_len` bytes, free of control characters,
+/// and every step of its lexical resolution from the link's directory must
+/// stay inside the link's own root.
+///
+/// Returns the resolved path and, for the "through another symlink" rule,
+/// every intermediate directory it passes (not the final component).
+pub fn resolve_symlink_target(
+    link: &str,
+    target: &str,
+    max_len: usize,
+) -> Result<ResolvedTarget, Error> {
+    let invalid = |msg: &str| {
+        Error::new(ErrorCode::SymlinkTargetInvalid, alloc::format!("{msg}: {target:?}"))
+            .at_path(link)
+    };
+    if target.is_empty() {
+        return Err(invalid("symlink target is empty"));
+    }
+    if target.len() > max_len {
+        return Err(Error::new(
+            ErrorCode::PathTooLong,
+            alloc::format!("symlink target is {} bytes, the limit is {max_len}", target.len()),
+        )
+        .at_path(link));
+    }
+    if target.chars().any(is_control) {
+        return Err(invalid("symlink target holds NUL or another control character"));
+    }
+    if target.starts_with('/') {
+        return Err(Error::new(
+            ErrorCode::SymlinkAbsolute,
+            alloc::format!("symlink target {target:?} is absolute"),
+        )
+        .at_path(link));
+    }
+    let root = root_of(link).ok_or_else(|| {
+        Error::new(ErrorCode::PathOutsideRoots, "symlink lies outside the roots").at_path(link)
+    })?;
+    let mut stack: Vec<&str> = parent(link).unwrap_or("").split('/').collect();
+    let mut through = Vec::new();
+    let components: Vec<&str> = target.split('/').collect();
+    let last_meaningful = components
+        .iter()
+        .rposition(|c| !c.is_empty() && *c != ".")
+        .unwrap_or(0);
+    for (i, component) in components.iter().enumerate() {
+        match *component {
+            "" | "." => continue,
+            ".." => {
+                if stack.len() <= 1 {
+                    return Err(Error::new(
+                        ErrorCode::SymlinkEscapes,
+                        alloc::format!(
+                            "symlink target {target:?} leaves \"{}/\"",
+                            root.as_str()
+                        ),
+                    )
+                    .at_path(link));
+                }
+                stack.pop();
+            }
+            name => {
+                stack.push(name);
+                if i < last_meaningful {
+                    through.push(stack.join("/"));
+                }
+            }
+        }
+    }
+    Ok(ResolvedTarget {
+        resolved: stack.join("/"),
+        through,
+    })
+}
+
+/// The lexical resolution of a symlink target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedTarget {
+    /// The member path the target names (it need not exist).
+    pub resolved: String,
+    /// The directories the resolution descends into on its way, in order.
+    pub through: Vec<String>,
+}
+
+/// Code points that HFS+ and APFS ignore when comparing names.
+fn is_ignorable(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x200B..=0x200F | 0x202A..=0x202E | 0x206A..=0x206F | 0xFEFF
+    )
+}
+
+/// The key under which two paths name the same file on a case-insensitive,
+/// normalisation-insensitive file system (macOS APFS and HFS+, Windows
+/// NTFS for case): NFD, ignorable code points removed, lowercased.
+pub fn portable_key(path: &str) -> String {
+    path.nfd()
+        .filter(|c| !is_ignorable(*c))
+        .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .nfd()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_puts_subtree_after_parent() {
+        let mut v = alloc::vec!["workspace/a-b", "workspace/a/c", "workspace/a", "workspace"];
+        v.sort_by(|a, b| compare(a, b));
+        assert_eq!(
+            v,
+            ["workspace", "workspace/a", "workspace/a/c", "workspace/a-b"]
+        );
+    }
+
+    #[test]
+    fn canonical_paths() {
+        assert!(check_member_path(b"workspace/a/b.txt", 4096).is_ok());
+        let code = |p: &[u8]| check_member_path(p, 4096).unwrap_err().code();
+        assert_eq!(code(b"/workspace"), ErrorCode::PathAbsolute);
+        assert_eq!(code(b"workspace/../x"), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"workspace/./x"), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"workspace//x"), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"workspace/x/"), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b""), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"workspace/a\0b"), ErrorCode::PathControlChar);
+        assert_eq!(code(b"workspace/a\nb"), ErrorCode::PathControlChar);
+        assert_eq!(code(b"workspace/\xc2\x85"), ErrorCode::PathControlChar);
+        assert_eq!(code(b"workspace/\xff"), ErrorCode::PathNotUtf8);
+        assert_eq!(code(b"other/x"), ErrorCode::PathOutsideRoots);
+        assert_eq!(code(b"workspacex/x"), ErrorCode::PathOutsideRoots);
+        let long = alloc::format!("workspace/{}", "a".repeat(4090));
+        assert_eq!(code(long.as_bytes()), ErrorCode::PathTooLong);
+    }
+
+    #[test]
+    fn symlink_resolution() {
+        let r = resolve_symlink_target("workspace/a/l", "../b/c", 4096).unwrap();
+        assert_eq!(r.resolved, "workspace/b/c");
+        assert_eq!(r.through, ["workspace/b"]);
+        let r = resolve_symlink_target("workspace/l", "..", 4096).unwrap_err();
+        assert_eq!(r.code(), ErrorCode::SymlinkEscapes);
+        let r = resolve_symlink_target("workspace/a/l", "..", 4096).unwrap();
+        assert_eq!(r.resolved, "workspace");
+        let r = resolve_symlink_target("workspace/l", "x/../../y", 4096).unwrap_err();
+        assert_eq!(r.code(), ErrorCode::SymlinkEscapes);
+        let r = resolve_symlink_target("workspace/l", "/etc", 4096).unwrap_err();
+        assert_eq!(r.code(), ErrorCode::SymlinkAbsolute);
+        let r = resolve_symlink_target("harness/l", "../workspace", 4096).unwrap_err();
+        assert_eq!(r.code(), ErrorCode::SymlinkEscapes);
+        let r = resolve_symlink_target("workspace/l", "./x/", 4096).unwrap();
+        assert_eq!(r.resolved, "workspace/x");
+        assert!(r.through.is_empty());
+    }
+
+    #[test]
+    fn portable_keys_collide_like_apfs() {
+        assert_eq!(portable_key("workspace/README"), portable_key("workspace/readme"));
+        assert_eq!(portable_key("workspace/\u{212A}"), portable_key("workspace/k"));
+        assert_eq!(portable_key("workspace/\u{e9}"), portable_key("workspace/e\u{301}"));
+        assert_eq!(portable_key("workspace/a\u{200d}b"), portable_key("workspace/ab"));
+        assert_ne!(portable_key("workspace/a"), portable_key("workspace/b"));
+    }
+}

@@ -1,0 +1,699 @@
+//! The strict streaming reader and verifier: a push parser in the manner of
+//! csv-core. Feed it input in chunks of any size; it consumes some bytes
+//! and may yield an [`Event`]. Memory stays bounded by the manifest (at most
+//! [`Limits::max_manifest_bytes`]) and one header, whatever the packet size.
+//!
+//! ```
+//! use packet_core::{Event, Reader, ReaderOptions};
+//! # let packet = packet_core::build::sample_packet();
+//! let mut reader = Reader::new(ReaderOptions::default());
+//! let mut files = 0;
+//! for chunk in packet.chunks(1000) {
+//!     let mut input = chunk;
+//!     while !input.is_empty() {
+//!         let (used, event) = reader.feed(input)?;
+//!         input = &input[used..];
+//!         if let Some(Event::MemberStart { .. }) = event {
+//!             files += 1;
+//!         }
+//!     }
+//! }
+//! let verified = reader.finish()?;
+//! assert_eq!(verified.members, files);
+//! # Ok::<(), packet_core::Error>(())
+//! ```
+
+use alloc::vec::Vec;
+
+use crate::digest::{Digest, Hasher};
+use crate::error::{Error, ErrorCode};
+use crate::header::{self, Kind, RawHeader, BLOCK, TYPE_PAX};
+use crate::limits::Limits;
+use crate::manifest::Manifest;
+use crate::path::{self, MANIFEST_PATH};
+
+/// How a [`Reader`] checks a packet.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReaderOptions {
+    /// Limits to enforce (clamped to the format's).
+    pub limits: Limits,
+    /// The digest the whole packet must have, checked by [`Reader::finish`].
+    pub expected_digest: Option<Digest>,
+    /// Skip hashing the whole packet (the caller hashes it elsewhere, e.g.
+    /// on another thread or with a platform digest stream, and compares the
+    /// result itself). `expected_digest` is then ignored.
+    pub skip_packet_digest: bool,
+}
+
+/// Something the reader found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// `packet.json` was read and every member-set rule holds;
+    /// [`Reader::manifest`] now returns it.
+    Manifest,
+    /// The header of `manifest.members[index]` matched the manifest.
+    MemberStart {
+        /// Index into the manifest's members.
+        index: usize,
+        /// Offset of the member's first header block (a PAX header when
+        /// there is one).
+        header_offset: u64,
+        /// Offset of the member's first body byte.
+        data_offset: u64,
+    },
+    /// A slice of the current member's body, borrowed from the input.
+    Data(&'a [u8]),
+    /// The current member's body ended and matched its sha256.
+    MemberEnd {
+        /// Index into the manifest's members.
+        index: usize,
+    },
+}
+
+/// What a successful read established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The packet digest, unless hashing was skipped.
+    pub digest: Option<Digest>,
+    /// Bytes read.
+    pub size: u64,
+    /// Members after `packet.json`.
+    pub members: usize,
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    Pax { size: u64, padded: u64 },
+    Manifest { size: u64, padded: u64 },
+    Body { index: usize, remaining: u64 },
+    Padding { remaining: u64 },
+    EndSecond,
+    Done,
+}
+
+/// The streaming reader. See the module docs for the loop that drives it.
+pub struct Reader {
+    options: ReaderOptions,
+    state: State,
+    /// Bytes consumed so far.
+    offset: u64,
+    block: [u8; BLOCK],
+    block_len: usize,
+    /// Offset of the first byte of `block`.
+    block_start: u64,
+    /// The raw bytes of a pending PAX header (its header block and padded
+    /// body), compared with the canonical encoding of the member it serves.
+    pax_raw: Vec<u8>,
+    pax_offset: u64,
+    manifest_buf: Vec<u8>,
+    manifest: Option<Manifest>,
+    next_index: usize,
+    pending_end: Option<usize>,
+    body_hasher: Hasher,
+    packet_hasher: Option<Hasher>,
+    failed: Option<Error>,
+}
+
+impl Reader {
+    /// A reader with the given options.
+    pub fn new(options: ReaderOptions) -> Reader {
+        let options = ReaderOptions {
+            limits: options.limits.clamped(),
+            ..options
+        };
+        Reader {
+            options,
+            state: State::Header,
+            offset: 0,
+            block: [0; BLOCK],
+            block_len: 0,
+            block_start: 0,
+            pax_raw: Vec::new(),
+            pax_offset: 0,
+            manifest_buf: Vec::new(),
+            manifest: None,
+            next_index: 0,
+            pending_end: None,
+            body_hasher: Hasher::new(),
+            packet_hasher: (!options.skip_packet_digest).then(Hasher::new),
+            failed: None,
+        }
+    }
+
+    /// The manifest, once [`Event::Manifest`] has been yielded.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Takes the manifest out of a finished reader.
+    pub fn into_manifest(self) -> Option<Manifest> {
+        self.manifest
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Consumes a prefix of `input` and possibly yields an event. Returns
+    /// the number of bytes consumed; call again with the rest. Every call
+    /// either consumes at least one byte or yields an event. After an error
+    /// the reader stays failed.
+    pub fn feed<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>), Error> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match self.step(input) {
+            Ok((used, event)) => {
+                if let Some(h) = &mut self.packet_hasher {
+                    h.update(&input[..used]);
+                }
+                self.offset += used as u64;
+                Ok((used, event))
+            }
+            Err(e) => {
+                let e = e.at_offset(self.offset);
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the input. Fails if the packet is incomplete or, when an
+    /// expected digest was given, if the packet's digest differs.
+    pub fn finish(&mut self) -> Result<Verified, Error> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let result = self.finish_inner();
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
+        }
+        result
+    }
+
+    fn finish_inner(&mut self) -> Result<Verified, Error> {
+        if !matches!(self.state, State::Done) || self.pending_end.is_some() {
+            let what = match (&self.state, &self.manifest) {
+                (_, None) => alloc::string::String::from("before packet.json was complete"),
+                (State::EndSecond, _) => alloc::string::String::from("inside the end-of-archive marker"),
+                (_, Some(m)) => match m.members.get(self.next_index.saturating_sub(1)) {
+                    Some(e) => alloc::format!("inside or after member {:?}", e.path),
+                    None => alloc::string::String::from("before the end-of-archive marker"),
+                },
+            };
+            return Err(Error::new(
+                ErrorCode::Truncated,
+                alloc::format!("the packet ends after {} bytes, {what}", self.offset),
+            )
+            .at_offset(self.offset));
+        }
+        let digest = self.packet_hasher.take().map(Hasher::finish);
+        if let (Some(expected), Some(got)) = (self.options.expected_digest, digest) {
+            if expected != got {
+                return Err(Error::new(
+                    ErrorCode::PacketDigestMismatch,
+                    alloc::format!("expected {expected}, the packet is {got}"),
+                ));
+            }
+        }
+        Ok(Verified {
+            digest,
+            size: self.offset,
+            members: self.manifest.as_ref().map_or(0, |m| m.members.len()),
+        })
+    }
+
+    fn step<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>), Error> {
+        if let Some(index) = self.pending_end.take() {
+            return Ok((0, Some(Event::MemberEnd { index })));
+        }
+        if self.offset > self.options.limits.max_packet_bytes {
+            return Err(Error::new(
+                ErrorCode::LimitSize,
+                alloc::format!(
+                    "the packet is larger than the limit of {} bytes",
+                    self.options.limits.max_packet_bytes
+                ),
+            ));
+        }
+        match self.state {
+            State::Header | State::EndSecond => {
+                let used = self.fill_block(input);
+                if self.block_len < BLOCK {
+                    return Ok((used, None));
+                }
+                self.block_len = 0;
+                let event = self.on_block()?;
+                Ok((used, event))
+            }
+            State::Pax { size, padded } => {
+                let used = self.fill_vec(input, padded, true);
+                if (self.pax_raw.len() - BLOCK) as u64 == padded {
+                    if self.pax_raw[BLOCK + size as usize..].iter().any(|&b| b != 0) {
+                        return Err(Error::new(
+                            ErrorCode::PaddingNotZero,
+                            "the padding after a PAX header's records is not zero",
+                        ));
+                    }
+                    self.state = State::Header;
+                }
+                Ok((used, None))
+            }
+            State::Manifest { size, padded } => {
+                let used = self.fill_vec(input, padded, false);
+                if self.manifest_buf.len() as u64 == padded {
+                    if self.manifest_buf[size as usize..].iter().any(|&b| b != 0) {
+                        return Err(Error::new(
+                            ErrorCode::PaddingNotZero,
+                            "the padding after packet.json is not zero",
+                        )
+                        .at_path(MANIFEST_PATH));
+                    }
+                    self.manifest_buf.truncate(size as usize);
+                    let manifest = Manifest::parse(&self.manifest_buf, &self.options.limits)?;
+                    self.manifest_buf = Vec::new();
+                    self.manifest = Some(manifest);
+                    self.state = State::Header;
+                    return Ok((used, Some(Event::Manifest)));
+                }
+                Ok((used, None))
+            }
+            State::Body { index, remaining } => {
+                let n = (remaining.min(input.len() as u64)) as usize;
+                let data = &input[..n];
+                self.body_hasher.update(data);
+                let remaining = remaining - n as u64;
+                if remaining == 0 {
+                    let hasher = core::mem::take(&mut self.body_hasher);
+                    let got = hasher.finish();
+                    let entry = &self.manifest_ref()?.members[index];
+                    if Some(got) != entry.sha256 {
+                        return Err(Error::new(
+                            ErrorCode::MemberDigestMismatch,
+                            alloc::format!(
+                                "the bytes hash to {}, the manifest says {}",
+                                got.hex(),
+                                entry.sha256.map(|d| alloc::string::ToString::to_string(&d.hex())).unwrap_or_default()
+                            ),
+                        )
+                        .at_path(&entry.path));
+                    }
+                    let pad = header::padded(entry.size) - entry.size;
+                    self.state = if pad == 0 {
+                        State::Header
+                    } else {
+                        State::Padding { remaining: pad }
+                    };
+                    self.pending_end = Some(index);
+                } else {
+                    self.state = State::Body { index, remaining };
+                }
+                Ok((n, Some(Event::Data(data))))
+            }
+            State::Padding { remaining } => {
+                let n = (remaining.min(input.len() as u64)) as usize;
+                if input[..n].iter().any(|&b| b != 0) {
+                    let path = self
+                        .manifest
+                        .as_ref()
+                        .and_then(|m| m.members.get(self.next_index.wrapping_sub(1)))
+                        .map(|e| e.path.clone())
+                        .unwrap_or_default();
+                    return Err(Error::new(
+                        ErrorCode::PaddingNotZero,
+                        "the padding after the body is not zero",
+                    )
+                    .at_path(path));
+                }
+                let remaining = remaining - n as u64;
+                self.state = if remaining == 0 {
+                    State::Header
+                } else {
+                    State::Padding { remaining }
+                };
+                Ok((n, None))
+            }
+            State::Done => {
+                if input.is_empty() {
+                    Ok((0, None))
+                } else {
+                    Err(Error::new(
+                        ErrorCode::TrailingData,
+                        "bytes follow the end-of-archive marker (two zero blocks end a packet, with nothing after them)",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn manifest_ref(&self) -> Result<&Manifest, Error> {
+        self.manifest
+            .as_ref()
+            .ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))
+    }
+
+    fn fill_block(&mut self, input: &[u8]) -> usize {
+        if self.block_len == 0 {
+            // Each call's input starts at `self.offset`.
+            self.block_start = self.offset;
+        }
+        let n = (BLOCK - self.block_len).min(input.len());
+        self.block[self.block_len..self.block_len + n].copy_from_slice(&input[..n]);
+        self.block_len += n;
+        n
+    }
+
+    /// Appends to the PAX or manifest buffer until it holds `padded` body
+    /// bytes.
+    fn fill_vec(&mut self, input: &[u8], padded: u64, pax: bool) -> usize {
+        let buf = if pax {
+            &mut self.pax_raw
+        } else {
+            &mut self.manifest_buf
+        };
+        let have = if pax { buf.len() - BLOCK } else { buf.len() } as u64;
+        let n = ((padded - have).min(input.len() as u64)) as usize;
+        buf.extend_from_slice(&input[..n]);
+        n
+    }
+
+    fn on_block(&mut self) -> Result<Option<Event<'static>>, Error> {
+        let at = self.block_start;
+        self.on_block_inner().map_err(|e| e.at_offset(at))
+    }
+
+    fn on_block_inner(&mut self) -> Result<Option<Event<'static>>, Error> {
+        if header::is_zero_block(&self.block) {
+            return self.on_zero_block();
+        }
+        if matches!(self.state, State::EndSecond) {
+            return Err(Error::new(
+                ErrorCode::EndMarker,
+                "the end-of-archive marker is one zero block followed by a non-zero block",
+            ));
+        }
+        let raw = header::decode(&self.block)?;
+        if raw.typeflag == TYPE_PAX {
+            return self.on_pax_header(raw).map(|()| None);
+        }
+        if self.manifest.is_none() {
+            return self.on_manifest_header(raw).map(|()| None);
+        }
+        self.on_member_header(raw).map(Some)
+    }
+
+    fn on_zero_block(&mut self) -> Result<Option<Event<'static>>, Error> {
+        if matches!(self.state, State::EndSecond) {
+            self.state = State::Done;
+            return Ok(None);
+        }
+        if !self.pax_raw.is_empty() {
+            return Err(Error::new(
+                ErrorCode::PaxInvalid,
+                "a PAX header is followed by the end of the archive, not by a member",
+            ));
+        }
+        let Some(manifest) = &self.manifest else {
+            return Err(Error::new(
+                ErrorCode::ManifestNotFirst,
+                "the archive ends before packet.json",
+            ));
+        };
+        if let Some(missing) = manifest.members.get(self.next_index) {
+            return Err(Error::new(
+                ErrorCode::MemberMissing,
+                "the manifest lists this member but the archive ends before it",
+            )
+            .at_path(&missing.path));
+        }
+        self.state = State::EndSecond;
+        Ok(None)
+    }
+
+    fn on_pax_header(&mut self, raw: RawHeader) -> Result<(), Error> {
+        if !self.pax_raw.is_empty() {
+            return Err(Error::new(
+                ErrorCode::PaxInvalid,
+                "two PAX headers in a row: at most one precedes a member",
+            ));
+        }
+        if raw.size == 0 || raw.size > header::MAX_PAX_BYTES {
+            return Err(Error::new(
+                ErrorCode::PaxInvalid,
+                alloc::format!(
+                    "a PAX header of {} bytes (at most {} are needed for a path and a link path)",
+                    raw.size,
+                    header::MAX_PAX_BYTES
+                ),
+            ));
+        }
+        if self.block != header::pax_header_block(raw.size) {
+            return Err(Error::new(
+                ErrorCode::HeaderNotCanonical,
+                "the PAX header's own header block is not the canonical one",
+            ));
+        }
+        self.pax_offset = self.block_start;
+        self.pax_raw.extend_from_slice(&self.block);
+        self.state = State::Pax {
+            size: raw.size,
+            padded: header::padded(raw.size),
+        };
+        Ok(())
+    }
+
+    fn on_manifest_header(&mut self, raw: RawHeader) -> Result<(), Error> {
+        if !self.pax_raw.is_empty() || raw.path != MANIFEST_PATH.as_bytes() || raw.typeflag != header::TYPE_FILE {
+            return Err(Error::new(
+                ErrorCode::ManifestNotFirst,
+                alloc::format!(
+                    "the first member is {:?}, it must be the regular file packet.json",
+                    alloc::string::String::from_utf8_lossy(&raw.path)
+                ),
+            ));
+        }
+        if raw.size > self.options.limits.max_manifest_bytes {
+            return Err(Error::new(
+                ErrorCode::LimitManifest,
+                alloc::format!(
+                    "packet.json declares {} bytes, the limit is {}",
+                    raw.size, self.options.limits.max_manifest_bytes
+                ),
+            )
+            .at_path(MANIFEST_PATH));
+        }
+        let mut expected = Vec::with_capacity(BLOCK);
+        header::encode(
+            &header::HeaderSpec {
+                path: MANIFEST_PATH,
+                kind: Kind::File,
+                mode: 0o644,
+                size: raw.size,
+                target: "",
+            },
+            &mut expected,
+        );
+        if expected[..] != self.block[..] {
+            return Err(Error::new(
+                ErrorCode::HeaderNotCanonical,
+                "the header of packet.json is not the canonical one (mode 0644, all other fields zero)",
+            )
+            .at_path(MANIFEST_PATH));
+        }
+        self.manifest_buf = Vec::new();
+        self.state = State::Manifest {
+            size: raw.size,
+            padded: header::padded(raw.size),
+        };
+        Ok(())
+    }
+
+    fn on_member_header(&mut self, raw: RawHeader) -> Result<Event<'static>, Error> {
+        let manifest = self.manifest.take().ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))?;
+        let result = self.check_member_header(&manifest, raw);
+        self.manifest = Some(manifest);
+        result
+    }
+
+    fn check_member_header(&mut self, manifest: &Manifest, raw: RawHeader) -> Result<Event<'static>, Error> {
+        let limits = self.options.limits;
+        let pax = if self.pax_raw.is_empty() {
+            None
+        } else {
+            let size = {
+                let pax_block: &[u8; BLOCK] = self.pax_raw[..BLOCK].try_into().map_err(|_| {
+                    Error::new(ErrorCode::Usage, "PAX buffer shorter than a block")
+                })?;
+                header::decode(pax_block)?.size as usize
+            };
+            Some(header::decode_pax(&self.pax_raw[BLOCK..BLOCK + size])?)
+        };
+        let path_bytes = match pax.as_ref().and_then(|p| p.path.as_ref()) {
+            Some(p) => {
+                if !raw.path.is_empty() {
+                    return Err(Error::new(
+                        ErrorCode::PaxInvalid,
+                        "a PAX path is given, so the ustar name and prefix must be empty",
+                    ));
+                }
+                p.clone()
+            }
+            None => raw.path.clone(),
+        };
+        let path = path::check_member_path(&path_bytes, limits.max_path_bytes)?;
+        let Some(entry) = manifest.members.get(self.next_index) else {
+            return Err(Error::new(
+                ErrorCode::MemberUnexpected,
+                "the archive holds a member after the last one the manifest lists",
+            )
+            .at_path(path));
+        };
+        if entry.path != path {
+            let previous = self
+                .next_index
+                .checked_sub(1)
+                .and_then(|i| manifest.members.get(i));
+            let code = if previous.is_some_and(|p| p.path == path) {
+                ErrorCode::MemberDuplicate
+            } else if manifest.find(path).is_some() {
+                ErrorCode::MemberUnsorted
+            } else {
+                ErrorCode::MemberUnexpected
+            };
+            return Err(Error::new(
+                code,
+                alloc::format!("the archive has this member where the manifest lists {:?}", entry.path),
+            )
+            .at_path(path));
+        }
+        let kind = match raw.typeflag {
+            header::TYPE_FILE => Kind::File,
+            header::TYPE_DIR => Kind::Dir,
+            _ => Kind::Symlink,
+        };
+        let mismatch = |what: alloc::string::String| {
+            Error::new(ErrorCode::MemberMismatch, what).at_path(&entry.path)
+        };
+        if kind != entry.kind {
+            return Err(mismatch(alloc::format!(
+                "the archive has a {}, the manifest a {}",
+                kind.as_str(),
+                entry.kind.as_str()
+            )));
+        }
+        let canonical_mode = match kind {
+            Kind::File => raw.mode == 0o644 || raw.mode == 0o755,
+            Kind::Dir => raw.mode == 0o755,
+            Kind::Symlink => raw.mode == 0o777,
+        };
+        if !canonical_mode {
+            return Err(Error::new(
+                ErrorCode::ModeNotCanonical,
+                alloc::format!("mode {:o} is not canonical for a {}", raw.mode, kind.as_str()),
+            )
+            .at_path(&entry.path));
+        }
+        if raw.mode != entry.mode {
+            return Err(mismatch(alloc::format!(
+                "the archive has mode {:o}, the manifest {:o}",
+                raw.mode, entry.mode
+            )));
+        }
+        if raw.size != entry.size {
+            return Err(mismatch(alloc::format!(
+                "the header declares {} bytes, the manifest {}",
+                raw.size, entry.size
+            )));
+        }
+        if kind == Kind::Symlink {
+            let target_bytes = match pax.as_ref().and_then(|p| p.linkpath.as_ref()) {
+                Some(t) if raw.linkname.is_empty() => t.as_slice(),
+                Some(_) => {
+                    return Err(Error::new(
+                        ErrorCode::PaxInvalid,
+                        "a PAX linkpath is given, so the ustar linkname must be empty",
+                    )
+                    .at_path(&entry.path))
+                }
+                None => raw.linkname.as_slice(),
+            };
+            if Some(target_bytes) != entry.target.as_deref().map(str::as_bytes) {
+                return Err(mismatch(alloc::format!(
+                    "the archive's link target {:?} differs from the manifest's",
+                    alloc::string::String::from_utf8_lossy(target_bytes)
+                )));
+            }
+        }
+        if let Some(p) = &pax {
+            let unneeded_path = p.path.is_some() && !header::needs_pax_path(&entry.path);
+            let target = entry.target.as_deref().unwrap_or("");
+            let unneeded_link = p.linkpath.is_some()
+                && (kind != Kind::Symlink || !header::needs_pax_linkpath(target));
+            if unneeded_path || unneeded_link {
+                return Err(Error::new(
+                    ErrorCode::PaxInvalid,
+                    "a PAX header is used where the ustar fields suffice",
+                )
+                .at_path(&entry.path));
+            }
+        }
+        let mut expected = Vec::with_capacity(self.pax_raw.len() + BLOCK);
+        header::encode(&entry.header_spec(), &mut expected);
+        let mut seen = core::mem::take(&mut self.pax_raw);
+        seen.extend_from_slice(&self.block);
+        if expected != seen {
+            return Err(Error::new(
+                ErrorCode::HeaderNotCanonical,
+                "the header differs from the format's one encoding of this member",
+            )
+            .at_path(&entry.path));
+        }
+        let index = self.next_index;
+        self.next_index += 1;
+        let data_offset = self.block_start + BLOCK as u64;
+        let header_offset = if seen.len() > BLOCK {
+            self.pax_offset
+        } else {
+            self.block_start
+        };
+        if kind == Kind::File && entry.size > 0 {
+            self.body_hasher = Hasher::new();
+            self.state = State::Body {
+                index,
+                remaining: entry.size,
+            };
+        } else {
+            if kind == Kind::File && entry.sha256 != Some(Hasher::new().finish()) {
+                return Err(Error::new(
+                    ErrorCode::MemberDigestMismatch,
+                    "the file is empty but the manifest's sha256 is not that of no bytes",
+                )
+                .at_path(&entry.path));
+            }
+            self.state = State::Header;
+            self.pending_end = Some(index);
+        }
+        Ok(Event::MemberStart {
+            index,
+            header_offset,
+            data_offset,
+        })
+    }
+}
+
+/// Verifies a whole packet held in memory.
+pub fn verify(bytes: &[u8], options: ReaderOptions) -> Result<(Manifest, Verified), Error> {
+    let mut reader = Reader::new(options);
+    let mut input = bytes;
+    while !input.is_empty() {
+        let (used, _) = reader.feed(input)?;
+        input = &input[used..];
+    }
+    let verified = reader.finish()?;
+    let manifest = reader
+        .into_manifest()
+        .ok_or_else(|| Error::new(ErrorCode::Usage, "verified packet without a manifest"))?;
+    Ok((manifest, verified))
+}
