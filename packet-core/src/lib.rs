@@ -17,6 +17,7 @@
 //! | [`header`] | the ustar header codec and the one permitted PAX use |
 //! | [`manifest`] | [`Manifest`], its canonical JSON and the member-set rules |
 //! | [`exclude`] | credential rules and `--exclude` globs |
+//! | [`diff`] | members added, removed and changed between two manifests |
 //! | [`writer`] | [`Writer`]: manifest + bodies → packet bytes |
 //! | [`reader`] | [`Reader`]: packet bytes in chunks → verified members |
 //! | [`build`] | building small packets in memory |
@@ -47,6 +48,7 @@
 extern crate alloc;
 
 pub mod build;
+pub mod diff;
 pub mod digest;
 pub mod error;
 pub mod exclude;

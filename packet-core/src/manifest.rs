@@ -375,7 +375,7 @@ impl Manifest {
             )
             .at_path(MANIFEST_PATH));
         }
-        manifest.validate(&limits)?;
+        manifest.validate_with_len(&limits, bytes.len() as u64)?;
         Ok(manifest)
     }
 
@@ -383,6 +383,10 @@ impl Manifest {
     /// "Member set"): paths, order, parents, modes, symlinks, credentials,
     /// collisions, harness, totals and size limits.
     pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
+        self.validate_with_len(limits, self.to_canonical_json().len() as u64)
+    }
+
+    fn validate_with_len(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
         let limits = limits.clamped();
         if self.members.len() as u64 > limits.max_members {
             return Err(Error::new(
@@ -485,7 +489,6 @@ impl Manifest {
             )
             .at_path(MANIFEST_PATH));
         }
-        let manifest_len = self.to_canonical_json().len() as u64;
         let size = packet_size(manifest_len, &self.members);
         if size > limits.max_packet_bytes {
             return Err(Error::new(

@@ -251,11 +251,15 @@ impl Reader {
             State::Pax { size, padded } => {
                 let used = self.fill_vec(input, padded, true);
                 if (self.pax_raw.len() - BLOCK) as u64 == padded {
-                    if self.pax_raw[BLOCK + size as usize..].iter().any(|&b| b != 0) {
+                    let start = BLOCK + size as usize;
+                    if let Some(i) = self.pax_raw[start..].iter().position(|&b| b != 0) {
+                        // Errors carry the offending byte's offset, which
+                        // does not depend on how the input was chunked.
                         return Err(Error::new(
                             ErrorCode::PaddingNotZero,
                             "the padding after a PAX header's records is not zero",
-                        ));
+                        )
+                        .at_offset(self.pax_offset + (start + i) as u64));
                     }
                     self.state = State::Header;
                 }
@@ -264,15 +268,23 @@ impl Reader {
             State::Manifest { size, padded } => {
                 let used = self.fill_vec(input, padded, false);
                 if self.manifest_buf.len() as u64 == padded {
-                    if self.manifest_buf[size as usize..].iter().any(|&b| b != 0) {
+                    // packet.json's body starts right after its header,
+                    // the first block of the packet.
+                    let body_start = BLOCK as u64;
+                    if let Some(i) = self.manifest_buf[size as usize..]
+                        .iter()
+                        .position(|&b| b != 0)
+                    {
                         return Err(Error::new(
                             ErrorCode::PaddingNotZero,
                             "the padding after packet.json is not zero",
                         )
-                        .at_path(MANIFEST_PATH));
+                        .at_path(MANIFEST_PATH)
+                        .at_offset(body_start + size + i as u64));
                     }
                     self.manifest_buf.truncate(size as usize);
-                    let manifest = Manifest::parse(&self.manifest_buf, &self.options.limits)?;
+                    let manifest = Manifest::parse(&self.manifest_buf, &self.options.limits)
+                        .map_err(|e| e.at_offset(body_start))?;
                     self.manifest_buf = Vec::new();
                     self.manifest = Some(manifest);
                     self.state = State::Header;
@@ -290,6 +302,8 @@ impl Reader {
                     let got = hasher.finish();
                     let entry = &self.manifest_ref()?.members[index];
                     if Some(got) != entry.sha256 {
+                        // At the body's first byte, whatever the chunking.
+                        let data_offset = (self.offset + n as u64).saturating_sub(entry.size);
                         return Err(Error::new(
                             ErrorCode::MemberDigestMismatch,
                             alloc::format!(
@@ -298,7 +312,8 @@ impl Reader {
                                 entry.sha256.map(|d| alloc::string::ToString::to_string(&d.hex())).unwrap_or_default()
                             ),
                         )
-                        .at_path(&entry.path));
+                        .at_path(&entry.path)
+                        .at_offset(data_offset));
                     }
                     let pad = header::padded(entry.size) - entry.size;
                     self.state = if pad == 0 {
@@ -314,7 +329,7 @@ impl Reader {
             }
             State::Padding { remaining } => {
                 let n = (remaining.min(input.len() as u64)) as usize;
-                if input[..n].iter().any(|&b| b != 0) {
+                if let Some(i) = input[..n].iter().position(|&b| b != 0) {
                     let path = self
                         .manifest
                         .as_ref()
@@ -325,7 +340,8 @@ impl Reader {
                         ErrorCode::PaddingNotZero,
                         "the padding after the body is not zero",
                     )
-                    .at_path(path));
+                    .at_path(path)
+                    .at_offset(self.offset + i as u64));
                 }
                 let remaining = remaining - n as u64;
                 self.state = if remaining == 0 {

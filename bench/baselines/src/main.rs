@@ -1,0 +1,82 @@
+//! Baselines the benchmark compares the pillbox CLI with, measured in the
+//! same run on the same data:
+//!
+//! ```text
+//! bench-baselines tar-pack DIR OUT     the tar crate's Builder, sorted walk, normalised headers
+//! bench-baselines tar-unpack ARCHIVE DIR  the tar crate's Archive::unpack
+//! bench-baselines sha256 FILE          raw SHA-256 of a file (1 MiB reads), the physical limit
+//! ```
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use sha2::{Digest, Sha256};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["tar-pack", dir, out] => tar_pack(Path::new(dir), Path::new(out)),
+        ["tar-unpack", archive, dir] => tar_unpack(Path::new(archive), Path::new(dir)),
+        ["sha256", file] => sha256(Path::new(file)),
+        _ => {
+            eprintln!("usage: bench-baselines tar-pack DIR OUT | tar-unpack ARCHIVE DIR | sha256 FILE");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-baselines: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn tar_pack(dir: &Path, out: &Path) -> io::Result<()> {
+    let file = BufWriter::with_capacity(1 << 20, File::create(out)?);
+    let mut builder = tar::Builder::new(file);
+    builder.mode(tar::HeaderMode::Deterministic);
+    builder.follow_symlinks(false);
+    add_sorted(&mut builder, dir, Path::new(""))?;
+    builder.into_inner()?.flush()
+}
+
+fn add_sorted<W: Write>(b: &mut tar::Builder<W>, root: &Path, rel: &Path) -> io::Result<()> {
+    let mut names: Vec<_> = fs::read_dir(root.join(rel))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()?;
+    names.sort();
+    for name in names {
+        let rel = rel.join(&name);
+        let full = root.join(&rel);
+        let meta = fs::symlink_metadata(&full)?;
+        b.append_path_with_name(&full, &rel)?;
+        if meta.is_dir() {
+            add_sorted(b, root, &rel)?;
+        }
+    }
+    Ok(())
+}
+
+fn tar_unpack(archive: &Path, dir: &Path) -> io::Result<()> {
+    let file = io::BufReader::with_capacity(1 << 20, File::open(archive)?);
+    tar::Archive::new(file).unpack(dir)
+}
+
+fn sha256(file: &Path) -> io::Result<()> {
+    let mut f = File::open(file)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut h = Sha256::new();
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let digest = h.finalize();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    println!("{hex}  {}", file.display());
+    Ok(())
+}

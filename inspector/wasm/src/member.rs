@@ -1,0 +1,201 @@
+//! Reading one member back: the page reads a member's body by range (a
+//! `File` slice, or the Worker's member read) and re-hashes it against the
+//! manifest before showing any of it. Also the preview's content sniffing.
+
+use packet_core::{Digest, Error, ErrorCode, Hasher, Kind, Manifest};
+use wasm_bindgen::prelude::*;
+
+use crate::view::refusal;
+
+/// Re-hashes one file member's body (JavaScript class `MemberCheck`).
+#[wasm_bindgen]
+pub struct MemberCheck {
+    path: String,
+    expected: Digest,
+    size: u64,
+    seen: u64,
+    hasher: Hasher,
+}
+
+impl MemberCheck {
+    /// A check for file member `index` of `manifest`.
+    pub fn for_member(manifest: &Manifest, index: usize) -> Result<MemberCheck, Error> {
+        let entry = manifest
+            .members
+            .get(index)
+            .ok_or_else(|| Error::new(ErrorCode::Usage, format!("no member {index}")))?;
+        match (entry.kind, entry.sha256) {
+            (Kind::File, Some(expected)) => Ok(MemberCheck {
+                path: entry.path.clone(),
+                expected,
+                size: entry.size,
+                seen: 0,
+                hasher: Hasher::new(),
+            }),
+            _ => Err(Error::new(
+                ErrorCode::Usage,
+                format!(
+                    "{} has no body: it is a {}",
+                    entry.path,
+                    entry.kind.as_str()
+                ),
+            )
+            .at_path(&entry.path)),
+        }
+    }
+
+    /// Hashes the next part of the body.
+    pub fn update(&mut self, chunk: &[u8]) -> Result<(), Error> {
+        self.seen += chunk.len() as u64;
+        if self.seen > self.size {
+            return Err(self.mismatch(format!(
+                "more than the manifest's {} bytes were read back",
+                self.size
+            )));
+        }
+        self.hasher.update(chunk);
+        Ok(())
+    }
+
+    /// Checks the whole body: its size and its sha256.
+    pub fn finish_check(self) -> Result<(), Error> {
+        if self.seen != self.size {
+            return Err(self.mismatch(format!(
+                "{} bytes were read back, the manifest says {}",
+                self.seen, self.size
+            )));
+        }
+        let got = self.hasher.finish();
+        if got != self.expected {
+            return Err(Error::new(
+                ErrorCode::MemberDigestMismatch,
+                format!(
+                    "the bytes read back hash to {}, the manifest says {}",
+                    got.hex(),
+                    self.expected.hex()
+                ),
+            )
+            .at_path(self.path));
+        }
+        Ok(())
+    }
+
+    fn mismatch(&self, message: String) -> Error {
+        Error::new(ErrorCode::MemberDigestMismatch, message).at_path(&self.path)
+    }
+}
+
+#[wasm_bindgen]
+impl MemberCheck {
+    /// Hashes the next part of the body; throws a refusal if more bytes
+    /// arrive than the manifest declares.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        self.update(chunk).map_err(|e| refusal(&e))
+    }
+
+    /// Ends the body; throws `member_digest_mismatch` unless it is exactly
+    /// the member the manifest describes.
+    pub fn finish(self) -> Result<(), JsValue> {
+        self.finish_check().map_err(|e| refusal(&e))
+    }
+
+    /// The body size the manifest declares.
+    #[wasm_bindgen(getter)]
+    pub fn size(&self) -> f64 {
+        self.size as f64
+    }
+}
+
+/// How the preview shows a body, from its first bytes: `image/png`,
+/// `image/jpeg`, `image/gif`, `image/webp`, `text` (UTF-8 without NUL or
+/// other control characters besides tab, newline, carriage return and form
+/// feed, allowing a character cut at the end) or `binary`.
+#[wasm_bindgen]
+pub fn classify(head: &[u8]) -> String {
+    const SIGNATURES: &[(&[u8], &str)] = &[
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF87a", "image/gif"),
+        (b"GIF89a", "image/gif"),
+    ];
+    for (magic, mime) in SIGNATURES {
+        if head.starts_with(magic) {
+            return (*mime).to_string();
+        }
+    }
+    if head.len() >= 12 && &head[..4] == b"RIFF" && &head[8..12] == b"WEBP" {
+        return "image/webp".to_string();
+    }
+    let text = match std::str::from_utf8(head) {
+        Ok(s) => Some(s),
+        // A multi-byte character cut by the end of the head is still text.
+        Err(e) if e.error_len().is_none() && head.len() - e.valid_up_to() < 4 => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    };
+    match text {
+        Some(s)
+            if !s
+                .chars()
+                .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\x0c')) =>
+        {
+            "text".to_string()
+        }
+        _ => "binary".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use packet_core::build::{build, Source};
+    use packet_core::Limits;
+
+    #[test]
+    fn classify_recognises_text_binary_and_images() {
+        assert_eq!(classify(b"fn main() {}\n"), "text");
+        assert_eq!(classify("h\u{e9}llo".as_bytes()), "text");
+        assert_eq!(classify(&"é".as_bytes()[..1]), "text");
+        assert_eq!(classify(b"\x00\x01\x02"), "binary");
+        assert_eq!(classify(b"\x89PNG\r\n\x1a\nrest"), "image/png");
+        assert_eq!(classify(b"RIFF\0\0\0\0WEBPVP8 "), "image/webp");
+        assert_eq!(classify(b"\xff\xfe\xfd"), "binary");
+    }
+
+    #[test]
+    fn member_check_accepts_the_body_and_refuses_a_changed_one() {
+        let built = build(
+            &[
+                Source::Dir {
+                    path: "workspace".into(),
+                },
+                Source::File {
+                    path: "workspace/a.txt".into(),
+                    contents: b"hello".to_vec(),
+                    executable: false,
+                },
+            ],
+            None,
+            vec![],
+            &Limits::FORMAT,
+        )
+        .unwrap();
+        let mut ok = MemberCheck::for_member(&built.manifest, 1).unwrap();
+        ok.update(b"hel").unwrap();
+        ok.update(b"lo").unwrap();
+        ok.finish_check().unwrap();
+
+        let mut bad = MemberCheck::for_member(&built.manifest, 1).unwrap();
+        bad.update(b"jello").unwrap();
+        let e = bad.finish_check().unwrap_err();
+        assert_eq!(e.code(), ErrorCode::MemberDigestMismatch);
+        assert_eq!(e.path(), Some("workspace/a.txt"));
+
+        let mut long = MemberCheck::for_member(&built.manifest, 1).unwrap();
+        assert!(long.update(b"hello!").is_err());
+
+        assert!(MemberCheck::for_member(&built.manifest, 0).is_err());
+        assert!(MemberCheck::for_member(&built.manifest, 9).is_err());
+    }
+}

@@ -1,0 +1,48 @@
+// The edge API (proto/openapi.yaml), as the page uses it: resolve a ref to a
+// digest, stream the packet by digest, read one member. The page is served
+// by the Worker, so the API is on the same origin.
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+const enc = (s) => encodeURIComponent(s);
+
+// Resolves what the person typed: a digest as is, anything else as a ref
+// name through `GET /v1/refs/{name}`.
+export async function resolve(input) {
+  const text = input.trim();
+  if (DIGEST.test(text)) return { digest: text, ref: null };
+  let response;
+  try {
+    response = await fetch(`/v1/refs/${text.split('/').map(enc).join('/')}`, { headers: { accept: 'application/json' } });
+  } catch (err) {
+    throw { code: 'io', message: `the edge could not be reached: ${err.message}`, path: null, offset: null,
+            advice: 'check the connection; a page opened from disk can only open local files' };
+  }
+  let body = null;
+  try { body = await response.json(); } catch { /* not JSON */ }
+  if (!response.ok) {
+    const e = body?.error ?? {};
+    throw {
+      code: e.code ?? `http_${response.status}`,
+      message: e.message ?? `the edge answered ${response.status} for ref ${text}`,
+      path: null, offset: null,
+      advice: e.advice ?? 'check the ref name, or open the packet by its digest',
+    };
+  }
+  const digest = body?.digest ?? body?.ref?.digest;
+  if (!DIGEST.test(digest ?? '')) {
+    throw { code: 'edge_answer', message: `the edge's answer for ref ${text} holds no digest`, path: null, offset: null,
+            advice: 'the edge and this page disagree on the API: reload the page' };
+  }
+  return { digest, ref: text };
+}
+
+// The source the verification worker streams: the whole packet, checked
+// against the digest it was asked for; members read back one at a time.
+export function sourceFor(digest) {
+  return {
+    kind: 'url',
+    url: `/v1/packets/${digest}`,
+    memberUrl: `/v1/packets/${digest}/members/{path}`,
+  };
+}

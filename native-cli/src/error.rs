@@ -1,0 +1,230 @@
+//! The CLI's one error type: every failure has a stable code, the path
+//! involved, a message and advice, and maps to one exit code
+//! (docs/cli.md, "Exit codes").
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Exit code for success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code for a command line that cannot be understood.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code for a packet that failed verification.
+pub const EXIT_VERIFY: i32 = 3;
+/// Exit code for a read or write that failed.
+pub const EXIT_IO: i32 = 4;
+/// Exit code for input the command refuses (workspace, target, harness).
+pub const EXIT_REFUSED: i32 = 5;
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// The packet was refused by packet-core while reading it.
+    Packet(packet_core::Error),
+    /// The workspace cannot become a packet: packet-core refused a path,
+    /// a symlink or the member set while packing.
+    Unpackable(packet_core::Error),
+    /// A file system operation failed.
+    Io {
+        /// What was being done, e.g. "read", "create".
+        op: &'static str,
+        /// The file it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The command refuses its input (a target that is not empty, a
+    /// harness that cannot be carried, a rollout that is missing...).
+    Refused {
+        /// Stable snake_case code.
+        code: &'static str,
+        /// The path involved, if any.
+        path: Option<String>,
+        /// What happened.
+        message: String,
+        /// What the user can do.
+        advice: String,
+    },
+    /// The command line is not usable.
+    Usage(String),
+}
+
+/// Shorthand for the CLI's results.
+pub type Result<T, E = CliError> = std::result::Result<T, E>;
+
+impl CliError {
+    /// An I/O error on `path`.
+    pub fn io(op: &'static str, path: impl AsRef<Path>, source: io::Error) -> CliError {
+        CliError::Io {
+            op,
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    /// A refusal with a code, a path, a message and advice.
+    pub fn refused(
+        code: &'static str,
+        path: Option<&Path>,
+        message: impl Into<String>,
+        advice: impl Into<String>,
+    ) -> CliError {
+        CliError::Refused {
+            code,
+            path: path.map(|p| p.display().to_string()),
+            message: message.into(),
+            advice: advice.into(),
+        }
+    }
+
+    /// The stable code shown in the JSON.
+    pub fn code(&self) -> &str {
+        match self {
+            CliError::Packet(e) | CliError::Unpackable(e) => e.code().as_str(),
+            CliError::Io { .. } => "io",
+            CliError::Refused { code, .. } => code,
+            CliError::Usage(_) => "usage",
+        }
+    }
+
+    /// The process exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Packet(_) => EXIT_VERIFY,
+            CliError::Unpackable(_) | CliError::Refused { .. } => EXIT_REFUSED,
+            CliError::Io { .. } => EXIT_IO,
+            CliError::Usage(_) => EXIT_USAGE,
+        }
+    }
+
+    /// The `pillbox.error/1` object.
+    pub fn report(&self) -> ErrorReport {
+        let (path, offset, message, advice) = match self {
+            CliError::Packet(e) => (
+                e.path().map(str::to_owned),
+                e.offset(),
+                e.message().to_owned(),
+                e.advice().to_owned(),
+            ),
+            CliError::Unpackable(e) => (
+                e.path().map(str::to_owned),
+                None,
+                e.message().to_owned(),
+                unpackable_advice(e.code()).to_owned(),
+            ),
+            CliError::Io { op, path, source } => (
+                Some(path.display().to_string()),
+                None,
+                format!("cannot {op} {}: {source}", path.display()),
+                io_advice(source.kind()).to_owned(),
+            ),
+            CliError::Refused {
+                path,
+                message,
+                advice,
+                ..
+            } => (path.clone(), None, message.clone(), advice.clone()),
+            CliError::Usage(message) => (
+                None,
+                None,
+                message.clone(),
+                "see `pillbox checkpoint --help`".to_owned(),
+            ),
+        };
+        ErrorReport {
+            schema: "pillbox.error/1",
+            code: self.code().to_owned(),
+            exit_code: self.exit_code(),
+            path,
+            offset,
+            message,
+            advice,
+        }
+    }
+}
+
+/// Advice for packet-core refusals met while packing a workspace.
+fn unpackable_advice(code: packet_core::ErrorCode) -> &'static str {
+    use packet_core::ErrorCode::*;
+    match code {
+        PathNotUtf8 | PathControlChar => {
+            "rename the file (packet paths are UTF-8 without control characters) or leave it out with --exclude"
+        }
+        PathCollision => {
+            "rename one of the two files: they would overwrite each other on macOS or Windows"
+        }
+        SymlinkEscapes | SymlinkAbsolute => {
+            "make the link relative and inside the workspace, leave it out with --exclude, or pass --skip-escaping-symlinks"
+        }
+        SymlinkThroughSymlink | SymlinkTargetInvalid => {
+            "point the link straight at its target (not through another link), or leave it out with --exclude"
+        }
+        MemberDigestMismatch | MemberMismatch => {
+            "the file changed while it was being packed: pack again once nothing writes to the workspace"
+        }
+        LimitMembers | LimitSize | LimitManifest | PathTooLong => {
+            "the workspace exceeds the format's limits: leave build outputs and caches out with --exclude"
+        }
+        _ => code.advice(),
+    }
+}
+
+fn io_advice(kind: io::ErrorKind) -> &'static str {
+    match kind {
+        io::ErrorKind::NotFound => "check that the path exists and is spelled right",
+        io::ErrorKind::PermissionDenied => "check the permissions of the path and its parents",
+        io::ErrorKind::AlreadyExists => "remove the existing file or choose another path",
+        io::ErrorKind::StorageFull => "free some disk space and try again",
+        io::ErrorKind::ReadOnlyFilesystem => "choose a writable location",
+        _ => "check the path and the file system, then try again",
+    }
+}
+
+/// The JSON object printed for every failure.
+#[derive(Debug, Serialize)]
+pub struct ErrorReport {
+    /// Always `pillbox.error/1`.
+    pub schema: &'static str,
+    /// Stable snake_case code: a packet-core code, `io`, `usage`, or a CLI refusal.
+    pub code: String,
+    /// The process exit code.
+    pub exit_code: i32,
+    /// The member path or file path involved.
+    pub path: Option<String>,
+    /// Byte offset in the packet, when known.
+    pub offset: Option<u64>,
+    /// What happened.
+    pub message: String,
+    /// What the user can do.
+    pub advice: String,
+}
+
+impl From<packet_core::Error> for CliError {
+    fn from(e: packet_core::Error) -> Self {
+        CliError::Packet(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use packet_core::ErrorCode;
+
+    #[test]
+    fn exit_codes_follow_the_kind_of_failure() {
+        let packet = CliError::Packet(packet_core::Error::new(ErrorCode::Truncated, "short"));
+        assert_eq!(packet.exit_code(), EXIT_VERIFY);
+        assert_eq!(packet.code(), "truncated");
+        let io = CliError::io("read", "/x", io::Error::from(io::ErrorKind::NotFound));
+        assert_eq!(io.exit_code(), EXIT_IO);
+        let report = io.report();
+        assert_eq!(report.path.as_deref(), Some("/x"));
+        assert!(report.message.contains("/x"));
+        assert_eq!(CliError::Usage("x".into()).exit_code(), EXIT_USAGE);
+        let refused = CliError::refused("target_not_empty", Some(Path::new("/t")), "m", "a");
+        assert_eq!(refused.exit_code(), EXIT_REFUSED);
+        assert_eq!(refused.report().code, "target_not_empty");
+    }
+}

@@ -1,0 +1,236 @@
+//! Claude Code: a session's transcript, `<config>/projects/<encoded cwd>/<session>.jsonl`,
+//! and its sidecar folder `<session>/` when there is one (HARNESS.md). Packed
+//! as `harness/claude/<session>.jsonl` (+ `harness/claude/<session>/…`);
+//! restored under the encoded name of the workspace's NEW absolute path so
+//! `claude --resume <session>` finds it there. The transcript's bytes are
+//! not rewritten (its `cwd` fields keep the old path; resume still works).
+//! `.credentials.json` is never carried.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use packet_core::{Harness, HarnessKind, Manifest};
+use serde_json::Value;
+
+use super::{for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan};
+use crate::error::{CliError, Result};
+use crate::walk::{walk_tree, Planned, Walk};
+
+/// The Claude Code adapter.
+pub struct Claude;
+
+const ROOT: &str = "harness/claude";
+
+/// Claude Code's longest project folder name before it adds a hash.
+const MAX_ENCODED: usize = 200;
+
+/// The project folder name for a working directory: every character that
+/// is not an ASCII letter or digit becomes `-`. Names longer than 200
+/// characters get a hashed suffix this tool cannot reproduce: `None`.
+pub fn encode_project(path: &Path) -> Option<String> {
+    let s: String = path
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    (s.len() <= MAX_ENCODED).then_some(s)
+}
+
+impl Adapter for Claude {
+    fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
+        let projects = request.home.join("projects");
+        let file_name = format!("{}.jsonl", request.id);
+        let preferred = encode_project(request.workspace).map(|e| projects.join(e));
+        let project = match preferred.filter(|p| p.join(&file_name).is_file()) {
+            Some(p) => p,
+            None => search_projects(&projects, &file_name)?,
+        };
+        let source = project.join(&file_name);
+        let (session, model) = read_transcript(&source)?;
+        if let Some(found) = session.filter(|s| s != request.id) {
+            return Err(CliError::refused(
+                "transcript_mismatch",
+                Some(&source),
+                format!(
+                    "the transcript records session {found:?}, not {}",
+                    request.id
+                ),
+                "check the session id; the transcript may have been renamed or copied",
+            ));
+        }
+        if let Some(expected) = request.expect_model {
+            if model.as_deref() != Some(expected) {
+                return Err(CliError::refused(
+                    "transcript_mismatch",
+                    Some(&source),
+                    format!("the transcript records model {model:?}, not {expected:?}"),
+                    "check --expect-model, or leave it out",
+                ));
+            }
+        }
+        let member = format!("{ROOT}/{file_name}");
+        let mut planned = vec![
+            Planned::Dir {
+                member: "harness".into(),
+            },
+            Planned::Dir {
+                member: ROOT.into(),
+            },
+            Planned::File {
+                member: member.clone(),
+                source: source.clone(),
+                executable: false,
+            },
+        ];
+        let mut walk = Walk::default();
+        let sidecar = project.join(request.id);
+        if fs::symlink_metadata(&sidecar)
+            .map(|m| m.is_dir())
+            .unwrap_or(false)
+        {
+            walk_tree(
+                &sidecar,
+                &format!("{ROOT}/{}", request.id),
+                request.walk,
+                &mut walk,
+            )?;
+            planned.append(&mut walk.planned);
+        }
+        Ok(Located {
+            planned,
+            harness: Harness {
+                kind: HarnessKind::Claude,
+                model,
+                rollout: member,
+                thread_id: request.id.to_owned(),
+            },
+            source_path: source,
+            walk,
+        })
+    }
+
+    fn restore_plan(
+        &self,
+        home: &Path,
+        harness: &Harness,
+        manifest: &Manifest,
+        workspace: &Path,
+    ) -> Result<RestorePlan> {
+        let Some(encoded) = encode_project(workspace) else {
+            return Err(CliError::refused(
+                "claude_project_path_too_long",
+                Some(workspace),
+                format!("Claude Code names project folders for paths longer than {MAX_ENCODED} characters with a hash this tool cannot compute"),
+                "unpack into a workspace with a shorter absolute path",
+            ));
+        };
+        let project = home.join("projects").join(encoded);
+        let transcript = format!("{}.jsonl", harness.thread_id);
+        if harness.rollout != format!("{ROOT}/{transcript}") {
+            return Err(CliError::refused(
+                "transcript_invalid",
+                Some(Path::new(&harness.rollout)),
+                format!("the packet's transcript {:?} is not {ROOT}/{transcript}", harness.rollout),
+                "unpack without --claude-config-dir to restore the workspace alone, or repack the session with pillbox",
+            ));
+        }
+        let mut moves = vec![Move {
+            relative: transcript.clone(),
+            destination: project.join(&transcript),
+        }];
+        let sidecar = format!("{ROOT}/{}", harness.thread_id);
+        if manifest.find(&sidecar).is_some() {
+            moves.push(Move {
+                relative: harness.thread_id.clone(),
+                destination: project.join(&harness.thread_id),
+            });
+        }
+        for m in &moves {
+            refuse_existing(&m.destination)?;
+        }
+        Ok(RestorePlan {
+            rollout_path: project.join(transcript),
+            moves,
+        })
+    }
+}
+
+fn search_projects(projects: &Path, file_name: &str) -> Result<PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = fs::read_dir(projects) {
+        for entry in entries.flatten() {
+            if entry.path().join(file_name).is_file() {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(CliError::refused(
+            "transcript_not_found",
+            Some(projects),
+            format!("no transcript {file_name} in any folder of {}", projects.display()),
+            "check the session id and the Claude Code config dir (--claude-config-dir, $CLAUDE_CONFIG_DIR, $HOME/.claude); to carry the workspace alone, pack without --harness",
+        )),
+        _ => Err(CliError::refused(
+            "transcript_ambiguous",
+            Some(&found[1]),
+            format!("{file_name} is in {} project folders, none of them this workspace's", found.len()),
+            "run pack from the workspace the session belongs to",
+        )),
+    }
+}
+
+/// The first `sessionId` recorded and the model of the last assistant message.
+fn read_transcript(path: &Path) -> Result<(Option<String>, Option<String>)> {
+    let mut session = None;
+    let mut model = None;
+    let mut lines = 0u64;
+    let mut unparsable = 0u64;
+    for_each_line(path, |line| {
+        lines += 1;
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            unparsable += 1;
+            return true;
+        };
+        if session.is_none() {
+            session = v["sessionId"].as_str().map(str::to_owned);
+        }
+        if v["type"] == "assistant" {
+            if let Some(m) = v["message"]["model"]
+                .as_str()
+                .filter(|m| !m.is_empty() && !m.starts_with('<'))
+            {
+                model = Some(m.to_owned());
+            }
+        }
+        true
+    })?;
+    if lines == 0 || unparsable == lines {
+        return Err(CliError::refused(
+            "transcript_invalid",
+            Some(path),
+            format!("{} holds no JSON lines", path.display()),
+            "check that the file is a Claude Code transcript",
+        ));
+    }
+    Ok((session, model))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_like_claude_code() {
+        assert_eq!(
+            encode_project(Path::new("/work/my_app.v2")).as_deref(),
+            Some("-work-my-app-v2")
+        );
+        assert_eq!(
+            encode_project(Path::new(&format!("/{}", "a".repeat(250)))),
+            None
+        );
+    }
+}

@@ -1,0 +1,271 @@
+//! Codex CLI: a thread's rollout, `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread_id>.jsonl`
+//! (HARNESS.md). Only the rollout is carried: never `auth.json`, never the
+//! `*.sqlite` state (it records the rollout's absolute path; Codex rebuilds it).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use packet_core::{Harness, HarnessKind, Manifest};
+use serde_json::Value;
+
+use super::{
+    ancestors, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
+};
+use crate::error::{CliError, Result};
+use crate::walk::{Planned, Walk};
+
+/// The Codex adapter.
+pub struct Codex;
+
+const PREFIX: &str = "harness/codex/";
+
+impl Adapter for Codex {
+    fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
+        let (relative, source) = find_rollout(request.home, request.id)?;
+        let meta = read_rollout(&source)?;
+        if meta.thread_id.as_deref() != Some(request.id) {
+            return Err(CliError::refused(
+                "rollout_mismatch",
+                Some(&source),
+                format!(
+                    "the rollout's session_meta records thread {:?}, not {}",
+                    meta.thread_id.unwrap_or_default(),
+                    request.id
+                ),
+                "check the thread id; the rollout file may have been renamed or copied",
+            ));
+        }
+        if let Some(expected) = request.expect_model {
+            if meta.model.as_deref() != Some(expected) {
+                return Err(CliError::refused(
+                    "rollout_mismatch",
+                    Some(&source),
+                    format!("the rollout records model {:?}, not {expected:?}", meta.model),
+                    "check --expect-model, or leave it out to carry whatever model the rollout records",
+                ));
+            }
+        }
+        let member = format!("{PREFIX}{relative}");
+        let mut planned = ancestors(&member);
+        planned.push(Planned::File {
+            member: member.clone(),
+            source: source.clone(),
+            executable: false,
+        });
+        Ok(Located {
+            planned,
+            harness: Harness {
+                kind: HarnessKind::Codex,
+                model: meta.model,
+                rollout: member,
+                thread_id: request.id.to_owned(),
+            },
+            source_path: source,
+            walk: Walk::default(),
+        })
+    }
+
+    fn restore_plan(
+        &self,
+        home: &Path,
+        harness: &Harness,
+        _manifest: &Manifest,
+        _workspace: &Path,
+    ) -> Result<RestorePlan> {
+        let relative = harness
+            .rollout
+            .strip_prefix(PREFIX)
+            .unwrap_or(&harness.rollout)
+            .to_owned();
+        if !is_rollout_path(&relative, &harness.thread_id) {
+            return Err(CliError::refused(
+                "rollout_invalid",
+                Some(Path::new(&harness.rollout)),
+                format!("the packet's rollout {:?} is not at sessions/YYYY/MM/DD/rollout-*-{}.jsonl, where Codex looks for it", harness.rollout, harness.thread_id),
+                "unpack without --codex-home to restore the workspace alone, or repack the session with pillbox",
+            ));
+        }
+        let destination = home.join(&relative);
+        refuse_existing(&destination)?;
+        Ok(RestorePlan {
+            moves: vec![Move {
+                relative,
+                destination: destination.clone(),
+            }],
+            rollout_path: destination,
+        })
+    }
+}
+
+/// Finds `sessions/*/*/*/rollout-*-<thread>.jsonl`; returns its path
+/// relative to the home and its full path.
+fn find_rollout(home: &Path, thread: &str) -> Result<(String, PathBuf)> {
+    let sessions = home.join("sessions");
+    let suffix = format!("-{thread}.jsonl");
+    let mut found = Vec::new();
+    for (y, y_path) in subdirs(&sessions)? {
+        for (m, m_path) in subdirs(&y_path)? {
+            for (d, d_path) in subdirs(&m_path)? {
+                let entries =
+                    fs::read_dir(&d_path).map_err(|e| CliError::io("list", &d_path, e))?;
+                for entry in entries {
+                    let entry = entry.map_err(|e| CliError::io("list", &d_path, e))?;
+                    let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                        continue;
+                    };
+                    if name.starts_with("rollout-")
+                        && name.ends_with(&suffix)
+                        && entry.path().is_file()
+                    {
+                        found.push((format!("sessions/{y}/{m}/{d}/{name}"), entry.path()));
+                    }
+                }
+            }
+        }
+    }
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(CliError::refused(
+            "rollout_not_found",
+            Some(&sessions),
+            format!("no rollout for thread {thread} under {} (looked for sessions/YYYY/MM/DD/rollout-*-{thread}.jsonl)", sessions.display()),
+            "check the thread id and the Codex home (--codex-home, $CODEX_HOME, $HOME/.codex); to carry the workspace alone, pack without --harness",
+        )),
+        _ => Err(CliError::refused(
+            "rollout_ambiguous",
+            Some(&found[1].1),
+            format!("{} rollouts for thread {thread}: {} and {}", found.len(), found[0].1.display(), found[1].1.display()),
+            "keep one rollout per thread in the Codex home",
+        )),
+    }
+}
+
+/// Whether `relative` is `sessions/YYYY/MM/DD/rollout-*-<thread>.jsonl`.
+fn is_rollout_path(relative: &str, thread: &str) -> bool {
+    let parts: Vec<&str> = relative.split('/').collect();
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    parts.len() == 5
+        && parts[0] == "sessions"
+        && digits(parts[1], 4)
+        && digits(parts[2], 2)
+        && digits(parts[3], 2)
+        && parts[4].starts_with("rollout-")
+        && parts[4].ends_with(&format!("-{thread}.jsonl"))
+}
+
+/// Subdirectories with UTF-8 names, sorted; none when `dir` is absent.
+fn subdirs(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CliError::io("list", dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| CliError::io("list", dir, e))?;
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
+            out.push((name.to_owned(), entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What a rollout records about itself.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RolloutMeta {
+    /// `payload.id` of the first line, when it is a `session_meta` line.
+    pub thread_id: Option<String>,
+    /// `payload.model` of the last `turn_context` line.
+    pub model: Option<String>,
+}
+
+/// Reads the first line's `session_meta` and the last `turn_context` model.
+pub fn read_rollout(path: &Path) -> Result<RolloutMeta> {
+    let mut meta = RolloutMeta::default();
+    let mut first = true;
+    let mut bad_first = false;
+    for_each_line(path, |line| {
+        if first {
+            first = false;
+            let v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+            if v["type"] == "session_meta" {
+                meta.thread_id = v["payload"]["id"].as_str().map(str::to_owned);
+            } else {
+                bad_first = true;
+                return false;
+            }
+            return true;
+        }
+        if contains(line, b"\"turn_context\"") {
+            if let Ok(v) = serde_json::from_slice::<Value>(line) {
+                if v["type"] == "turn_context" {
+                    if let Some(m) = v["payload"]["model"].as_str().filter(|m| !m.is_empty()) {
+                        meta.model = Some(m.to_owned());
+                    }
+                }
+            }
+        }
+        true
+    })?;
+    if bad_first || first {
+        return Err(CliError::refused(
+            "rollout_invalid",
+            Some(path),
+            format!("{} does not start with a session_meta line", path.display()),
+            "check that the file is a Codex rollout",
+        ));
+    }
+    Ok(meta)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_place_codex_reads_is_restored() {
+        let id = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+        assert!(is_rollout_path(
+            &format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{id}.jsonl"),
+            id
+        ));
+        assert!(!is_rollout_path(&format!("config-{id}.jsonl"), id));
+        assert!(!is_rollout_path(
+            &format!("sessions/26/11/30/rollout-x-{id}.jsonl"),
+            id
+        ));
+        assert!(!is_rollout_path(
+            &format!("archived_sessions/2026/11/30/rollout-x-{id}.jsonl"),
+            id
+        ));
+    }
+
+    #[test]
+    fn reads_thread_and_last_model() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("r.jsonl");
+        fs::write(
+            &p,
+            concat!(
+                r#"{"timestamp":"t","type":"session_meta","payload":{"id":"0199a213-81c0-7800-8aa1-bbab2a035a53","cwd":"/w"}}"#, "\n",
+                r#"{"type":"turn_context","payload":{"model":"gpt-a"}}"#, "\n",
+                r#"{"type":"turn_context","payload":{"model":"gpt-b"}}"#, "\n",
+            ),
+        )
+        .unwrap();
+        let m = read_rollout(&p).unwrap();
+        assert_eq!(
+            m.thread_id.as_deref(),
+            Some("0199a213-81c0-7800-8aa1-bbab2a035a53")
+        );
+        assert_eq!(m.model.as_deref(), Some("gpt-b"));
+        fs::write(&p, "{\"type\":\"event\"}\n").unwrap();
+        assert_eq!(read_rollout(&p).unwrap_err().code(), "rollout_invalid");
+    }
+}

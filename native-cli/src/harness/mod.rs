@@ -1,0 +1,229 @@
+//! Agent harness state: finding a session log to pack, and where it goes on
+//! unpack. One adapter per harness (`codex`, `claude`); OpenCode is refused
+//! because its credentials live inside the same database as its sessions.
+
+pub mod claude;
+pub mod codex;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use packet_core::{manifest::is_canonical_uuid, Harness, HarnessKind, Manifest};
+use serde::Serialize;
+
+use crate::error::{CliError, Result};
+use crate::walk::{Planned, WalkOptions};
+
+/// Longest JSONL line read from a session log (a Codex `session_meta` line
+/// carries the base instructions and can be long).
+const MAX_LINE: u64 = 64 << 20;
+
+/// What a pack asks a harness adapter for.
+pub struct LocateRequest<'a> {
+    /// The harness's home (`$CODEX_HOME`, `$CLAUDE_CONFIG_DIR`).
+    pub home: &'a Path,
+    /// Thread id (Codex) or session id (Claude Code), canonical.
+    pub id: &'a str,
+    /// The workspace's real absolute path.
+    pub workspace: &'a Path,
+    /// The model the caller expects, if it said so.
+    pub expect_model: Option<&'a str>,
+    /// Exclusion options (for a sidecar folder).
+    pub walk: &'a WalkOptions,
+}
+
+/// A session log found for packing.
+pub struct Located {
+    /// Members under `harness/<kind>/`, the harness roots included.
+    pub planned: Vec<Planned>,
+    /// The descriptor for the manifest.
+    pub harness: Harness,
+    /// The session log's absolute path on this machine.
+    pub source_path: PathBuf,
+    /// What the walk of any sidecar folder excluded or skipped.
+    pub walk: crate::walk::Walk,
+}
+
+/// One harness item to move from staging into the harness home.
+#[derive(Debug, Clone)]
+pub struct Move {
+    /// Path relative to `harness/<kind>/` (and to the staging folder).
+    pub relative: String,
+    /// Its final absolute path.
+    pub destination: PathBuf,
+}
+
+/// Where restored harness state goes.
+pub struct RestorePlan {
+    /// Items to move into place, after the workspace.
+    pub moves: Vec<Move>,
+    /// The restored session log's absolute path.
+    pub rollout_path: PathBuf,
+}
+
+/// A harness whose session state can travel in a packet.
+pub trait Adapter {
+    /// Finds the session log (and anything beside it) to pack.
+    fn locate(&self, request: &LocateRequest<'_>) -> Result<Located>;
+    /// Decides where the packet's harness members go under `home` for a
+    /// workspace restored at `workspace` (its real absolute path).
+    fn restore_plan(
+        &self,
+        home: &Path,
+        harness: &Harness,
+        manifest: &Manifest,
+        workspace: &Path,
+    ) -> Result<RestorePlan>;
+}
+
+/// The adapter for a harness kind.
+pub fn adapter(kind: HarnessKind) -> &'static dyn Adapter {
+    match kind {
+        HarnessKind::Codex => &codex::Codex,
+        HarnessKind::Claude => &claude::Claude,
+    }
+}
+
+/// The harness as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessArg {
+    /// OpenAI Codex CLI: the rollout of one thread.
+    Codex,
+    /// Claude Code: the transcript of one session.
+    Claude,
+    /// OpenCode: refused (its credentials share a database with its sessions).
+    Opencode,
+}
+
+impl HarnessArg {
+    /// The packet's harness kind, or the refusal for OpenCode.
+    pub fn kind(self) -> Result<HarnessKind> {
+        match self {
+            HarnessArg::Codex => Ok(HarnessKind::Codex),
+            HarnessArg::Claude => Ok(HarnessKind::Claude),
+            HarnessArg::Opencode => Err(CliError::refused(
+                "harness_unsupported",
+                None,
+                "OpenCode keeps its sessions in opencode.db, the same SQLite database (with its -wal, -shm and -journal sidecars) that stores its provider credentials; a packet never carries credentials, so OpenCode state cannot be carried",
+                "pack the workspace alone (without --harness) and start a new OpenCode session on the other machine",
+            )),
+        }
+    }
+}
+
+/// The harness home: the flag, then the environment variable, then
+/// `$HOME/<default_dir>`.
+pub fn home_dir(flag: Option<&Path>, env: &str, default_dir: &str) -> Result<PathBuf> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(v) = std::env::var_os(env).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(v));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(default_dir)),
+        None => Err(CliError::Usage(format!(
+            "neither ${env} nor $HOME is set: name the harness home with a flag"
+        ))),
+    }
+}
+
+/// Refuses an id that is not a lowercase hyphenated UUID.
+pub fn check_id(id: &str, what: &str) -> Result<()> {
+    if is_canonical_uuid(id) {
+        return Ok(());
+    }
+    Err(CliError::refused(
+        "invalid_thread_id",
+        None,
+        format!("{what} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)"),
+        "pass the id exactly as the harness printed it, in lowercase",
+    ))
+}
+
+/// Calls `each` with every line of a JSONL file (without the newline),
+/// stopping early when it returns false.
+pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> Result<()> {
+    let f = File::open(path).map_err(|e| CliError::io("read", path, e))?;
+    let mut r = BufReader::with_capacity(crate::packet_io::CHUNK, f);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| CliError::io("read", path, e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if n as u64 == MAX_LINE {
+            return Err(CliError::refused(
+                "session_log_invalid",
+                Some(path),
+                format!(
+                    "a line of {} is longer than {MAX_LINE} bytes",
+                    path.display()
+                ),
+                "check that the file is the harness's JSONL session log",
+            ));
+        }
+        if !each(&line) {
+            return Ok(());
+        }
+    }
+}
+
+/// Adds directory members for every ancestor of `member` (below and
+/// including `harness`), parents first.
+pub fn ancestors(member: &str) -> Vec<Planned> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(i) = member[at..].find('/') {
+        out.push(Planned::Dir {
+            member: member[..at + i].to_owned(),
+        });
+        at += i + 1;
+    }
+    out
+}
+
+/// Refuses a destination that already exists (restores never overwrite).
+pub fn refuse_existing(path: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Err(CliError::refused(
+            "target_not_empty",
+            Some(path),
+            format!(
+                "{} already exists; unpack never overwrites harness state",
+                path.display()
+            ),
+            "move the existing session log away, or restore into another harness home",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ancestors_lists_parents_in_order() {
+        let a: Vec<String> = ancestors("harness/codex/sessions/f")
+            .iter()
+            .map(|p| p.member().to_owned())
+            .collect();
+        assert_eq!(a, ["harness", "harness/codex", "harness/codex/sessions"]);
+    }
+
+    #[test]
+    fn opencode_is_refused_with_the_reason() {
+        let e = HarnessArg::Opencode.kind().unwrap_err();
+        assert_eq!(e.code(), "harness_unsupported");
+        assert!(e.report().message.contains("opencode.db"));
+    }
+}

@@ -1,0 +1,488 @@
+//! `pillbox`: moves an AI coding agent's session between machines as one
+//! deterministic, content-addressed session packet (`pillbox.session-packet/1`).
+//!
+//! The binary is thin over `packet-core`, which holds every format rule:
+//! this crate walks directories, reads and writes files, stages and renames,
+//! finds harness state, and prints one JSON object per run (docs/cli.md).
+
+mod error;
+mod harness;
+mod pack;
+mod packet_io;
+mod progress;
+mod query;
+mod report;
+mod restore_check;
+mod unpack;
+mod walk;
+
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use packet_core::{Digest, HarnessKind};
+use serde::Serialize;
+
+use error::{CliError, Result, EXIT_OK};
+use harness::HarnessArg;
+use packet_io::PacketInput;
+use progress::Progress;
+
+/// Pack, unpack, verify and inspect session packets.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pillbox",
+    version,
+    about = "Move an AI coding agent's session between machines as one verified packet",
+    long_about = "pillbox moves an AI coding agent's session (its workspace and, optionally, its Codex or Claude Code \
+session log) between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
+holds credentials.\n\nEvery command prints exactly one JSON object (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
+3 the packet failed verification, 4 I/O error, 5 input refused.",
+    after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check.
+    #[command(subcommand)]
+    Checkpoint(Checkpoint),
+}
+
+/// The `checkpoint` group. `push` and `pull` (to and from a packet store)
+/// will join these.
+#[derive(Debug, Subcommand)]
+enum Checkpoint {
+    /// Pack a workspace (and optionally an agent's session log) into a packet.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n\nCredential files (auth.json, .credentials.json, .netrc, SSH keys, cloud credentials...) are never packed; see docs/cli.md."
+    )]
+    Pack(PackArgs),
+    /// Verify a packet, then restore its workspace (and session log) into empty targets.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored --codex-home ~/.codex\n  curl -s https://example.invalid/ws.tar | pillbox checkpoint unpack - --digest sha256:<hex> --into ./restored\n\nNothing is written until the whole packet has verified; on any failure the targets are left as they were."
+    )]
+    Unpack(UnpackArgs),
+    /// Verify a packet completely without writing any file.
+    Verify(VerifyArgs),
+    /// Show a verified packet's manifest: members, totals, harness, exclusions.
+    #[command(visible_alias = "ls")]
+    Inspect(InspectArgs),
+    /// Write one member's bytes to stdout, once the whole packet has verified.
+    Cat(CatArgs),
+    /// Compare two packets: members added, removed and changed.
+    Diff(DiffArgs),
+    /// Check, as a host would before resuming, that a restored session log is usable.
+    RestoreCheck(RestoreCheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct PackArgs {
+    /// The workspace directory to pack.
+    #[arg(default_value = ".")]
+    workspace: PathBuf,
+    /// Where to write the packet; `-` writes it to stdout (the JSON report then goes to stderr or --report).
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Also carry an agent's session log: `codex` (needs --thread) or `claude` (needs --session). `opencode` is refused.
+    #[arg(long, value_enum, value_name = "HARNESS")]
+    harness: Option<HarnessArg>,
+    /// Codex thread id (a lowercase UUID) whose rollout to carry.
+    #[arg(long, value_name = "UUID")]
+    thread: Option<String>,
+    /// Claude Code session id (a lowercase UUID) whose transcript to carry.
+    #[arg(long, value_name = "UUID")]
+    session: Option<String>,
+    /// Codex home to read the rollout from [default: $CODEX_HOME, else $HOME/.codex].
+    #[arg(long, value_name = "DIR")]
+    codex_home: Option<PathBuf>,
+    /// Claude Code config dir to read the transcript from [default: $CLAUDE_CONFIG_DIR, else $HOME/.claude].
+    #[arg(long, value_name = "DIR")]
+    claude_config_dir: Option<PathBuf>,
+    /// Refuse unless the session log records this model.
+    #[arg(long, value_name = "MODEL")]
+    expect_model: Option<String>,
+    /// Leave out paths matching this glob, relative to the workspace (`*`, `?`, `**`). Repeatable. Credential files are always left out.
+    #[arg(long, value_name = "GLOB")]
+    exclude: Vec<String>,
+    /// Skip symlinks that point outside the workspace instead of refusing to pack.
+    #[arg(long)]
+    skip_escaping_symlinks: bool,
+    /// Write the JSON report to this file instead of stdout (stderr when the packet goes to stdout).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("trust").required(true).args(["digest", "trust_unverified"]))]
+struct UnpackArgs {
+    /// The packet file, or `-` for stdin (spooled to a temporary file, then read twice).
+    packet: PathBuf,
+    /// The workspace target: an empty or absent directory.
+    #[arg(long, value_name = "DIR")]
+    into: PathBuf,
+    /// The digest the packet must have (`sha256:<64 hex>`), checked before anything is written.
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    /// Unpack without an expected digest: the packet is still verified against its own manifest, but nothing proves it is the packet you meant.
+    #[arg(long)]
+    trust_unverified: bool,
+    /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
+    #[arg(long, value_name = "DIR")]
+    codex_home: Option<PathBuf>,
+    /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
+    #[arg(long, value_name = "DIR")]
+    claude_config_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// The packet file, or `-` for stdin.
+    packet: PathBuf,
+    /// The digest the packet must have.
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    /// One JSON object.
+    Json,
+    /// A readable listing (instead of the JSON object).
+    Text,
+}
+
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The packet file, or `-` for stdin.
+    packet: PathBuf,
+    /// The digest the packet must have.
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    format: Format,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct CatArgs {
+    /// The packet file, or `-` for stdin.
+    packet: PathBuf,
+    /// The member path, e.g. `workspace/src/main.rs`.
+    member: String,
+    /// The digest the packet must have.
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    /// Write the JSON report to this file instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The first (older) packet.
+    a: PathBuf,
+    /// The second (newer) packet.
+    b: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    format: Format,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct RestoreCheckArgs {
+    /// The JSON object `unpack` printed (a file, or `-` for stdin).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["harness", "thread", "rollout_path"])]
+    checkpoint: Option<PathBuf>,
+    /// The harness, when giving the fields one by one.
+    #[arg(long, value_enum, default_value = "codex")]
+    harness: HarnessArg,
+    /// The thread (Codex) or session (Claude Code) id.
+    #[arg(long, value_name = "UUID", required_unless_present = "checkpoint")]
+    thread: Option<String>,
+    /// The session log's path as the checkpoint records it (must be absolute).
+    #[arg(long, value_name = "PATH")]
+    rollout_path: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// No progress bar on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Where the one JSON object goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum JsonTo {
+    Stdout,
+    Stderr,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::from(EXIT_OK as u8);
+            }
+            let _ = e.print();
+            let rendered = e.render().to_string();
+            let first = rendered.split("\n\n").next().unwrap_or("").trim();
+            let message = first
+                .strip_prefix("error: ")
+                .unwrap_or(first)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let message = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                "a command is required (see the list above)".to_owned()
+            } else {
+                message
+            };
+            let err = CliError::Usage(message);
+            emit(&err.report(), JsonTo::Stdout, None);
+            return ExitCode::from(err.exit_code() as u8);
+        }
+    };
+    let (result, json_to, report_file) = run(cli);
+    match result {
+        Ok(()) => ExitCode::from(EXIT_OK as u8),
+        Err(e) => {
+            emit(&e.report(), json_to, report_file.as_deref());
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+/// Runs a command; on success it has printed its JSON. Returns where an
+/// error's JSON goes.
+fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
+    let Command::Checkpoint(cmd) = cli.command;
+    match cmd {
+        Checkpoint::Pack(a) => {
+            let to = if a.output == Path::new("-") {
+                JsonTo::Stderr
+            } else {
+                JsonTo::Stdout
+            };
+            let report = a.report.clone();
+            (run_pack(a, to), to, report)
+        }
+        Checkpoint::Cat(a) => {
+            let report = a.report.clone();
+            (run_cat(a), JsonTo::Stderr, report)
+        }
+        Checkpoint::Unpack(a) => (run_unpack(a), JsonTo::Stdout, None),
+        Checkpoint::Verify(a) => (run_verify(a), JsonTo::Stdout, None),
+        Checkpoint::Inspect(a) => (run_inspect(a), JsonTo::Stdout, None),
+        Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
+        Checkpoint::RestoreCheck(a) => (run_restore_check(a), JsonTo::Stdout, None),
+    }
+}
+
+/// Prints one JSON object and a newline to stdout, stderr or a file.
+fn emit<T: Serialize>(value: &T, to: JsonTo, file: Option<&Path>) {
+    let mut text = serde_json::to_string(value).unwrap_or_else(|e| {
+        format!(r#"{{"schema":"pillbox.error/1","code":"internal","exit_code":5,"path":null,"offset":null,"message":"cannot encode the report: {e}","advice":"report this bug"}}"#)
+    });
+    text.push('\n');
+    if let Some(f) = file {
+        if std::fs::write(f, &text).is_ok() {
+            return;
+        }
+    }
+    let _ = match to {
+        JsonTo::Stdout => io::stdout().lock().write_all(text.as_bytes()),
+        JsonTo::Stderr => io::stderr().lock().write_all(text.as_bytes()),
+    };
+}
+
+fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
+    d.map(|s| {
+        s.parse::<Digest>()
+            .map_err(|e| CliError::Usage(format!("--digest {s:?}: {}", e.message())))
+    })
+    .transpose()
+}
+
+fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
+    let harness = match a.harness {
+        None => {
+            if a.thread.is_some() || a.session.is_some() {
+                return Err(CliError::Usage(
+                    "--thread and --session need --harness codex or --harness claude".into(),
+                ));
+            }
+            None
+        }
+        Some(h) => {
+            let kind = h.kind()?;
+            let stray = match kind {
+                HarnessKind::Codex => a
+                    .session
+                    .is_some()
+                    .then_some("--session belongs to --harness claude"),
+                HarnessKind::Claude => a
+                    .thread
+                    .is_some()
+                    .then_some("--thread belongs to --harness codex"),
+            };
+            if let Some(message) = stray {
+                return Err(CliError::Usage(message.into()));
+            }
+            let (id, home) = match kind {
+                HarnessKind::Codex => (
+                    a.thread.clone().ok_or_else(|| {
+                        CliError::Usage("--harness codex needs --thread <uuid>".into())
+                    })?,
+                    harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
+                ),
+                HarnessKind::Claude => (
+                    a.session.clone().ok_or_else(|| {
+                        CliError::Usage("--harness claude needs --session <uuid>".into())
+                    })?,
+                    harness::home_dir(
+                        a.claude_config_dir.as_deref(),
+                        "CLAUDE_CONFIG_DIR",
+                        ".claude",
+                    )?,
+                ),
+            };
+            Some(pack::HarnessRequest {
+                kind,
+                home,
+                id,
+                expect_model: a.expect_model.clone(),
+            })
+        }
+    };
+    if a.output == Path::new("-") && io::stdout().is_terminal() {
+        return Err(CliError::Usage(
+            "refusing to write a packet to a terminal: redirect stdout or use -o FILE".into(),
+        ));
+    }
+    let request = pack::PackRequest {
+        workspace: a.workspace,
+        output: a.output,
+        harness,
+        walk: walk::WalkOptions {
+            excludes: a.exclude,
+            skip_escaping_symlinks: a.skip_escaping_symlinks,
+        },
+    };
+    let report = pack::pack(&request, &Progress::new(a.common.quiet))?;
+    emit(&report, to, a.report.as_deref());
+    Ok(())
+}
+
+fn run_unpack(a: UnpackArgs) -> Result<()> {
+    let expected = parse_digest(a.digest.as_deref())?;
+    let source = PacketInput::open(&a.packet)?;
+    let request = unpack::UnpackRequest {
+        into: a.into,
+        expected,
+        codex_home: a.codex_home,
+        claude_config_dir: a.claude_config_dir,
+    };
+    let report = unpack::unpack(&source, &request, &Progress::new(a.common.quiet))?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_verify(a: VerifyArgs) -> Result<()> {
+    let expected = parse_digest(a.digest.as_deref())?;
+    let source = PacketInput::open(&a.packet)?;
+    let report = query::verify(&source, expected, &Progress::new(a.common.quiet))?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_inspect(a: InspectArgs) -> Result<()> {
+    let expected = parse_digest(a.digest.as_deref())?;
+    let source = PacketInput::open(&a.packet)?;
+    let report = query::inspect(&source, expected, &Progress::new(a.common.quiet))?;
+    match a.format {
+        Format::Json => emit(&report, JsonTo::Stdout, None),
+        Format::Text => print_text(&query::inspect_text(&report))?,
+    }
+    Ok(())
+}
+
+fn print_text(text: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::io("write", "standard output", e))
+}
+
+fn run_cat(a: CatArgs) -> Result<()> {
+    let expected = parse_digest(a.digest.as_deref())?;
+    let source = PacketInput::open(&a.packet)?;
+    let mut out = io::stdout().lock();
+    let report = query::cat(
+        &source,
+        &a.member,
+        expected,
+        &mut out,
+        &Progress::new(a.common.quiet),
+    )?;
+    emit(&report, JsonTo::Stderr, a.report.as_deref());
+    Ok(())
+}
+
+fn run_diff(a: DiffArgs) -> Result<()> {
+    if a.a == Path::new("-") && a.b == Path::new("-") {
+        return Err(CliError::Usage(
+            "only one of the two packets can come from stdin".into(),
+        ));
+    }
+    let first = PacketInput::open(&a.a)?;
+    let second = PacketInput::open(&a.b)?;
+    let report = query::diff(&first, &second, &Progress::new(a.common.quiet))?;
+    match a.format {
+        Format::Json => emit(&report, JsonTo::Stdout, None),
+        Format::Text => print_text(&query::diff_text(&report))?,
+    }
+    Ok(())
+}
+
+fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
+    let request = match &a.checkpoint {
+        Some(file) => {
+            let text = if file == Path::new("-") {
+                io::read_to_string(io::stdin())
+                    .map_err(|e| CliError::io("read", "standard input", e))?
+            } else {
+                std::fs::read_to_string(file).map_err(|e| CliError::io("read", file, e))?
+            };
+            restore_check::RestoreCheckRequest::from_unpack_json(&text, file)?
+        }
+        None => restore_check::RestoreCheckRequest {
+            kind: a.harness.kind()?,
+            thread_id: a.thread.clone().unwrap_or_default(),
+            rollout_path: a.rollout_path.clone(),
+        },
+    };
+    let report = restore_check::restore_check(&request)?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}

@@ -1,0 +1,336 @@
+//! Reading packets: where the bytes come from (a file, reopened for each
+//! pass, or standard input spooled to a temporary file) and the loop that
+//! drives packet-core's [`Reader`] over them in 1 MiB chunks.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use std::sync::{mpsc, Arc};
+
+use packet_core::{Event, Hasher, Limits, Manifest, Reader, ReaderOptions, Verified};
+
+use crate::error::{CliError, Result};
+use crate::progress::Progress;
+
+/// Size of every read and write buffer.
+pub const CHUNK: usize = 1 << 20;
+
+/// Something that can hand out the packet's bytes from the start, once per
+/// pass. Each call must read the packet afresh: a file is reopened, so a
+/// file replaced between two passes is read as it is now.
+pub trait PacketSource {
+    /// A reader positioned at the packet's first byte.
+    fn open_packet(&self) -> Result<Box<dyn Read + '_>>;
+    /// How to name the packet in errors and reports.
+    fn label(&self) -> String;
+    /// The packet's size when known before reading.
+    fn size_hint(&self) -> Option<u64>;
+}
+
+/// A packet given on the command line.
+pub enum PacketInput {
+    /// A regular file, reopened by path for each pass.
+    File(PathBuf),
+    /// Standard input, or a pipe or device named on the command line,
+    /// copied to an unnamed temporary file first so it can be read twice.
+    Spooled {
+        /// What was spooled.
+        label: String,
+        /// The temporary file (deleted when dropped).
+        file: File,
+        /// Bytes spooled.
+        size: u64,
+    },
+}
+
+impl PacketInput {
+    /// Opens `-` (standard input) or a path. Non-regular files (pipes,
+    /// `/dev/fd/N`, devices) are spooled like standard input.
+    pub fn open(arg: &Path) -> Result<PacketInput> {
+        if arg == Path::new("-") {
+            return Self::spool("-", io::stdin().lock());
+        }
+        let meta = std::fs::metadata(arg).map_err(|e| CliError::io("open", arg, e))?;
+        if meta.is_file() {
+            return Ok(PacketInput::File(arg.to_path_buf()));
+        }
+        if meta.is_dir() {
+            return Err(CliError::refused(
+                "not_a_packet",
+                Some(arg),
+                format!("{} is a directory, not a packet file", arg.display()),
+                "name the packet file (a .tar written by `pillbox checkpoint pack`)",
+            ));
+        }
+        let f = File::open(arg).map_err(|e| CliError::io("open", arg, e))?;
+        Self::spool(&arg.display().to_string(), f)
+    }
+
+    /// Copies a stream into an unnamed temporary file, at most one byte
+    /// more than the format's largest packet (the reader then refuses it
+    /// for its size, and the disk is not filled by an endless stream).
+    fn spool(label: &str, mut input: impl Read) -> Result<PacketInput> {
+        let tmp_dir = std::env::temp_dir();
+        let mut file = tempfile::tempfile()
+            .map_err(|e| CliError::io("create a spool file in", &tmp_dir, e))?;
+        let cap = Limits::FORMAT.max_packet_bytes + 1;
+        let mut limited = (&mut input).take(cap);
+        let mut buf = vec![0u8; CHUNK];
+        let mut size = 0u64;
+        loop {
+            let n = match limited.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(CliError::io("read", label, e)),
+            };
+            file.write_all(&buf[..n])
+                .map_err(|e| CliError::io("write the spool file in", &tmp_dir, e))?;
+            size += n as u64;
+        }
+        Ok(PacketInput::Spooled {
+            label: label.to_owned(),
+            file,
+            size,
+        })
+    }
+}
+
+impl PacketSource for PacketInput {
+    fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
+        match self {
+            PacketInput::File(path) => {
+                let f = File::open(path).map_err(|e| CliError::io("open", path, e))?;
+                Ok(Box::new(f))
+            }
+            PacketInput::Spooled { file, label, .. } => {
+                let mut f = file
+                    .try_clone()
+                    .map_err(|e| CliError::io("reopen", label, e))?;
+                f.seek(SeekFrom::Start(0))
+                    .map_err(|e| CliError::io("rewind", label, e))?;
+                Ok(Box::new(f))
+            }
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            PacketInput::File(p) => p.display().to_string(),
+            PacketInput::Spooled { label, .. } => label.clone(),
+        }
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        match self {
+            PacketInput::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            PacketInput::Spooled { size, .. } => Some(*size),
+        }
+    }
+}
+
+/// A packet read to its end: its manifest and what the reader established.
+pub struct PacketRead {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Digest, size and member count.
+    pub verified: Verified,
+}
+
+/// Reads one pass over a packet with a fresh [`Reader`], calling `on_event`
+/// for every event with the manifest (available from the first event on).
+///
+/// The reader checks the members (and hashes every body) on this thread;
+/// the whole packet is hashed on a second thread from the same 1 MiB
+/// blocks (packet-core's `skip_packet_digest`), and compared here with the
+/// expected digest once the reader has finished.
+pub fn read_packet(
+    source: &dyn PacketSource,
+    options: ReaderOptions,
+    progress: &Progress,
+    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
+) -> Result<PacketRead> {
+    let mut input = source.open_packet()?;
+    let mut reader = Reader::new(ReaderOptions {
+        skip_packet_digest: true,
+        ..options
+    });
+    let (full_tx, full_rx) = mpsc::sync_channel::<(Arc<Vec<u8>>, usize)>(2);
+    let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
+    std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || {
+            let mut hasher = Hasher::new();
+            for (block, used) in full_rx {
+                hasher.update(&block[..used]);
+                let _ = free_tx.send(block);
+            }
+            hasher.finish()
+        });
+        let mut blocks = 0;
+        let read = (|| -> Result<()> {
+            loop {
+                // Three blocks circulate: one being read and fed here, up to
+                // two queued for or being hashed on the other thread.
+                let mut buf = if blocks < 3 {
+                    blocks += 1;
+                    vec![0u8; CHUNK]
+                } else {
+                    free_rx
+                        .recv()
+                        .ok()
+                        .and_then(|b| Arc::try_unwrap(b).ok())
+                        .unwrap_or_else(|| vec![0u8; CHUNK])
+                };
+                let n = loop {
+                    match input.read(&mut buf) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(CliError::io("read", source.label(), e)),
+                    }
+                };
+                if n == 0 {
+                    return Ok(());
+                }
+                progress.inc(n as u64);
+                let block = Arc::new(buf);
+                if full_tx.send((Arc::clone(&block), n)).is_err() {
+                    return Err(CliError::refused(
+                        "read_interrupted",
+                        None,
+                        "the hashing thread stopped unexpectedly",
+                        "read the packet again; if it persists, report this bug",
+                    ));
+                }
+                let mut chunk = &block[..n];
+                while !chunk.is_empty() {
+                    let (used, event) = reader.feed(chunk)?;
+                    chunk = &chunk[used..];
+                    if let Some(event) = event {
+                        dispatch(&reader, event, on_event)?;
+                    }
+                }
+            }
+        })();
+        drop(full_tx);
+        let digest = hasher.join();
+        read?;
+        // A member that ended with the last byte read still owes its MemberEnd.
+        while let (_, Some(event @ Event::MemberEnd { .. })) = reader.feed(&[])? {
+            dispatch(&reader, event, on_event)?;
+        }
+        let mut verified = reader.finish()?;
+        let digest = digest.map_err(|_| {
+            CliError::refused(
+                "read_interrupted",
+                None,
+                "the hashing thread stopped unexpectedly",
+                "read the packet again; if it persists, report this bug",
+            )
+        })?;
+        if let Some(expected) = options
+            .expected_digest
+            .filter(|_| !options.skip_packet_digest)
+        {
+            if expected != digest {
+                return Err(CliError::Packet(packet_core::Error::new(
+                    packet_core::ErrorCode::PacketDigestMismatch,
+                    format!("expected {expected}, the packet is {digest}"),
+                )));
+            }
+        }
+        if !options.skip_packet_digest {
+            verified.digest = Some(digest);
+        }
+        let manifest = reader.into_manifest().ok_or_else(|| {
+            CliError::Packet(packet_core::Error::new(
+                packet_core::ErrorCode::Truncated,
+                "the packet ends before packet.json",
+            ))
+        })?;
+        Ok(PacketRead { manifest, verified })
+    })
+}
+
+fn dispatch(
+    reader: &Reader,
+    event: Event<'_>,
+    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
+) -> Result<()> {
+    match reader.manifest() {
+        Some(m) => on_event(m, event),
+        None => Err(CliError::Packet(packet_core::Error::new(
+            packet_core::ErrorCode::Usage,
+            "the reader yielded an event before the manifest",
+        ))),
+    }
+}
+
+/// Verifies a whole packet without writing anything.
+pub fn verify(
+    source: &dyn PacketSource,
+    expected: Option<packet_core::Digest>,
+    progress: &Progress,
+) -> Result<PacketRead> {
+    let options = ReaderOptions {
+        expected_digest: expected,
+        ..ReaderOptions::default()
+    };
+    progress.phase("verify", source.size_hint().unwrap_or(0));
+    read_packet(source, options, progress, &mut |_, _| Ok(()))
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// Bytes in memory as a packet source.
+    pub struct Bytes(pub Vec<u8>);
+
+    impl PacketSource for Bytes {
+        fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
+            Ok(Box::new(&self.0[..]))
+        }
+        fn label(&self) -> String {
+            "memory".into()
+        }
+        fn size_hint(&self) -> Option<u64> {
+            Some(self.0.len() as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::Bytes;
+    use super::*;
+
+    #[test]
+    fn reads_every_member_end_even_at_the_last_byte() {
+        let packet = packet_core::build::sample_packet();
+        let mut ends = 0;
+        let read = read_packet(
+            &Bytes(packet),
+            ReaderOptions::default(),
+            &Progress::new(true),
+            &mut |_, e| {
+                if let Event::MemberEnd { .. } = e {
+                    ends += 1;
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(ends, read.manifest.members.len());
+    }
+
+    #[test]
+    fn a_truncated_packet_is_refused() {
+        let mut packet = packet_core::build::sample_packet();
+        packet.truncate(packet.len() - 600);
+        let err = verify(&Bytes(packet), None, &Progress::new(true))
+            .err()
+            .unwrap();
+        assert_eq!(err.code(), "truncated");
+    }
+}

@@ -1,0 +1,50 @@
+//! Human progress on stderr: a byte-count bar, shown only when stderr is a
+//! terminal and `--quiet` was not given. Never mixed with the JSON.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar, or nothing.
+#[derive(Clone)]
+pub struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    /// A bar when stderr is a terminal and `quiet` is false.
+    pub fn new(quiet: bool) -> Progress {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{msg:>10} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {eta}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        Progress(Some(bar))
+    }
+
+    /// Starts a phase of `total` bytes.
+    pub fn phase(&self, message: &'static str, total: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(message);
+            bar.set_length(total);
+            bar.set_position(0);
+        }
+    }
+
+    /// Adds `n` bytes done.
+    pub fn inc(&self, n: u64) {
+        if let Some(bar) = &self.0 {
+            bar.inc(n);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}

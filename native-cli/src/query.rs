@@ -1,0 +1,535 @@
+//! Commands that read packets and write no files: `verify`, `inspect`,
+//! `cat` and `diff`. Each reads the whole packet through packet-core's
+//! reader, so nothing is reported from a packet that fails verification.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use packet_core::diff::Change;
+use packet_core::{Digest, Event, Kind, Manifest};
+use serde::Serialize;
+
+use crate::error::{CliError, Result};
+use crate::packet_io::{self, PacketRead, PacketSource, CHUNK};
+use crate::progress::Progress;
+use crate::report::{mode_string, EntryReport, ExclusionReport, HarnessReport, Totals};
+
+/// The `pillbox.checkpoint.verify/1` object.
+#[derive(Debug, Serialize)]
+pub struct VerifyReport {
+    /// `pillbox.checkpoint.verify/1`.
+    pub schema: &'static str,
+    /// Always true (a failure prints a `pillbox.error/1` object instead).
+    pub ok: bool,
+    /// The packet digest.
+    pub digest: String,
+    /// Whether it was compared with `--digest`.
+    pub digest_checked: bool,
+    /// Packet size in bytes.
+    pub size: u64,
+    /// Members after `packet.json`.
+    pub members: u64,
+    /// Manifest totals.
+    pub totals: Totals,
+    /// Harness state carried.
+    pub harness: Option<HarnessReport>,
+}
+
+/// `verify`.
+pub fn verify(
+    source: &dyn PacketSource,
+    expected: Option<Digest>,
+    progress: &Progress,
+) -> Result<VerifyReport> {
+    let read = packet_io::verify(source, expected, progress)?;
+    progress.finish();
+    Ok(VerifyReport {
+        schema: "pillbox.checkpoint.verify/1",
+        ok: true,
+        digest: digest_of(&read)?.to_string(),
+        digest_checked: expected.is_some(),
+        size: read.verified.size,
+        members: read.manifest.totals.members,
+        totals: read.manifest.totals,
+        harness: read.manifest.harness.as_ref().map(HarnessReport::of),
+    })
+}
+
+fn digest_of(read: &PacketRead) -> Result<Digest> {
+    read.verified.digest.ok_or_else(|| {
+        CliError::Packet(packet_core::Error::new(
+            packet_core::ErrorCode::Usage,
+            "the reader computed no digest",
+        ))
+    })
+}
+
+/// The `pillbox.checkpoint.inspect/1` object.
+#[derive(Debug, Serialize)]
+pub struct InspectReport {
+    /// `pillbox.checkpoint.inspect/1`.
+    pub schema: &'static str,
+    /// The packet's format id.
+    pub format: String,
+    /// The packet digest.
+    pub digest: String,
+    /// Packet size in bytes.
+    pub size: u64,
+    /// Manifest totals.
+    pub totals: Totals,
+    /// Harness state carried.
+    pub harness: Option<HarnessReport>,
+    /// Exclusion rules that applied when it was packed.
+    pub exclusions: Vec<ExclusionReport>,
+    /// Every member, in archive order.
+    pub members: Vec<EntryReport>,
+}
+
+/// `inspect`.
+pub fn inspect(
+    source: &dyn PacketSource,
+    expected: Option<Digest>,
+    progress: &Progress,
+) -> Result<InspectReport> {
+    let read = packet_io::verify(source, expected, progress)?;
+    progress.finish();
+    let m = &read.manifest;
+    Ok(InspectReport {
+        schema: "pillbox.checkpoint.inspect/1",
+        format: m.format.clone(),
+        digest: digest_of(&read)?.to_string(),
+        size: read.verified.size,
+        totals: m.totals,
+        harness: m.harness.as_ref().map(HarnessReport::of),
+        exclusions: m.exclusions.iter().map(ExclusionReport::from).collect(),
+        members: m.members.iter().map(EntryReport::from).collect(),
+    })
+}
+
+/// The `tar -tv`-like listing of `inspect --format text`.
+pub fn inspect_text(report: &InspectReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {} {} ({} bytes)",
+        report.format, report.digest, report.size
+    );
+    let t = &report.totals;
+    let _ = writeln!(
+        s,
+        "# {} members: {} files ({} bytes), {} directories, {} symlinks",
+        t.members, t.files, t.bytes, t.directories, t.symlinks
+    );
+    if let Some(h) = &report.harness {
+        let _ = writeln!(
+            s,
+            "# harness {} thread {} model {} log {}",
+            h.kind,
+            h.thread_id,
+            h.model.as_deref().unwrap_or("-"),
+            h.member
+        );
+    }
+    for e in &report.exclusions {
+        let _ = writeln!(
+            s,
+            "# excluded {} path(s) by {} {:?}",
+            e.matched, e.rule, e.pattern
+        );
+    }
+    for e in &report.members {
+        let entry = entry_from_report(e);
+        let name = match e.kind {
+            "dir" => format!("{}/", e.path),
+            "symlink" => format!("{} -> {}", e.path, e.target.as_deref().unwrap_or("")),
+            _ => e.path.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "{} 0/0 {:>12} 1970-01-01 00:00 {}",
+            mode_string(&entry),
+            e.size,
+            name
+        );
+    }
+    s
+}
+
+fn entry_from_report(e: &EntryReport) -> packet_core::Entry {
+    let mode = u32::from_str_radix(&e.mode, 8).unwrap_or(0);
+    let kind = match e.kind {
+        "dir" => Kind::Dir,
+        "symlink" => Kind::Symlink,
+        _ => Kind::File,
+    };
+    packet_core::Entry {
+        path: e.path.clone(),
+        kind,
+        mode,
+        size: e.size,
+        sha256: None,
+        target: None,
+    }
+}
+
+/// The `pillbox.checkpoint.cat/1` object (printed on stderr or to `--report`).
+#[derive(Debug, Serialize)]
+pub struct CatReport {
+    /// `pillbox.checkpoint.cat/1`.
+    pub schema: &'static str,
+    /// The member written to standard output.
+    pub path: String,
+    /// Its size.
+    pub size: u64,
+    /// Its sha256 (bare hex), as the manifest records and the reader checked.
+    pub sha256: String,
+    /// Its mode.
+    pub mode: String,
+    /// The packet digest.
+    pub packet_digest: String,
+    /// Whether the packet digest was compared with `--digest`.
+    pub digest_checked: bool,
+}
+
+/// `cat`: the member is copied into an unnamed temporary file while the
+/// whole packet is verified, then copied to `out`, so no byte reaches
+/// standard output unless the member and the packet verified.
+pub fn cat(
+    source: &dyn PacketSource,
+    member: &str,
+    expected: Option<Digest>,
+    out: &mut dyn Write,
+    progress: &Progress,
+) -> Result<CatReport> {
+    let tmp_dir = std::env::temp_dir();
+    let mut spool = tempfile::tempfile()
+        .map_err(|e| CliError::io("create a temporary file in", &tmp_dir, e))?;
+    let mut target: Option<usize> = None;
+    let mut copying = false;
+    let options = packet_core::ReaderOptions {
+        expected_digest: expected,
+        ..Default::default()
+    };
+    progress.phase("read", source.size_hint().unwrap_or(0));
+    let read = packet_io::read_packet(source, options, progress, &mut |m, event| {
+        match event {
+            Event::Manifest => {
+                let Some((index, entry)) = m.find(member) else {
+                    return Err(CliError::refused(
+                        "member_not_found",
+                        None,
+                        format!("the packet has no member {member:?}"),
+                        "list the members with `pillbox checkpoint inspect --format text`; paths start with workspace/ or harness/",
+                    ));
+                };
+                if entry.kind != Kind::File {
+                    return Err(CliError::refused(
+                        "not_a_file",
+                        None,
+                        format!("{member:?} is a {}, not a file", entry.kind.as_str()),
+                        "cat prints files; use inspect to see directories and symlink targets",
+                    ));
+                }
+                target = Some(index);
+            }
+            Event::MemberStart { index, .. } => copying = Some(index) == target,
+            Event::Data(bytes) if copying => {
+                spool
+                    .write_all(bytes)
+                    .map_err(|e| CliError::io("write a temporary file in", &tmp_dir, e))?;
+            }
+            Event::MemberEnd { .. } => copying = false,
+            Event::Data(_) => {}
+        }
+        Ok(())
+    })?;
+    progress.finish();
+    let (_, entry) = read.manifest.find(member).ok_or_else(|| {
+        CliError::refused(
+            "member_not_found",
+            None,
+            format!("no member {member:?}"),
+            "check the path",
+        )
+    })?;
+    spool
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| CliError::io("rewind a temporary file in", &tmp_dir, e))?;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match spool.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CliError::io("read a temporary file in", &tmp_dir, e)),
+        };
+        out.write_all(&buf[..n])
+            .map_err(|e| CliError::io("write", "standard output", e))?;
+    }
+    out.flush()
+        .map_err(|e| CliError::io("write", "standard output", e))?;
+    Ok(CatReport {
+        schema: "pillbox.checkpoint.cat/1",
+        path: entry.path.clone(),
+        size: entry.size,
+        sha256: entry
+            .sha256
+            .map(|d| d.hex().to_string())
+            .unwrap_or_default(),
+        mode: format!("{:04o}", entry.mode),
+        packet_digest: digest_of(&read)?.to_string(),
+        digest_checked: expected.is_some(),
+    })
+}
+
+/// One side of a diff.
+#[derive(Debug, Serialize)]
+pub struct DiffSide {
+    /// The packet as named on the command line.
+    pub packet: String,
+    /// Its digest.
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// Its totals.
+    pub totals: Totals,
+    /// Its harness.
+    pub harness: Option<HarnessReport>,
+}
+
+/// A member present in both packets that differs.
+#[derive(Debug, Serialize)]
+pub struct Changed {
+    /// Member path.
+    pub path: String,
+    /// Which of `type`, `mode`, `size`, `sha256`, `target` differ.
+    pub fields: Vec<&'static str>,
+    /// The member in the first packet.
+    pub a: EntryReport,
+    /// The member in the second packet.
+    pub b: EntryReport,
+}
+
+/// The `pillbox.checkpoint.diff/1` object.
+#[derive(Debug, Serialize)]
+pub struct DiffReport {
+    /// `pillbox.checkpoint.diff/1`.
+    pub schema: &'static str,
+    /// Whether the two packets hold the same members, harness and exclusions.
+    pub identical: bool,
+    /// The first packet.
+    pub a: DiffSide,
+    /// The second packet.
+    pub b: DiffSide,
+    /// Members only in the second packet.
+    pub added: Vec<EntryReport>,
+    /// Members only in the first packet.
+    pub removed: Vec<EntryReport>,
+    /// Members in both that differ.
+    pub changed: Vec<Changed>,
+    /// Whether the harness descriptors differ.
+    pub harness_changed: bool,
+    /// Whether the exclusion records differ.
+    pub exclusions_changed: bool,
+}
+
+/// `diff`.
+pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> Result<DiffReport> {
+    let ra = packet_io::verify(a, None, progress)?;
+    let rb = packet_io::verify(b, None, progress)?;
+    progress.finish();
+    let (added, removed, changed) = compare(&ra.manifest, &rb.manifest);
+    let harness_changed = ra.manifest.harness != rb.manifest.harness;
+    let exclusions_changed = ra.manifest.exclusions != rb.manifest.exclusions;
+    let side = |src: &dyn PacketSource, r: &PacketRead| -> Result<DiffSide> {
+        Ok(DiffSide {
+            packet: src.label(),
+            digest: digest_of(r)?.to_string(),
+            size: r.verified.size,
+            totals: r.manifest.totals,
+            harness: r.manifest.harness.as_ref().map(HarnessReport::of),
+        })
+    };
+    Ok(DiffReport {
+        schema: "pillbox.checkpoint.diff/1",
+        identical: added.is_empty()
+            && removed.is_empty()
+            && changed.is_empty()
+            && !harness_changed
+            && !exclusions_changed,
+        a: side(a, &ra)?,
+        b: side(b, &rb)?,
+        added,
+        removed,
+        changed,
+        harness_changed,
+        exclusions_changed,
+    })
+}
+
+/// Members added, removed and changed from `a` to `b`, in archive order
+/// (packet-core's [`diff`](packet_core::diff::diff)).
+pub fn compare(a: &Manifest, b: &Manifest) -> (Vec<EntryReport>, Vec<EntryReport>, Vec<Changed>) {
+    let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    for change in packet_core::diff::diff(a, b) {
+        match change {
+            Change::Added { b: j } => added.push(EntryReport::from(&b.members[j])),
+            Change::Removed { a: i } => removed.push(EntryReport::from(&a.members[i])),
+            Change::Changed { a: i, b: j, fields } => changed.push(Changed {
+                path: a.members[i].path.clone(),
+                fields: fields.names(),
+                a: (&a.members[i]).into(),
+                b: (&b.members[j]).into(),
+            }),
+        }
+    }
+    (added, removed, changed)
+}
+
+/// The readable form of `diff --format text`: `A`, `D`, `M` lines.
+pub fn diff_text(report: &DiffReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "--- {} {}", report.a.packet, report.a.digest);
+    let _ = writeln!(s, "+++ {} {}", report.b.packet, report.b.digest);
+    for e in &report.added {
+        let _ = writeln!(s, "A {} ({}, {} bytes)", e.path, e.kind, e.size);
+    }
+    for e in &report.removed {
+        let _ = writeln!(s, "D {} ({}, {} bytes)", e.path, e.kind, e.size);
+    }
+    for c in &report.changed {
+        let mut what = Vec::new();
+        for f in &c.fields {
+            what.push(match *f {
+                "type" => format!("type {} -> {}", c.a.kind, c.b.kind),
+                "mode" => format!("mode {} -> {}", c.a.mode, c.b.mode),
+                "size" => format!("size {} -> {}", c.a.size, c.b.size),
+                "sha256" => "contents".to_owned(),
+                _ => format!(
+                    "target {:?} -> {:?}",
+                    c.a.target.as_deref().unwrap_or(""),
+                    c.b.target.as_deref().unwrap_or("")
+                ),
+            });
+        }
+        let _ = writeln!(s, "M {} ({})", c.path, what.join(", "));
+    }
+    if report.harness_changed {
+        let _ = writeln!(s, "harness changed");
+    }
+    if report.exclusions_changed {
+        let _ = writeln!(s, "exclusions changed");
+    }
+    let _ = writeln!(
+        s,
+        "{} added, {} removed, {} changed{}",
+        report.added.len(),
+        report.removed.len(),
+        report.changed.len(),
+        if report.identical { " (identical)" } else { "" }
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet_io::test_support::Bytes;
+    use packet_core::build::{build, Source};
+
+    fn packet(files: &[(&str, &[u8], bool)]) -> Vec<u8> {
+        let mut sources = vec![Source::Dir {
+            path: "workspace".into(),
+        }];
+        for (p, c, x) in files {
+            sources.push(Source::File {
+                path: format!("workspace/{p}"),
+                contents: c.to_vec(),
+                executable: *x,
+            });
+        }
+        build(&sources, None, vec![], &packet_core::Limits::FORMAT)
+            .unwrap()
+            .bytes
+    }
+
+    #[test]
+    fn diff_reports_added_removed_changed() {
+        let a = packet(&[
+            ("same", b"1", false),
+            ("gone", b"x", false),
+            ("edit", b"a", false),
+            ("exec", b"e", false),
+        ]);
+        let b = packet(&[
+            ("same", b"1", false),
+            ("new", b"y", false),
+            ("edit", b"bb", false),
+            ("exec", b"e", true),
+        ]);
+        let r = diff(&Bytes(a), &Bytes(b), &Progress::new(true)).unwrap();
+        assert!(!r.identical);
+        assert_eq!(
+            r.added.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            ["workspace/new"]
+        );
+        assert_eq!(
+            r.removed
+                .iter()
+                .map(|e| e.path.as_str())
+                .collect::<Vec<_>>(),
+            ["workspace/gone"]
+        );
+        let changed: Vec<_> = r
+            .changed
+            .iter()
+            .map(|c| (c.path.as_str(), c.fields.clone()))
+            .collect();
+        assert_eq!(
+            changed,
+            [
+                ("workspace/edit", vec!["size", "sha256"]),
+                ("workspace/exec", vec!["mode"])
+            ]
+        );
+        let text = diff_text(&r);
+        assert!(
+            text.contains("M workspace/exec (mode 0644 -> 0755)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn cat_writes_only_the_member() {
+        let p = packet(&[("a", b"alpha", false), ("b", b"beta", false)]);
+        let mut out = Vec::new();
+        let r = cat(
+            &Bytes(p),
+            "workspace/b",
+            None,
+            &mut out,
+            &Progress::new(true),
+        )
+        .unwrap();
+        assert_eq!(out, b"beta");
+        assert_eq!(r.size, 4);
+    }
+
+    #[test]
+    fn cat_writes_nothing_from_a_tampered_packet() {
+        let mut p = packet(&[("a", b"alpha", false)]);
+        let at = p.windows(5).position(|w| w == b"alpha").unwrap();
+        p[at] = b'A';
+        let mut out = Vec::new();
+        let e = cat(
+            &Bytes(p),
+            "workspace/a",
+            None,
+            &mut out,
+            &Progress::new(true),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "member_digest_mismatch");
+        assert!(out.is_empty());
+    }
+}

@@ -1,0 +1,143 @@
+//! JSON shapes shared by several commands (proto/cli/*.schema.json).
+
+use packet_core::{exclude, Entry, Exclusion, Harness, Kind};
+use serde::Serialize;
+
+/// Manifest totals: packet-core's own type, serialised as the manifest does.
+pub use packet_core::Totals;
+
+/// One exclusion record, with the reason for credential rules.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExclusionReport {
+    /// Rule id: a credential rule, `user`, `special-file` or `escaping-symlink`.
+    pub rule: String,
+    /// The pattern that matched.
+    pub pattern: String,
+    /// How many paths it excluded.
+    pub matched: u64,
+    /// Why the rule exists (credential rules only).
+    pub why: Option<&'static str>,
+}
+
+impl From<&Exclusion> for ExclusionReport {
+    fn from(e: &Exclusion) -> Self {
+        ExclusionReport {
+            rule: e.rule.clone(),
+            pattern: e.pattern.clone(),
+            matched: e.matched,
+            why: exclude::CREDENTIAL_RULES
+                .iter()
+                .find(|r| r.id == e.rule)
+                .map(|r| r.why),
+        }
+    }
+}
+
+/// Harness state in a packet, and where it is on this machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct HarnessReport {
+    /// `codex` or `claude`.
+    pub kind: &'static str,
+    /// Thread (Codex) or session (Claude Code) id.
+    pub thread_id: String,
+    /// The model the session log records.
+    pub model: Option<String>,
+    /// The member holding the session log.
+    pub member: String,
+    /// pack: the session log's absolute path on this machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_path: Option<String>,
+    /// unpack: whether the harness state was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restored: Option<bool>,
+    /// unpack: the restored session log's absolute path (null when not restored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_path: Option<Option<String>>,
+}
+
+impl HarnessReport {
+    /// As described by the manifest.
+    pub fn of(h: &Harness) -> HarnessReport {
+        HarnessReport {
+            kind: h.kind.as_str(),
+            thread_id: h.thread_id.clone(),
+            model: h.model.clone(),
+            member: h.rollout.clone(),
+            source_path: None,
+            restored: None,
+            rollout_path: None,
+        }
+    }
+
+    /// As packed from `source`.
+    pub fn packed(h: &Harness, source: Option<&std::path::Path>) -> HarnessReport {
+        HarnessReport {
+            source_path: source.map(|p| p.display().to_string()),
+            ..Self::of(h)
+        }
+    }
+}
+
+/// One member as listed by inspect and diff.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EntryReport {
+    /// Member path.
+    pub path: String,
+    /// `file`, `dir` or `symlink`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Octal mode, e.g. `0644`.
+    pub mode: String,
+    /// Body size (0 for directories and symlinks).
+    pub size: u64,
+    /// Body digest, bare hex (files only).
+    pub sha256: Option<String>,
+    /// Link target (symlinks only).
+    pub target: Option<String>,
+}
+
+impl From<&Entry> for EntryReport {
+    fn from(e: &Entry) -> Self {
+        EntryReport {
+            path: e.path.clone(),
+            kind: e.kind.as_str(),
+            mode: format!("{:04o}", e.mode),
+            size: e.size,
+            sha256: e.sha256.map(|d| d.hex().to_string()),
+            target: e.target.clone(),
+        }
+    }
+}
+
+/// `drwxr-xr-x`-style permissions for a listing.
+pub fn mode_string(e: &Entry) -> String {
+    let t = match e.kind {
+        Kind::Dir => 'd',
+        Kind::Symlink => 'l',
+        Kind::File => '-',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(t);
+    for shift in [6, 3, 0] {
+        let bits = (e.mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_render_like_ls() {
+        let d = Entry::dir("workspace");
+        assert_eq!(mode_string(&d), "drwxr-xr-x");
+        let l = Entry::symlink("workspace/l", "x");
+        assert_eq!(mode_string(&l), "lrwxrwxrwx");
+        let f = Entry::file("workspace/f", 0, packet_core::Digest::of(b""), false);
+        assert_eq!(mode_string(&f), "-rw-r--r--");
+    }
+}

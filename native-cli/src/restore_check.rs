@@ -1,0 +1,215 @@
+//! `pillbox checkpoint restore-check`: validates a checkpoint the way a host
+//! does before resuming an agent session. The rollout path must be
+//! absolute, present on this machine, named for the thread, and its log
+//! must record that thread. When it fails, the recovery is to clear the
+//! rollout from the checkpoint and start a fresh thread, never to resume
+//! into an empty session that only looks live.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use packet_core::HarnessKind;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{CliError, Result};
+use crate::harness::{self, codex};
+
+/// The recovery every failed check points to.
+const RECOVERY: &str = "clear the rollout from the checkpoint and start a fresh thread; do not resume into an empty session";
+
+/// What to check.
+pub struct RestoreCheckRequest {
+    /// Which harness.
+    pub kind: HarnessKind,
+    /// Thread (Codex) or session (Claude Code) id.
+    pub thread_id: String,
+    /// The session log's path as the checkpoint records it (`None`: the
+    /// checkpoint carries none).
+    pub rollout_path: Option<String>,
+}
+
+impl RestoreCheckRequest {
+    /// From the JSON an `unpack` printed.
+    pub fn from_unpack_json(text: &str, label: &Path) -> Result<RestoreCheckRequest> {
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            CliError::refused(
+                "checkpoint_invalid",
+                Some(label),
+                format!("not JSON: {e}"),
+                "pass the JSON object that `pillbox checkpoint unpack` printed",
+            )
+        })?;
+        if v["schema"] != "pillbox.checkpoint.unpack/1" {
+            return Err(CliError::refused(
+                "checkpoint_invalid",
+                Some(label),
+                format!(
+                    "schema is {}, expected \"pillbox.checkpoint.unpack/1\"",
+                    v["schema"]
+                ),
+                "pass the JSON object that `pillbox checkpoint unpack` printed",
+            ));
+        }
+        let h = &v["harness"];
+        let (Some(kind), Some(thread)) = (h["kind"].as_str(), h["thread_id"].as_str()) else {
+            return Err(unavailable(None, "the checkpoint carries no harness state"));
+        };
+        let kind = match kind {
+            "codex" => HarnessKind::Codex,
+            "claude" => HarnessKind::Claude,
+            other => {
+                return Err(CliError::refused(
+                    "checkpoint_invalid",
+                    Some(label),
+                    format!("unknown harness kind {other:?}"),
+                    RECOVERY,
+                ))
+            }
+        };
+        Ok(RestoreCheckRequest {
+            kind,
+            thread_id: thread.to_owned(),
+            rollout_path: h["rollout_path"].as_str().map(str::to_owned),
+        })
+    }
+}
+
+/// The `pillbox.checkpoint.restore-check/1` object.
+#[derive(Debug, Serialize)]
+pub struct RestoreCheckReport {
+    /// `pillbox.checkpoint.restore-check/1`.
+    pub schema: &'static str,
+    /// Always true (a failure prints a `pillbox.error/1` object instead).
+    pub ok: bool,
+    /// `codex` or `claude`.
+    pub harness: &'static str,
+    /// The thread or session id.
+    pub thread_id: String,
+    /// The session log's absolute path.
+    pub rollout_path: String,
+    /// The model the log records, if any.
+    pub model: Option<String>,
+    /// The command that resumes the session.
+    pub resume: Vec<String>,
+}
+
+fn unavailable(path: Option<&Path>, message: impl Into<String>) -> CliError {
+    CliError::refused("rollout_unavailable", path, message, RECOVERY)
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> CliError {
+    CliError::refused("invalid_rollout_path", Some(path), message, RECOVERY)
+}
+
+/// Runs the checks.
+pub fn restore_check(request: &RestoreCheckRequest) -> Result<RestoreCheckReport> {
+    harness::check_id(&request.thread_id, "thread id")?;
+    let Some(raw) = request.rollout_path.as_deref().filter(|p| !p.is_empty()) else {
+        return Err(unavailable(None, "the checkpoint records no rollout path"));
+    };
+    let path = PathBuf::from(raw);
+    if !path.is_absolute() {
+        return Err(invalid(&path, format!("rollout path {raw:?} is relative; a host resolves nothing against its own working directory")));
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let id = &request.thread_id;
+    let well_named = match request.kind {
+        HarnessKind::Codex => {
+            name.starts_with("rollout-") && name.ends_with(&format!("-{id}.jsonl"))
+        }
+        HarnessKind::Claude => name == format!("{id}.jsonl"),
+    };
+    if !well_named {
+        return Err(invalid(
+            &path,
+            format!("{raw} is not named for thread {id}"),
+        ));
+    }
+    match fs::metadata(&path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(unavailable(
+                Some(&path),
+                format!("{raw} is not a regular file"),
+            ))
+        }
+        Err(e) => {
+            return Err(unavailable(
+                Some(&path),
+                format!("{raw} is not on this machine ({e})"),
+            ))
+        }
+    }
+    let (model, resume) = match request.kind {
+        HarnessKind::Codex => {
+            let meta = codex::read_rollout(&path)
+                .map_err(|_| unavailable(Some(&path), format!("{raw} is not a Codex rollout")))?;
+            if meta.thread_id.as_deref() != Some(id) {
+                return Err(CliError::refused(
+                    "rollout_mismatch",
+                    Some(&path),
+                    format!(
+                        "the rollout records thread {:?}, not {id}",
+                        meta.thread_id.unwrap_or_default()
+                    ),
+                    RECOVERY,
+                ));
+            }
+            (
+                meta.model,
+                vec!["codex".into(), "exec".into(), "resume".into(), id.clone()],
+            )
+        }
+        HarnessKind::Claude => (None, vec!["claude".into(), "--resume".into(), id.clone()]),
+    };
+    Ok(RestoreCheckReport {
+        schema: "pillbox.checkpoint.restore-check/1",
+        ok: true,
+        harness: request.kind.as_str(),
+        thread_id: id.clone(),
+        rollout_path: raw.to_owned(),
+        model,
+        resume,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+
+    fn check(path: Option<&str>) -> Result<RestoreCheckReport> {
+        restore_check(&RestoreCheckRequest {
+            kind: HarnessKind::Codex,
+            thread_id: ID.into(),
+            rollout_path: path.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn relative_missing_and_present_rollouts() {
+        let rel = format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{ID}.jsonl");
+        assert_eq!(
+            check(Some(&rel)).unwrap_err().code(),
+            "invalid_rollout_path"
+        );
+        let t = tempfile::tempdir().unwrap();
+        let abs = t
+            .path()
+            .join(format!("rollout-2026-11-30T01-02-03-{ID}.jsonl"));
+        assert_eq!(
+            check(Some(abs.to_str().unwrap())).unwrap_err().code(),
+            "rollout_unavailable"
+        );
+        assert_eq!(check(None).unwrap_err().code(), "rollout_unavailable");
+        fs::write(
+            &abs,
+            format!("{{\"type\":\"session_meta\",\"payload\":{{\"id\":\"{ID}\"}}}}\n"),
+        )
+        .unwrap();
+        let ok = check(Some(abs.to_str().unwrap())).unwrap();
+        assert_eq!(ok.resume, ["codex", "exec", "resume", ID]);
+    }
+}

@@ -1,0 +1,366 @@
+//! Walking the workspace: what each directory entry becomes (a member, an
+//! exclusion, a skip or a refusal). The rules themselves come from
+//! packet-core: member paths from `path::check_member_path`, credentials
+//! from `exclude::credential_rule`, user patterns from `exclude::glob_match`,
+//! symlink containment from `path::resolve_symlink_target`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
+use serde::Serialize;
+
+use crate::error::{CliError, Result};
+
+/// One member to pack, before its file (if any) is hashed.
+#[derive(Debug, Clone)]
+pub enum Planned {
+    /// A directory.
+    Dir {
+        /// Member path.
+        member: String,
+    },
+    /// A regular file (hardlinks included), read from `source`.
+    File {
+        /// Member path.
+        member: String,
+        /// Where its bytes are.
+        source: PathBuf,
+        /// Whether the owner may execute it (mode 0755 rather than 0644).
+        executable: bool,
+    },
+    /// A symlink, packed as a link (never followed).
+    Symlink {
+        /// Member path.
+        member: String,
+        /// Its target, as written.
+        target: String,
+    },
+}
+
+impl Planned {
+    /// The member path.
+    #[cfg(test)]
+    pub fn member(&self) -> &str {
+        match self {
+            Planned::Dir { member }
+            | Planned::File { member, .. }
+            | Planned::Symlink { member, .. } => member,
+        }
+    }
+}
+
+/// Something left out of the packet that the report names one by one.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Skipped {
+    /// The member path it would have had.
+    pub path: String,
+    /// The rule: a credential rule id, `special-file` or `escaping-symlink`.
+    pub rule: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a walk found.
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// Members to pack, in no particular order.
+    pub planned: Vec<Planned>,
+    /// (rule, pattern) -> count, for the manifest's exclusions.
+    pub exclusions: BTreeMap<(String, String), u64>,
+    /// Paths left out for a reason the user should see.
+    pub skipped: Vec<Skipped>,
+}
+
+impl Walk {
+    /// The manifest's exclusion records.
+    pub fn exclusion_records(&self) -> Vec<Exclusion> {
+        self.exclusions
+            .iter()
+            .map(|((rule, pattern), matched)| Exclusion {
+                matched: *matched,
+                pattern: pattern.clone(),
+                rule: rule.clone(),
+            })
+            .collect()
+    }
+
+    fn exclude(&mut self, rule: &str, pattern: &str) {
+        *self
+            .exclusions
+            .entry((rule.to_owned(), pattern.to_owned()))
+            .or_default() += 1;
+    }
+}
+
+/// How to walk.
+#[derive(Debug, Clone, Default)]
+pub struct WalkOptions {
+    /// `--exclude` patterns, matched against the path relative to the root.
+    pub excludes: Vec<String>,
+    /// Skip (rather than refuse) symlinks that leave their root.
+    pub skip_escaping_symlinks: bool,
+}
+
+/// Walks `dir` as the member subtree `root_member` (e.g. `workspace`, or
+/// `harness/claude/<id>` for a sidecar folder). `root_member` itself is
+/// planned as a directory. Relative paths for exclusion rules are taken
+/// from the packet root (`workspace/` or `harness/`).
+pub fn walk_tree(
+    dir: &Path,
+    root_member: &str,
+    options: &WalkOptions,
+    walk: &mut Walk,
+) -> Result<()> {
+    walk.planned.push(Planned::Dir {
+        member: root_member.to_owned(),
+    });
+    let mut stack = vec![(dir.to_path_buf(), root_member.to_owned())];
+    while let Some((dir, member_dir)) = stack.pop() {
+        let entries = fs::read_dir(&dir).map_err(|e| CliError::io("list", &dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| CliError::io("list", &dir, e))?;
+            let name = entry.file_name();
+            let source = entry.path();
+            let member = member_path(&member_dir, &name)?;
+            if let Some(next) = visit(&source, member, options, walk)? {
+                stack.push(next);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn member_path(parent: &str, name: &OsStr) -> Result<String> {
+    let mut bytes = Vec::with_capacity(parent.len() + 1 + name.len());
+    bytes.extend_from_slice(parent.as_bytes());
+    bytes.push(b'/');
+    bytes.extend_from_slice(name.as_bytes());
+    path::check_member_path(&bytes, Limits::FORMAT.max_path_bytes)
+        .map(str::to_owned)
+        .map_err(CliError::Unpackable)
+}
+
+/// Decides what one directory entry becomes; returns a directory to descend into.
+fn visit(
+    source: &Path,
+    member: String,
+    options: &WalkOptions,
+    walk: &mut Walk,
+) -> Result<Option<(PathBuf, String)>> {
+    let meta = fs::symlink_metadata(source).map_err(|e| CliError::io("inspect", source, e))?;
+    let ft = meta.file_type();
+    let relative = member.split_once('/').map_or("", |(_, r)| r).to_owned();
+    let is_dir = ft.is_dir();
+    // Credential files never enter a packet, whatever else applies.
+    if !is_dir {
+        if let Some(rule) = exclude::credential_rule(&relative) {
+            let pattern = rule
+                .patterns
+                .iter()
+                .find(|p| exclude::glob_match(p, &relative))
+                .copied()
+                .unwrap_or(rule.id);
+            walk.exclude(rule.id, pattern);
+            walk.skipped.push(Skipped {
+                path: member,
+                rule: rule.id.to_owned(),
+                reason: format!("credential file: {}", rule.why),
+            });
+            return Ok(None);
+        }
+    }
+    if let Some(pattern) = options
+        .excludes
+        .iter()
+        .find(|p| exclude::glob_match(p, &relative))
+    {
+        walk.exclude("user", pattern);
+        return Ok(None);
+    }
+    if is_dir {
+        walk.planned.push(Planned::Dir {
+            member: member.clone(),
+        });
+        return Ok(Some((source.to_path_buf(), member)));
+    }
+    if ft.is_file() {
+        if source.file_name() == Some(OsStr::new(".git")) {
+            check_git_file(source, &member)?;
+        }
+        walk.planned.push(Planned::File {
+            member,
+            source: source.to_path_buf(),
+            executable: meta.permissions().mode() & 0o100 != 0,
+        });
+        return Ok(None);
+    }
+    if ft.is_symlink() {
+        let target = fs::read_link(source).map_err(|e| CliError::io("read the link", source, e))?;
+        let Some(target) = target.to_str().map(str::to_owned) else {
+            return Err(CliError::Unpackable(
+                packet_core::Error::new(
+                    ErrorCode::SymlinkTargetInvalid,
+                    "the link's target is not valid UTF-8",
+                )
+                .at_path(member),
+            ));
+        };
+        match path::resolve_symlink_target(&member, &target, Limits::FORMAT.max_path_bytes) {
+            Ok(_) => {}
+            Err(e)
+                if options.skip_escaping_symlinks
+                    && matches!(
+                        e.code(),
+                        ErrorCode::SymlinkEscapes | ErrorCode::SymlinkAbsolute
+                    ) =>
+            {
+                walk.exclude("escaping-symlink", "--skip-escaping-symlinks");
+                walk.skipped.push(Skipped {
+                    path: member,
+                    rule: "escaping-symlink".into(),
+                    reason: format!("symlink to {target:?} points outside the packet root"),
+                });
+                return Ok(None);
+            }
+            Err(e) => return Err(CliError::Unpackable(e)),
+        }
+        walk.planned.push(Planned::Symlink { member, target });
+        return Ok(None);
+    }
+    let kind = if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() {
+        "block-device"
+    } else if ft.is_char_device() {
+        "char-device"
+    } else {
+        "unknown-type"
+    };
+    walk.exclude("special-file", kind);
+    walk.skipped.push(Skipped {
+        path: member,
+        rule: "special-file".into(),
+        reason: format!("{kind}: special files have no contents to carry and are never packed"),
+    });
+    Ok(None)
+}
+
+/// A `.git` file names the real git directory (`gitdir: …`). A linked
+/// worktree's points outside the workspace, so the packet could not be
+/// restored as a working repository: refuse it. A submodule's relative
+/// pointer that stays inside the workspace is fine.
+fn check_git_file(source: &Path, member: &str) -> Result<()> {
+    let mut text = String::new();
+    let f = fs::File::open(source).map_err(|e| CliError::io("read", source, e))?;
+    let _ = f.take(4096).read_to_string(&mut text);
+    let gitdir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(str::trim)
+        .unwrap_or("");
+    let mut depth = member.matches('/').count() as i64 - 1; // directories below workspace/
+    let mut inside = !gitdir.is_empty() && !gitdir.starts_with('/');
+    if inside {
+        for c in gitdir.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => depth -= 1,
+                _ => depth += 1,
+            }
+            if depth < 0 {
+                inside = false;
+                break;
+            }
+        }
+    }
+    if inside {
+        return Ok(());
+    }
+    Err(CliError::refused(
+        "git_dir_outside_workspace",
+        Some(Path::new(member)),
+        format!(
+            "{member} is a .git file pointing at {gitdir:?}, outside the workspace (a linked worktree): the packet could not be restored as a working repository elsewhere"
+        ),
+        "pack the main checkout instead, or leave git out with --exclude .git (the files are packed without their history)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(dir: &Path, options: &WalkOptions) -> Result<Walk> {
+        let mut w = Walk::default();
+        walk_tree(dir, "workspace", options, &mut w)?;
+        Ok(w)
+    }
+
+    #[test]
+    fn credentials_are_excluded_before_user_patterns() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(t.path().join(".netrc"), "machine x").unwrap();
+        fs::write(t.path().join("a.log"), "x").unwrap();
+        let w = walk(
+            t.path(),
+            &WalkOptions {
+                excludes: vec!["*".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            w.exclusions.get(&("netrc".into(), "**/.netrc".into())),
+            Some(&1)
+        );
+        assert_eq!(w.exclusions.get(&("user".into(), "*".into())), Some(&1));
+        assert_eq!(w.planned.len(), 1);
+    }
+
+    #[test]
+    fn worktree_git_file_is_refused_submodule_is_not() {
+        let t = tempfile::tempdir().unwrap();
+        fs::write(
+            t.path().join(".git"),
+            "gitdir: /elsewhere/.git/worktrees/x\n",
+        )
+        .unwrap();
+        assert_eq!(
+            walk(t.path(), &WalkOptions::default()).unwrap_err().code(),
+            "git_dir_outside_workspace"
+        );
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir(t.path().join("sub")).unwrap();
+        fs::write(t.path().join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+        assert!(walk(t.path(), &WalkOptions::default()).is_ok());
+        fs::write(t.path().join("sub/.git"), "gitdir: ../../outside\n").unwrap();
+        assert!(walk(t.path(), &WalkOptions::default()).is_err());
+    }
+
+    #[test]
+    fn escaping_symlinks_refused_or_skipped() {
+        let t = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("../../etc/passwd", t.path().join("l")).unwrap();
+        assert_eq!(
+            walk(t.path(), &WalkOptions::default()).unwrap_err().code(),
+            "symlink_escapes"
+        );
+        let w = walk(
+            t.path(),
+            &WalkOptions {
+                skip_escaping_symlinks: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(w.skipped[0].rule, "escaping-symlink");
+    }
+}

@@ -1,0 +1,221 @@
+//! Fuzzes packet-core's reader.
+//!
+//! Every input is used twice:
+//!
+//! 1. as a packet, as is (libFuzzer's own mutations of the seed corpus,
+//!    which holds the golden vectors, explore it);
+//! 2. as a program of structure-aware mutations applied to one of the
+//!    golden vectors compiled in: byte 0 picks the vector, then each group
+//!    of four bytes is one mutation (set a header byte and fix the block's
+//!    checksum, set a numeric header field, set any byte, truncate, copy,
+//!    drop or swap blocks, append bytes). Fixing checksums lets mutations
+//!    reach the checks that come after the checksum.
+//!
+//! For both, the reader must not panic, must give the same outcome (the
+//! same error code, path and offset) whole and in chunks of varying size,
+//! and, when it accepts a packet, that packet must be byte for byte what the
+//! writer produces from the manifest and the bodies it read (the format has
+//! one encoding).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use packet_core::{reader, Event, Reader, ReaderOptions, Step, Writer};
+
+const BLOCK: usize = 512;
+
+const SEEDS: &[&[u8]] = &[
+    include_bytes!("../../../tests/vectors/packets/empty-workspace.packet"),
+    include_bytes!("../../../tests/vectors/packets/exec-bits.packet"),
+    include_bytes!("../../../tests/vectors/packets/symlinks.packet"),
+    include_bytes!("../../../tests/vectors/packets/long-path-pax.packet"),
+    include_bytes!("../../../tests/vectors/packets/long-symlink-target.packet"),
+    include_bytes!("../../../tests/vectors/packets/harness-codex.packet"),
+    include_bytes!("../../../tests/vectors/packets/empty-files.packet"),
+    include_bytes!("../../../tests/vectors/packets/utf8-paths.packet"),
+];
+
+/// (offset, width) of the numeric ustar fields: mode, uid, gid, size,
+/// mtime, devmajor, devminor.
+const NUMERIC: &[(usize, usize)] = &[
+    (100, 8),
+    (108, 8),
+    (116, 8),
+    (124, 12),
+    (136, 12),
+    (329, 8),
+    (337, 8),
+];
+
+fn fix_checksum(block: &mut [u8]) {
+    let sum: u32 = block
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u32::from(b)
+            }
+        })
+        .sum();
+    let text = format!("{sum:06o}\0 ");
+    block[148..156].copy_from_slice(text.as_bytes());
+}
+
+fn mutate(program: &[u8]) -> Option<Vec<u8>> {
+    let (&pick, ops) = program.split_first()?;
+    let mut p = SEEDS[usize::from(pick) % SEEDS.len()].to_vec();
+    for op in ops.chunks_exact(4).take(16) {
+        let (kind, a, b, c) = (op[0] % 9, usize::from(op[1]), usize::from(op[2]), op[3]);
+        let blocks = p.len() / BLOCK;
+        match kind {
+            // A header byte, checksum fixed.
+            0 if blocks > 0 => {
+                let start = (a % blocks) * BLOCK;
+                let at = start + (b * 2 + usize::from(c & 1)) % BLOCK;
+                p[at] = c;
+                fix_checksum(&mut p[start..start + BLOCK]);
+            }
+            // A numeric field set to an octal value, checksum fixed.
+            1 if blocks > 0 => {
+                let start = (a % blocks) * BLOCK;
+                let (off, width) = NUMERIC[b % NUMERIC.len()];
+                let value = u64::from(c) << (b / NUMERIC.len() % 4 * 8);
+                let text = format!("{value:0w$o}\0", w = width - 1);
+                if text.len() == width {
+                    p[start + off..start + off + width].copy_from_slice(text.as_bytes());
+                }
+                fix_checksum(&mut p[start..start + BLOCK]);
+            }
+            // Any byte.
+            2 if !p.is_empty() => {
+                let at = ((a << 8) | b) * (usize::from(c) + 1) % p.len();
+                p[at] ^= c | 1;
+            }
+            3 => p.truncate(((a << 8) | b) * (usize::from(c) + 1) % (p.len() + 1)),
+            // Copy a block elsewhere.
+            4 if blocks > 0 => {
+                let from = (a % blocks) * BLOCK;
+                let block = p[from..from + BLOCK].to_vec();
+                let to = (b % (blocks + 1)) * BLOCK;
+                p.splice(to..to, block);
+            }
+            // Drop a block.
+            5 if blocks > 0 => {
+                let at = (a % blocks) * BLOCK;
+                p.drain(at..at + BLOCK);
+            }
+            // Swap two blocks.
+            6 if blocks > 1 => {
+                let (x, y) = ((a % blocks) * BLOCK, (b % blocks) * BLOCK);
+                for i in 0..BLOCK {
+                    p.swap(x + i, y + i);
+                }
+            }
+            // Append bytes.
+            7 => p.extend(std::iter::repeat_n(c, a % 3 * BLOCK + b % 2)),
+            // A string field byte (name, linkname, prefix) in a header,
+            // checksum fixed.
+            8 if blocks > 0 => {
+                let start = (a % blocks) * BLOCK;
+                let at = match b % 3 {
+                    0 => b % 100,
+                    1 => 157 + b % 100,
+                    _ => 345 + b % 155,
+                };
+                p[start + at] = c;
+                fix_checksum(&mut p[start..start + BLOCK]);
+            }
+            _ => {}
+        }
+    }
+    Some(p)
+}
+
+/// The outcome of reading: Ok(bodies) or the error's code, path and offset.
+type Outcome = Result<(packet_core::Manifest, Vec<Vec<u8>>), (String, Option<String>, Option<u64>)>;
+
+fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
+    let fail = |e: packet_core::Error| {
+        (
+            e.code().as_str().to_string(),
+            e.path().map(str::to_string),
+            e.offset(),
+        )
+    };
+    let mut reader = Reader::new(ReaderOptions::default());
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    let mut at = 0;
+    let mut state = chunk_seed;
+    while at < bytes.len() {
+        // Chunk sizes from 1 byte to a few blocks, varying.
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let size = if chunk_seed == 0 {
+            bytes.len()
+        } else {
+            1 + (state >> 8) % 1500
+        };
+        let mut input = &bytes[at..(at + size).min(bytes.len())];
+        at += input.len();
+        while !input.is_empty() {
+            let (used, event) = reader.feed(input).map_err(fail)?;
+            match event {
+                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
+                Some(Event::Data(d)) => bodies
+                    .last_mut()
+                    .expect("data after a member start")
+                    .extend_from_slice(d),
+                _ => {}
+            }
+            input = &input[used..];
+        }
+    }
+    reader.finish().map_err(fail)?;
+    Ok((
+        reader.into_manifest().expect("a manifest after success"),
+        bodies,
+    ))
+}
+
+fn check(bytes: &[u8]) {
+    let whole = read(bytes, 0);
+    let chunked = read(bytes, bytes.len() | 1);
+    match (&whole, &chunked) {
+        (Ok(a), Ok(b)) => assert!(a == b, "chunking changed the events"),
+        (Err(a), Err(b)) => assert_eq!(a, b, "chunking changed the error"),
+        _ => panic!("chunking changed the outcome: {whole:?} / {chunked:?}"),
+    }
+    let verified = reader::verify(bytes, ReaderOptions::default());
+    assert_eq!(verified.is_ok(), whole.is_ok());
+    if let Ok((manifest, bodies)) = whole {
+        // Accepted: the writer must produce exactly these bytes.
+        let mut writer = Writer::new(&manifest);
+        let mut out = Vec::new();
+        // One MemberStart per member, in order: bodies[i] is member i's.
+        assert_eq!(bodies.len(), manifest.members.len());
+        loop {
+            match writer
+                .next()
+                .expect("the writer accepts a verified manifest")
+            {
+                Step::Bytes(b) => out.extend_from_slice(b),
+                Step::Body { index, .. } => {
+                    writer.body(&bodies[index]).expect("the body fits");
+                    out.extend_from_slice(&bodies[index]);
+                }
+                Step::Done(_) => break,
+            }
+        }
+        assert!(
+            out == bytes,
+            "an accepted packet differs from the writer's encoding"
+        );
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    check(data);
+    if let Some(mutated) = mutate(data) {
+        check(&mutated);
+    }
+});

@@ -1,0 +1,80 @@
+//! The golden vectors of `pillbox.session-packet/1`.
+//!
+//! Layout of this folder:
+//!
+//! | path | holds |
+//! |---|---|
+//! | `descriptions/<name>.json` | the input of each vector (see [`description`]) |
+//! | `packets/<name>.packet` | the packet built from it |
+//! | `digests.json` | each vector's packet digest |
+//! | `refusals.json` | inputs that must be refused, with their error codes |
+//!
+//! `cargo run -p packet-vectors --bin gen` rebuilds `packets/` and
+//! `digests.json` from the descriptions; `cargo test -p packet-vectors`
+//! checks that the checked-in files are exactly what the descriptions
+//! produce, and packet-core's `vectors` test checks the same under wasm32.
+
+use std::fs;
+use std::path::PathBuf;
+
+pub mod description;
+
+pub use description::{Description, Refusal};
+
+/// This folder.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The names of the described vectors, sorted.
+pub fn names() -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = fs::read_dir(root().join("descriptions"))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".json").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Reads and parses one description.
+pub fn description(name: &str) -> Result<Description, String> {
+    let path = root().join("descriptions").join(format!("{name}.json"));
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Description::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The path of a vector's packet.
+pub fn packet_path(name: &str) -> PathBuf {
+    root().join("packets").join(format!("{name}.packet"))
+}
+
+/// The checked-in packet of a vector, if any.
+pub fn packet(name: &str) -> Option<Vec<u8>> {
+    fs::read(packet_path(name)).ok()
+}
+
+/// The path of `digests.json`.
+pub fn digests_path() -> PathBuf {
+    root().join("digests.json")
+}
+
+/// Writes `digests.json` for these (name, digest) pairs: one line per
+/// vector, sorted by name, so that diffs stay readable.
+pub fn digests_json(pairs: &[(String, String)]) -> String {
+    let mut out = String::from("{\n");
+    for (i, (name, digest)) in pairs.iter().enumerate() {
+        let comma = if i + 1 < pairs.len() { "," } else { "" };
+        out.push_str(&format!("  {name:?}: {digest:?}{comma}\n"));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Reads `refusals.json`.
+pub fn refusals() -> Result<Vec<Refusal>, String> {
+    let text = fs::read_to_string(root().join("refusals.json")).map_err(|e| e.to_string())?;
+    description::parse_refusals(&text)
+}

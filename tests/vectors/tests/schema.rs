@@ -1,0 +1,305 @@
+//! `proto/pillbox/session-packet-1.schema.json` describes exactly what
+//! `Manifest::to_canonical_json` writes: every vector's manifest (and a few
+//! more built here) validates, and a set of invalid manifests is refused by
+//! both the schema and `Manifest::parse`.
+//!
+//! Runs `python3 check_schema.py` (needs the `jsonschema` package).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use packet_core::{Digest, Entry, Harness, HarnessKind, Limits, Manifest, ReaderOptions};
+use serde_json::{json, Value};
+
+fn schema() -> PathBuf {
+    packet_vectors::root().join("../../proto/pillbox/session-packet-1.schema.json")
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn valid_manifests() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for name in packet_vectors::names().unwrap() {
+        let bytes = packet_vectors::packet(&name).unwrap();
+        let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+        out.push((name, manifest.to_canonical_json()));
+    }
+    // A Claude Code harness without a model.
+    let id = "3f2b8c1e-9a7d-4e21-8b6f-0c5d4e3a2b1c";
+    let transcript = format!("harness/claude/projects/-work/{id}.jsonl");
+    let manifest = Manifest::build(
+        vec![
+            Entry::dir("harness"),
+            Entry::dir("harness/claude"),
+            Entry::dir("harness/claude/projects"),
+            Entry::dir("harness/claude/projects/-work"),
+            Entry::file(transcript.clone(), 3, Digest::of(b"{}\n"), false),
+            Entry::dir("workspace"),
+        ],
+        Some(Harness {
+            kind: HarnessKind::Claude,
+            model: None,
+            rollout: transcript,
+            thread_id: id.into(),
+        }),
+        vec![],
+        &Limits::FORMAT,
+    )
+    .unwrap();
+    out.push(("claude-harness".into(), manifest.to_canonical_json()));
+    out
+}
+
+/// The manifest of the `exec-bits` vector with one change.
+fn changed(f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let bytes = packet_vectors::packet("exec-bits").unwrap();
+    let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+    let mut v: Value = serde_json::from_slice(&manifest.to_canonical_json()).unwrap();
+    f(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// The manifest of the `harness-codex` vector with one change.
+fn harness_manifest(f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let bytes = packet_vectors::packet("harness-codex").unwrap();
+    let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+    let mut v: Value = serde_json::from_slice(&manifest.to_canonical_json()).unwrap();
+    f(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn invalid_manifests() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        (
+            "unknown-top-level-key",
+            changed(|v| v["created"] = json!(0)),
+        ),
+        ("null-harness", changed(|v| v["harness"] = Value::Null)),
+        (
+            "null-exclusions",
+            changed(|v| v["exclusions"] = Value::Null),
+        ),
+        ("empty-exclusions", changed(|v| v["exclusions"] = json!([]))),
+        (
+            "missing-totals",
+            changed(|v| {
+                v.as_object_mut().unwrap().remove("totals");
+            }),
+        ),
+        (
+            "missing-format",
+            changed(|v| {
+                v.as_object_mut().unwrap().remove("format");
+            }),
+        ),
+        (
+            "other-format",
+            changed(|v| v["format"] = json!("pillbox.session-packet/2")),
+        ),
+        ("members-not-array", changed(|v| v["members"] = json!({}))),
+        (
+            "unknown-member-key",
+            changed(|v| v["members"][0]["mtime"] = json!(0)),
+        ),
+        (
+            "null-member-target",
+            changed(|v| v["members"][0]["target"] = Value::Null),
+        ),
+        (
+            "dir-with-size",
+            changed(|v| v["members"][0]["size"] = json!(0)),
+        ),
+        (
+            "dir-mode-0700",
+            changed(|v| v["members"][0]["mode"] = json!("0700")),
+        ),
+        (
+            "file-mode-4755",
+            changed(|v| v["members"][2]["mode"] = json!("4755")),
+        ),
+        (
+            "file-mode-number",
+            changed(|v| v["members"][2]["mode"] = json!(420)),
+        ),
+        (
+            "type-hardlink",
+            changed(|v| v["members"][2]["type"] = json!("hardlink")),
+        ),
+        (
+            "file-without-sha256",
+            changed(|v| {
+                v["members"][2].as_object_mut().unwrap().remove("sha256");
+            }),
+        ),
+        (
+            "file-with-target",
+            changed(|v| v["members"][2]["target"] = json!("x")),
+        ),
+        (
+            "sha256-uppercase",
+            changed(|v| {
+                let s = v["members"][2]["sha256"].as_str().unwrap().to_uppercase();
+                v["members"][2]["sha256"] = json!(s);
+            }),
+        ),
+        (
+            "sha256-prefixed",
+            changed(|v| {
+                let s = format!("sha256:{}", v["members"][2]["sha256"].as_str().unwrap());
+                v["members"][2]["sha256"] = json!(s);
+            }),
+        ),
+        (
+            "size-negative",
+            changed(|v| v["members"][2]["size"] = json!(-1)),
+        ),
+        (
+            "size-string",
+            changed(|v| v["members"][2]["size"] = json!("15")),
+        ),
+        (
+            "size-over-1gib",
+            changed(|v| v["members"][2]["size"] = json!(1073741825u64)),
+        ),
+        (
+            "path-absolute",
+            changed(|v| v["members"][2]["path"] = json!("/workspace/bin/data.txt")),
+        ),
+        (
+            "path-dotdot",
+            changed(|v| v["members"][2]["path"] = json!("workspace/../data.txt")),
+        ),
+        (
+            "path-dot",
+            changed(|v| v["members"][2]["path"] = json!("workspace/./data.txt")),
+        ),
+        (
+            "path-empty-component",
+            changed(|v| v["members"][2]["path"] = json!("workspace//data.txt")),
+        ),
+        (
+            "path-trailing-slash",
+            changed(|v| v["members"][2]["path"] = json!("workspace/bin/")),
+        ),
+        (
+            "path-control-char",
+            changed(|v| v["members"][2]["path"] = json!("workspace/a\u{1}b")),
+        ),
+        (
+            "path-outside-roots",
+            changed(|v| v["members"][2]["path"] = json!("home/data.txt")),
+        ),
+        (
+            "totals-extra-key",
+            changed(|v| v["totals"]["dirs"] = json!(1)),
+        ),
+        (
+            "totals-null",
+            changed(|v| v["totals"]["bytes"] = Value::Null),
+        ),
+        (
+            "exclusion-matched-zero",
+            changed(|v| {
+                v["exclusions"] = json!([{"matched": 0, "pattern": "*.log", "rule": "user"}]);
+            }),
+        ),
+        (
+            "exclusion-extra-key",
+            changed(|v| {
+                v["exclusions"] =
+                    json!([{"matched": 1, "pattern": "*.log", "rule": "user", "paths": []}]);
+            }),
+        ),
+        (
+            "harness-kind-opencode",
+            harness_manifest(|v| v["harness"]["kind"] = json!("opencode")),
+        ),
+        (
+            "harness-null-model",
+            harness_manifest(|v| v["harness"]["model"] = Value::Null),
+        ),
+        (
+            "harness-empty-model",
+            harness_manifest(|v| v["harness"]["model"] = json!("")),
+        ),
+        (
+            "harness-extra-key",
+            harness_manifest(|v| v["harness"]["cwd"] = json!("/work")),
+        ),
+        (
+            "harness-thread-uppercase",
+            harness_manifest(|v| {
+                let s = v["harness"]["thread_id"].as_str().unwrap().to_uppercase();
+                v["harness"]["thread_id"] = json!(s);
+            }),
+        ),
+        (
+            "harness-missing-rollout",
+            harness_manifest(|v| {
+                v["harness"].as_object_mut().unwrap().remove("rollout");
+            }),
+        ),
+        (
+            "harness-rollout-in-workspace",
+            harness_manifest(|v| v["harness"]["rollout"] = json!("workspace/notes.md")),
+        ),
+    ]
+}
+
+#[test]
+fn the_schema_accepts_every_manifest_and_refuses_invalid_ones() {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("packet-vectors-schema-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let valid = valid_manifests();
+    assert!(valid.len() >= 13);
+    for (name, json) in &valid {
+        std::fs::write(dir.0.join(format!("valid-{name}.json")), json).unwrap();
+    }
+    let invalid = invalid_manifests();
+    for (name, json) in &invalid {
+        // packet-core refuses each of them too.
+        let e = Manifest::parse(json, &Limits::FORMAT)
+            .err()
+            .unwrap_or_else(|| panic!("{name}: Manifest::parse accepted it"));
+        assert!(
+            matches!(
+                e.code().as_str(),
+                "manifest_invalid"
+                    | "manifest_not_canonical"
+                    | "path_absolute"
+                    | "path_not_canonical"
+                    | "path_control_char"
+                    | "path_outside_roots"
+                    | "limit_size"
+                    | "harness_invalid"
+            ),
+            "{name}: {e}"
+        );
+        std::fs::write(dir.0.join(format!("invalid-{name}.json")), json).unwrap();
+    }
+    let out = Command::new("python3")
+        .arg(packet_vectors::root().join("check_schema.py"))
+        .arg(schema())
+        .arg(&dir.0)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+        valid.len() + invalid.len(),
+        "{stdout}"
+    );
+}

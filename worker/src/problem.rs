@@ -1,0 +1,172 @@
+//! The API's refusals: an HTTP status and the JSON body
+//! `{"error":{"code","path","offset","message","advice"}}`. Packet refusals
+//! carry packet-core's codes unchanged; the API's own codes are listed in
+//! `proto/openapi.yaml`.
+
+use serde::Serialize;
+
+/// A refusal, ready to become a response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// HTTP status.
+    #[serde(skip)]
+    pub status: u16,
+    /// Stable machine-readable code.
+    pub code: String,
+    /// The member path involved, if any.
+    pub path: Option<String>,
+    /// The byte offset in the packet, if known.
+    pub offset: Option<u64>,
+    /// What was found.
+    pub message: String,
+    /// What a person can do about it.
+    pub advice: String,
+    /// For a ref conflict: the digest the ref holds now (`null` if absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<Option<String>>,
+    /// For 405: the methods the resource allows.
+    #[serde(skip)]
+    pub allow: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: &'a Problem,
+}
+
+impl Problem {
+    /// A refusal with a status, a code, a message and advice.
+    pub fn new(status: u16, code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            code: code.to_string(),
+            path: None,
+            offset: None,
+            message: message.into(),
+            advice: advice.into(),
+            current: None,
+            allow: None,
+        }
+    }
+
+    /// A packet refused by packet-core: 422 with the core's code, path,
+    /// offset, message and advice unchanged.
+    pub fn from_packet_error(error: &packet_core::Error) -> Problem {
+        Problem {
+            path: error.path().map(str::to_string),
+            offset: error.offset(),
+            ..Problem::new(422, error.code().as_str(), error.message(), error.advice())
+        }
+    }
+
+    /// A malformed value in the request (a digest in the URL or a body),
+    /// refused by packet-core: 400 with the core's code.
+    pub fn from_packet_error_400(error: packet_core::Error) -> Problem {
+        Problem {
+            status: 400,
+            ..Problem::from_packet_error(&error)
+        }
+    }
+
+    /// 400 with the API's own code.
+    pub fn bad_request(code: &str, message: impl Into<String>) -> Problem {
+        Problem::new(400, code, message, "fix the request as the message says; the API is described in proto/openapi.yaml")
+    }
+
+    /// 401: no bearer token.
+    pub fn unauthorized() -> Problem {
+        Problem::new(
+            401,
+            "unauthorized",
+            "this request needs a bearer token (Authorization: Bearer <token>)",
+            "send the token the server was configured with (PILLBOX_TOKEN)",
+        )
+    }
+
+    /// 403: a token that is not the configured one.
+    pub fn forbidden() -> Problem {
+        Problem::new(
+            403,
+            "forbidden",
+            "the bearer token is not accepted",
+            "check the token: it must equal the server's PILLBOX_TOKEN secret",
+        )
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Problem {
+        Problem::new(404, "not_found", message, "check the digest, name or path; GET /v1/packets lists what is stored")
+    }
+
+    /// 405 with the methods allowed.
+    pub fn method_not_allowed(allowed: &str) -> Problem {
+        Problem {
+            allow: Some(allowed.to_string()),
+            ..Problem::new(
+                405,
+                "method_not_allowed",
+                format!("this resource allows {allowed}"),
+                "use one of the allowed methods",
+            )
+        }
+    }
+
+    /// 409 with a code.
+    pub fn conflict(code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
+        Problem::new(409, code, message, advice)
+    }
+
+    /// 413 with a code.
+    pub fn too_large(code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
+        Problem::new(413, code, message, advice)
+    }
+
+    /// 500: a storage or runtime failure, described without secrets.
+    pub fn internal(message: impl Into<String>) -> Problem {
+        Problem::new(500, "internal", message, "retry; if it persists, check the Worker's logs")
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&Body { error: self }).unwrap_or_else(|_| String::from("{\"error\":{\"code\":\"internal\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use packet_core::{Error, ErrorCode};
+
+    #[test]
+    fn packet_errors_keep_their_code_path_and_offset() {
+        let e = Error::new(ErrorCode::MemberDigestMismatch, "the bytes hash to x")
+            .at_path("workspace/a")
+            .at_offset(1536);
+        let p = Problem::from_packet_error(&e);
+        assert_eq!(p.status, 422);
+        let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(v["error"]["code"], "member_digest_mismatch");
+        assert_eq!(v["error"]["path"], "workspace/a");
+        assert_eq!(v["error"]["offset"], 1536);
+        assert_eq!(v["error"]["message"], "the bytes hash to x");
+        assert_eq!(v["error"]["advice"], ErrorCode::MemberDigestMismatch.advice());
+        assert!(v["error"].get("current").is_none());
+    }
+
+    #[test]
+    fn api_errors_have_null_path_and_offset() {
+        let v: serde_json::Value = serde_json::from_str(&Problem::unauthorized().to_json()).unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized");
+        assert!(v["error"]["path"].is_null());
+        assert!(v["error"]["offset"].is_null());
+    }
+
+    #[test]
+    fn a_ref_conflict_shows_the_current_digest_or_null() {
+        let mut p = Problem::conflict("ref_conflict", "m", "a");
+        p.current = Some(None);
+        let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert!(v["error"]["current"].is_null());
+        assert!(v["error"].as_object().unwrap().contains_key("current"));
+    }
+}

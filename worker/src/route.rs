@@ -1,0 +1,375 @@
+//! Routing: a request's method and path become a [`Route`] holding parsed,
+//! checked values, or a [`Problem`] (404, 405, 400). Pure, so it is tested
+//! natively.
+
+use packet_core::Digest;
+
+use crate::problem::Problem;
+
+/// The API's HTTP methods (the ones a route can name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `GET`
+    Get,
+    /// `HEAD`
+    Head,
+    /// `PUT`
+    Put,
+    /// `POST`
+    Post,
+    /// `DELETE`
+    Delete,
+    /// `OPTIONS`
+    Options,
+    /// Anything else.
+    Other,
+}
+
+impl Method {
+    /// Parses a method name.
+    pub fn parse(name: &str) -> Method {
+        match name.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "PUT" => Method::Put,
+            "POST" => Method::Post,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// What a request asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `OPTIONS` anywhere under `/v1`: a CORS preflight.
+    Preflight,
+    /// `GET /v1`: the server's limits and settings.
+    Info,
+    /// `GET /v1/packets`
+    ListPackets,
+    /// `PUT /v1/packets/{digest}`
+    UploadPacket(Digest),
+    /// `GET`/`HEAD /v1/packets/{digest}` (`head` is true for `HEAD`).
+    GetPacket { digest: Digest, head: bool },
+    /// `DELETE /v1/packets/{digest}`
+    DeletePacket(Digest),
+    /// `GET /v1/packets/{digest}/manifest`
+    GetManifest(Digest),
+    /// `GET`/`HEAD /v1/packets/{digest}/members/{path}`
+    GetMember { digest: Digest, path: String, head: bool },
+    /// `POST /v1/uploads`
+    CreateUpload,
+    /// `GET /v1/uploads/{id}`
+    GetUpload(String),
+    /// `PUT /v1/uploads/{id}/parts/{number}`
+    UploadPart { id: String, number: u16 },
+    /// `POST /v1/uploads/{id}/complete`
+    CompleteUpload(String),
+    /// `DELETE /v1/uploads/{id}`
+    AbortUpload(String),
+    /// `GET /v1/refs`
+    ListRefs,
+    /// `GET /v1/refs/{name}`
+    GetRef(String),
+    /// `PUT /v1/refs/{name}`
+    PutRef(String),
+    /// `DELETE /v1/refs/{name}`
+    DeleteRef(String),
+    /// `GET /v1/search`
+    Search,
+    /// Anything outside `/v1`: the inspector's static files.
+    Assets,
+}
+
+impl Route {
+    /// True for routes that change state (and so need the write token).
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Route::UploadPacket(_)
+                | Route::DeletePacket(_)
+                | Route::CreateUpload
+                | Route::UploadPart { .. }
+                | Route::CompleteUpload(_)
+                | Route::AbortUpload(_)
+                | Route::PutRef(_)
+                | Route::DeleteRef(_)
+        )
+    }
+}
+
+/// Routes a request. `path` is the URL path as sent (percent-encoded).
+pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
+    let Some(rest) = path.strip_prefix("/v1").filter(|r| r.is_empty() || r.starts_with('/')) else {
+        return Ok(Route::Assets);
+    };
+    if method == Method::Options {
+        return Ok(Route::Preflight);
+    }
+    let rest = rest.strip_prefix('/').unwrap_or(rest);
+    let segments: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('/').collect() };
+    use Method::*;
+    let not_allowed = |allowed: &str| Err(Problem::method_not_allowed(allowed));
+    match segments.as_slice() {
+        [] => match method {
+            Get | Head => Ok(Route::Info),
+            _ => not_allowed("GET, HEAD"),
+        },
+        ["packets"] => match method {
+            Get => Ok(Route::ListPackets),
+            _ => not_allowed("GET"),
+        },
+        ["packets", digest] => {
+            let digest = parse_digest(digest)?;
+            match method {
+                Put => Ok(Route::UploadPacket(digest)),
+                Get => Ok(Route::GetPacket { digest, head: false }),
+                Head => Ok(Route::GetPacket { digest, head: true }),
+                Delete => Ok(Route::DeletePacket(digest)),
+                _ => not_allowed("GET, HEAD, PUT, DELETE"),
+            }
+        }
+        ["packets", digest, "manifest"] => {
+            let digest = parse_digest(digest)?;
+            match method {
+                Get => Ok(Route::GetManifest(digest)),
+                _ => not_allowed("GET"),
+            }
+        }
+        ["packets", digest, "members", member @ ..] if !member.is_empty() => {
+            let digest = parse_digest(digest)?;
+            let path = percent_decode(&member.join("/"))?;
+            match method {
+                Get => Ok(Route::GetMember { digest, path, head: false }),
+                Head => Ok(Route::GetMember { digest, path, head: true }),
+                _ => not_allowed("GET, HEAD"),
+            }
+        }
+        ["uploads"] => match method {
+            Post => Ok(Route::CreateUpload),
+            _ => not_allowed("POST"),
+        },
+        ["uploads", id] => {
+            let id = check_upload_id(id)?;
+            match method {
+                Get => Ok(Route::GetUpload(id)),
+                Delete => Ok(Route::AbortUpload(id)),
+                _ => not_allowed("GET, DELETE"),
+            }
+        }
+        ["uploads", id, "parts", number] => {
+            let id = check_upload_id(id)?;
+            let number = parse_part_number(number)?;
+            match method {
+                Put => Ok(Route::UploadPart { id, number }),
+                _ => not_allowed("PUT"),
+            }
+        }
+        ["uploads", id, "complete"] => {
+            let id = check_upload_id(id)?;
+            match method {
+                Post => Ok(Route::CompleteUpload(id)),
+                _ => not_allowed("POST"),
+            }
+        }
+        ["refs"] => match method {
+            Get => Ok(Route::ListRefs),
+            _ => not_allowed("GET"),
+        },
+        ["refs", name @ ..] => {
+            let name = percent_decode(&name.join("/"))?;
+            check_ref_name(&name)?;
+            match method {
+                Get => Ok(Route::GetRef(name)),
+                Put => Ok(Route::PutRef(name)),
+                Delete => Ok(Route::DeleteRef(name)),
+                _ => not_allowed("GET, PUT, DELETE"),
+            }
+        }
+        ["search"] => match method {
+            Get => Ok(Route::Search),
+            _ => not_allowed("GET"),
+        },
+        _ => Err(Problem::not_found("no such endpoint")),
+    }
+}
+
+/// Parses a digest written in a URL (`sha256:<hex>`, the colon possibly
+/// percent-encoded), refusing anything not canonical.
+pub fn parse_digest(segment: &str) -> Result<Digest, Problem> {
+    let text = percent_decode(segment)?;
+    text.parse::<Digest>().map_err(Problem::from_packet_error_400)
+}
+
+/// Decodes `%XX` escapes; the result must be UTF-8.
+pub fn percent_decode(input: &str) -> Result<String, Problem> {
+    let bytes = input.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| core::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| Problem::bad_request("bad_path", "a `%` escape in the URL path is not two hex digits"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| Problem::bad_request("bad_path", "the URL path is not UTF-8 once decoded"))
+}
+
+/// Checks a ref name: 1 to 256 bytes, `/`-separated segments of ASCII
+/// letters, digits, `.`, `_` and `-`, no empty, `.` or `..` segment.
+/// Example: `sessions/7f3c/latest`.
+pub fn check_ref_name(name: &str) -> Result<(), Problem> {
+    let valid = !name.is_empty()
+        && name.len() <= 256
+        && name.split('/').all(|s| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(Problem::bad_request(
+            "ref_name_invalid",
+            "a ref name is 1 to 256 bytes of `/`-separated segments made of ASCII letters, digits, `.`, `_` and `-` (e.g. sessions/<name>/latest)",
+        ))
+    }
+}
+
+/// Checks a label: 1 to 128 bytes of ASCII letters, digits and `._:/=@+-`
+/// (e.g. `host=ci-7`, `team:agents`).
+pub fn check_label(label: &str) -> Result<(), Problem> {
+    let valid = !label.is_empty()
+        && label.len() <= 128
+        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:/=@+-".contains(&b));
+    if valid {
+        Ok(())
+    } else {
+        Err(Problem::bad_request(
+            "label_invalid",
+            "a label is 1 to 128 bytes of ASCII letters, digits and `._:/=@+-` (e.g. host=ci-7)",
+        ))
+    }
+}
+
+fn check_upload_id(id: &str) -> Result<String, Problem> {
+    if id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(id.to_string())
+    } else {
+        Err(Problem::not_found("no such upload"))
+    }
+}
+
+fn parse_part_number(text: &str) -> Result<u16, Problem> {
+    match text.parse::<u16>() {
+        Ok(n) if (1..=crate::multipart::MAX_PARTS).contains(&n) && !text.starts_with('0') => Ok(n),
+        _ => Err(Problem::bad_request(
+            "part_number_invalid",
+            "a part number is a decimal integer from 1 to 10000",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0000000000000000000000000000000000000000000000000000000000000abc";
+
+    fn digest() -> Digest {
+        format!("sha256:{HEX}").parse().unwrap()
+    }
+
+    #[test]
+    fn packet_routes_parse_the_digest() {
+        let path = format!("/v1/packets/sha256:{HEX}");
+        assert_eq!(route(Method::Put, &path), Ok(Route::UploadPacket(digest())));
+        assert_eq!(route(Method::Head, &path), Ok(Route::GetPacket { digest: digest(), head: true }));
+        let encoded = format!("/v1/packets/sha256%3A{HEX}/manifest");
+        assert_eq!(route(Method::Get, &encoded), Ok(Route::GetManifest(digest())));
+    }
+
+    #[test]
+    fn a_malformed_digest_is_a_400_with_the_core_code() {
+        let err = route(Method::Get, "/v1/packets/sha256:ABC").unwrap_err();
+        assert_eq!(err.status, 400);
+        assert_eq!(err.code, "digest_syntax");
+        let upper = format!("/v1/packets/sha256:{}", HEX.to_uppercase());
+        assert_eq!(route(Method::Get, &upper).unwrap_err().code, "digest_syntax");
+    }
+
+    #[test]
+    fn member_paths_keep_their_slashes_and_are_decoded() {
+        let path = format!("/v1/packets/sha256:{HEX}/members/workspace/src/a%20b.rs");
+        assert_eq!(
+            route(Method::Get, &path),
+            Ok(Route::GetMember { digest: digest(), path: "workspace/src/a b.rs".into(), head: false })
+        );
+        let bad = format!("/v1/packets/sha256:{HEX}/members/workspace/%ff");
+        assert_eq!(route(Method::Get, &bad).unwrap_err().code, "bad_path");
+    }
+
+    #[test]
+    fn refs_take_multi_segment_names() {
+        assert_eq!(
+            route(Method::Put, "/v1/refs/sessions/abc/latest"),
+            Ok(Route::PutRef("sessions/abc/latest".into()))
+        );
+        assert_eq!(route(Method::Get, "/v1/refs"), Ok(Route::ListRefs));
+        assert_eq!(route(Method::Get, "/v1/refs/a/../b").unwrap_err().code, "ref_name_invalid");
+        assert_eq!(route(Method::Get, "/v1/refs/a//b").unwrap_err().code, "ref_name_invalid");
+        assert_eq!(route(Method::Get, "/v1/refs/a%2F..%2Fb").unwrap_err().code, "ref_name_invalid");
+    }
+
+    #[test]
+    fn uploads_and_parts() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            route(Method::Put, &format!("/v1/uploads/{id}/parts/3")),
+            Ok(Route::UploadPart { id: id.into(), number: 3 })
+        );
+        assert_eq!(route(Method::Post, &format!("/v1/uploads/{id}/complete")), Ok(Route::CompleteUpload(id.into())));
+        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/0")).unwrap_err().status, 400);
+        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/10001")).unwrap_err().status, 400);
+        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/03")).unwrap_err().status, 400);
+        assert_eq!(route(Method::Get, "/v1/uploads/NOTANID").unwrap_err().status, 404);
+    }
+
+    #[test]
+    fn writes_are_marked() {
+        assert!(route(Method::Put, "/v1/refs/x").unwrap().is_write());
+        assert!(!route(Method::Get, "/v1/refs/x").unwrap().is_write());
+        assert!(route(Method::Post, "/v1/uploads").unwrap().is_write());
+        assert!(!route(Method::Get, "/v1/packets").unwrap().is_write());
+    }
+
+    #[test]
+    fn wrong_methods_and_unknown_paths() {
+        let err = route(Method::Post, "/v1/packets").unwrap_err();
+        assert_eq!((err.status, err.code.as_str()), (405, "method_not_allowed"));
+        assert_eq!(route(Method::Get, "/v1/nope").unwrap_err().status, 404);
+        assert_eq!(route(Method::Options, "/v1/packets"), Ok(Route::Preflight));
+        assert_eq!(route(Method::Get, "/"), Ok(Route::Assets));
+        assert_eq!(route(Method::Get, "/v10/x"), Ok(Route::Assets));
+        assert_eq!(route(Method::Get, "/index.html"), Ok(Route::Assets));
+    }
+
+    #[test]
+    fn labels() {
+        assert!(check_label("host=ci-7").is_ok());
+        assert!(check_label("").is_err());
+        assert!(check_label("a b").is_err());
+        assert!(check_label(&"x".repeat(129)).is_err());
+    }
+}

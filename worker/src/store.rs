@@ -1,0 +1,197 @@
+//! Streams between requests, packet-core and R2. A packet's bytes reach its
+//! R2 key only through [`verify_into_bucket`]: each chunk of the source is
+//! copied into wasm for the [`Verifier`] and handed on to an R2 put through a
+//! `FixedLengthStream`; the last chunk is handed on only once the whole
+//! packet is verified. A refusal aborts the put, so nothing is stored. R2 is
+//! also given the expected SHA-256, so it refuses bytes that do not hash to
+//! it.
+
+use js_sys::{BigInt, Reflect, Uint8Array};
+use packet_core::{Digest, Error as PacketError, Limits};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{ReadableStream, ReadableStreamDefaultReader, TransformStream, WritableStreamDefaultWriter};
+use worker::crypto::{DigestStream, DigestStreamAlgorithm};
+use worker::worker_sys::FixedLengthStream;
+use worker::{Bucket, Data, HttpMetadata};
+
+use crate::config::PacketHasher;
+use crate::verify::{Indexed, Verifier};
+
+/// The R2 key of a verified packet.
+pub fn packet_key(digest: &Digest) -> String {
+    format!("packets/sha256/{}", digest.hex())
+}
+
+/// The R2 key a multipart upload assembles into before it is verified.
+pub fn staging_key(upload_id: &str) -> String {
+    format!("uploads/{upload_id}")
+}
+
+/// Why a packet was not stored.
+pub enum StoreError {
+    /// packet-core refused it.
+    Refused(PacketError),
+    /// The body stream or R2 failed.
+    Failed(String),
+}
+
+fn js_error(context: &str, e: JsValue) -> StoreError {
+    let text = e
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .unwrap_or_else(|| format!("{e:?}"));
+    StoreError::Failed(format!("{context}: {text}"))
+}
+
+/// The whole-packet hash computed by the runtime (`crypto.DigestStream`).
+struct PlatformHash {
+    stream: DigestStream,
+    writer: WritableStreamDefaultWriter,
+}
+
+impl PlatformHash {
+    fn new() -> Result<PlatformHash, StoreError> {
+        let stream = DigestStream::new(DigestStreamAlgorithm::Sha256);
+        let writable: &web_sys::WritableStream = stream.raw().unchecked_ref();
+        let writer = writable.get_writer().map_err(|e| js_error("digest stream", e))?;
+        Ok(PlatformHash { stream, writer })
+    }
+
+    async fn write(&self, chunk: &[u8]) -> Result<(), StoreError> {
+        // A copy of its own: the runtime may take over the buffer it is given.
+        let array = Uint8Array::from(chunk);
+        JsFuture::from(self.writer.write_with_chunk(&array))
+            .await
+            .map(|_| ())
+            .map_err(|e| js_error("digest stream", e))
+    }
+
+    async fn finish(self) -> Result<Digest, StoreError> {
+        JsFuture::from(self.writer.close()).await.map_err(|e| js_error("digest stream", e))?;
+        let bytes = self
+            .stream
+            .digest()
+            .await
+            .map_err(|e| StoreError::Failed(format!("digest stream: {e}")))?
+            .to_vec();
+        let array: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| StoreError::Failed("digest stream: not 32 bytes".into()))?;
+        Ok(Digest(array))
+    }
+}
+
+/// Streams exactly `size` bytes of `source` through packet-core into R2 at
+/// the packet's key. Returns what the index needs, or why nothing was
+/// stored.
+pub async fn verify_into_bucket(
+    bucket: &Bucket,
+    source: ReadableStream,
+    size: u64,
+    expected: Digest,
+    limits: Limits,
+    hasher: PacketHasher,
+) -> Result<Indexed, StoreError> {
+    let fixed = if size <= u64::from(u32::MAX) {
+        FixedLengthStream::new(size as u32)
+    } else {
+        FixedLengthStream::new_big_int(BigInt::from(size))
+    }
+    .map_err(|e| js_error("fixed length stream", e))?;
+    let transform: &TransformStream = fixed.unchecked_ref();
+    let sink = transform.writable().get_writer().map_err(|e| js_error("fixed length stream", e))?;
+    let put = bucket
+        .put(packet_key(&expected), Data::ReadableStream(transform.readable()))
+        .http_metadata(HttpMetadata {
+            content_type: Some("application/x-tar".into()),
+            ..Default::default()
+        })
+        .sha256(expected.0.to_vec())
+        .execute();
+    let reader: ReadableStreamDefaultReader = source.get_reader().unchecked_into();
+    let pump = pump(&reader, &sink, size, expected, limits, hasher);
+    let (put, pumped) = futures_util::future::join(put, pump).await;
+    match pumped {
+        Ok(indexed) => match put {
+            Ok(_) => Ok(indexed),
+            Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
+        },
+        Err(e) => {
+            // Stop the put and the source; errors here change nothing.
+            let _ = JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
+            let _ = JsFuture::from(reader.cancel()).await;
+            Err(e)
+        }
+    }
+}
+
+/// Moves chunks from `reader` through the verifier (and the platform hash)
+/// into `sink`, holding back the last chunk until the packet is verified.
+async fn pump(
+    reader: &ReadableStreamDefaultReader,
+    sink: &WritableStreamDefaultWriter,
+    size: u64,
+    expected: Digest,
+    limits: Limits,
+    hasher: PacketHasher,
+) -> Result<Indexed, StoreError> {
+    let mut hash = match hasher {
+        PacketHasher::Platform => Some(PlatformHash::new()?),
+        PacketHasher::Core => None,
+    };
+    let mut verifier = Some(Verifier::new(expected, limits, hash.is_none()));
+    let mut indexed = None;
+    let mut buf = Vec::new();
+    let mut seen = 0u64;
+    loop {
+        let step = JsFuture::from(reader.read()).await.map_err(|e| js_error("reading the packet", e))?;
+        let done = Reflect::get(&step, &JsValue::from_str("done"))
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let chunk: Uint8Array = Reflect::get(&step, &JsValue::from_str("value"))
+            .map_err(|e| js_error("reading the packet", e))?
+            .dyn_into()
+            .map_err(|_| StoreError::Failed("reading the packet: a chunk is not bytes".into()))?;
+        let n = chunk.length() as usize;
+        buf.resize(n, 0);
+        chunk.copy_to(&mut buf[..n]);
+        seen += n as u64;
+        let Some(v) = verifier.as_mut() else {
+            // More bytes than announced: the core refused them already, or
+            // the fixed-length sink will.
+            return Err(StoreError::Failed(format!("the body is longer than {size} bytes")));
+        };
+        v.feed(&buf).map_err(StoreError::Refused)?;
+        if let Some(h) = &hash {
+            h.write(&buf).await?;
+        }
+        if seen >= size {
+            let platform = match hash.take() {
+                Some(h) => Some(h.finish().await?),
+                None => None,
+            };
+            let v = verifier.take().ok_or_else(|| StoreError::Failed("verifier gone".into()))?;
+            indexed = Some(v.finish(platform).map_err(StoreError::Refused)?);
+        }
+        JsFuture::from(sink.write_with_chunk(&chunk))
+            .await
+            .map_err(|e| js_error("storing the packet", e))?;
+    }
+    if let Some(v) = verifier.take() {
+        // The body ended early: the core says what is missing.
+        let platform = match hash.take() {
+            Some(h) => Some(h.finish().await?),
+            None => None,
+        };
+        return Err(v.finish(platform).map(|_| ()).map_or_else(StoreError::Refused, |_| {
+            StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
+        }));
+    }
+    JsFuture::from(sink.close()).await.map_err(|e| js_error("storing the packet", e))?;
+    indexed.ok_or_else(|| StoreError::Failed("the packet was not verified".into()))
+}
