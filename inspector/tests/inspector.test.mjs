@@ -121,6 +121,13 @@ test('a good packet is verified; summary, tree and previews are correct', async 
   assert.equal(sorted[0], 'workspace');
   assert.equal(sorted[1], 'workspace/assets');
   await screenshot(page, 'good-verified-sorted-by-size');
+
+  // Every control has an accessible name; the tree has exactly one tab stop.
+  const unnamed = await page.$$eval('input, select, button, a[href], [role=treeitem], [role=tab]', (els) => els
+    .filter((e) => !(e.labels?.length || e.getAttribute('aria-label') || e.getAttribute('aria-labelledby') || e.textContent.trim()))
+    .map((e) => e.outerHTML.slice(0, 80)));
+  assert.deepEqual(unnamed, []);
+  assert.equal(await page.$$eval('#tree [role=treeitem][tabindex="0"]', (r) => r.length), 1);
   assert.deepEqual(problems, []);
   await context.close();
 });

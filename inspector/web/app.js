@@ -115,13 +115,19 @@ function showOnly(which) {
   $('result').hidden = which !== 'result';
 }
 
-async function openA(source, name, expectedDigest = null) {
+// Forgets the open packets (and any verification in flight).
+function resetA() {
   if (state.opening) worker.postMessage({ type: 'cancel', id: state.opening });
+  state.opening = null;
   for (const slot of ['a', 'b']) if (state[slot]) worker.postMessage({ type: 'close', id: state[slot].id });
   state.a = null;
   state.b = null;
   clearPreview();
   clearCompare();
+}
+
+async function openA(source, name, expectedDigest = null) {
+  resetA();
   showOnly('progress');
   $('progress-name').textContent = name;
   $('progress').value = 0;
@@ -171,7 +177,13 @@ async function openEdge(input, open) {
   try {
     ({ digest } = await resolve(text));
   } catch (refusal) {
-    open === openA ? (showOnly('result'), drawRefused(text, refusal, { kind: 'url' })) : drawRefusedB(text, refusal);
+    if (open === openA) {
+      resetA();
+      showOnly('result');
+      drawRefused(text, refusal, { kind: 'url' });
+    } else {
+      drawRefusedB(text, refusal);
+    }
     return;
   }
   open(sourceFor(digest), text === digest ? digest : `${text} (${digest.slice(0, 15)}…)`, digest);

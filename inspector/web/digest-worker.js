@@ -16,7 +16,7 @@ self.onmessage = async ({ data }) => {
       return;
     case 'chunk':
       hashers.get(data.id)?.update(data.chunk);
-      self.postMessage({ type: 'ack', id: data.id });
+      self.postMessage({ type: 'ack', id: data.id, bytes: data.chunk.byteLength });
       return;
     case 'finish': {
       const hasher = hashers.get(data.id);

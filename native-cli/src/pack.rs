@@ -94,7 +94,11 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     let mut harness_descriptor = None;
     let mut harness_source = None;
     if let Some(h) = &request.harness {
-        harness::check_id(&h.id, "thread id")?;
+        let what = match h.kind {
+            packet_core::HarnessKind::Codex => "thread id",
+            packet_core::HarnessKind::Claude => "session id",
+        };
+        harness::check_id(&h.id, what)?;
         let located = harness::adapter(h.kind).locate(&LocateRequest {
             home: &h.home,
             id: &h.id,

@@ -1,5 +1,7 @@
 //! Writes the sample packet to stdout.
 use std::io::Write;
 fn main() {
-    std::io::stdout().write_all(&packet_core::build::sample_packet()).unwrap();
+    std::io::stdout()
+        .write_all(&packet_core::build::sample_packet())
+        .unwrap();
 }

@@ -72,7 +72,12 @@ pub fn build(
                 path,
                 contents,
                 executable,
-            } => Entry::file(path.clone(), contents.len() as u64, Digest::of(contents), *executable),
+            } => Entry::file(
+                path.clone(),
+                contents.len() as u64,
+                Digest::of(contents),
+                *executable,
+            ),
             Source::Symlink { path, target } => Entry::symlink(path.clone(), target.clone()),
         })
         .collect();
@@ -90,7 +95,9 @@ pub fn build(
                         Source::File { contents, .. } if s.path() == path => Some(contents),
                         _ => None,
                     })
-                    .ok_or_else(|| Error::new(ErrorCode::Usage, "no contents for a file").at_path(path))?;
+                    .ok_or_else(|| {
+                        Error::new(ErrorCode::Usage, "no contents for a file").at_path(path)
+                    })?;
                 writer.body(contents)?;
                 bytes.extend_from_slice(contents);
             }
@@ -108,13 +115,17 @@ pub fn build(
 /// symlink), for examples and smoke tests.
 pub fn sample_packet() -> Vec<u8> {
     let sources = [
-        Source::Dir { path: "workspace".into() },
+        Source::Dir {
+            path: "workspace".into(),
+        },
         Source::File {
             path: "workspace/README.md".into(),
             contents: b"# sample\n".to_vec(),
             executable: false,
         },
-        Source::Dir { path: "workspace/bin".into() },
+        Source::Dir {
+            path: "workspace/bin".into(),
+        },
         Source::File {
             path: "workspace/bin/run".into(),
             contents: b"#!/bin/sh\necho hi\n".to_vec(),

@@ -151,7 +151,9 @@ fn match_components(pat: &[&str], comps: &[&str]) -> bool {
         None => comps.is_empty(),
         Some((&"**", rest)) => (0..=comps.len()).any(|skip| match_components(rest, &comps[skip..])),
         Some((first, rest)) => match comps.split_first() {
-            Some((c, crest)) => match_one(first.as_bytes(), c.as_bytes()) && match_components(rest, crest),
+            Some((c, crest)) => {
+                match_one(first.as_bytes(), c.as_bytes()) && match_components(rest, crest)
+            }
             None => false,
         },
     }

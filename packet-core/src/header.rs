@@ -117,7 +117,11 @@ pub fn split_ustar(path: &str) -> Option<(&str, &str)> {
 /// when needed, the PAX header and its padded body.
 pub fn encoded_len(spec: &HeaderSpec<'_>) -> u64 {
     let pax = pax_body_len(spec);
-    let pax_part = if pax == 0 { 0 } else { BLOCK as u64 + padded(pax) };
+    let pax_part = if pax == 0 {
+        0
+    } else {
+        BLOCK as u64 + padded(pax)
+    };
     pax_part + BLOCK as u64
 }
 
@@ -184,7 +188,10 @@ pub fn encode(spec: &HeaderSpec<'_>, out: &mut Vec<u8>) {
         }
         out.extend_from_slice(&pax_header_block(body.len() as u64));
         out.extend_from_slice(&body);
-        out.resize(out.len() + (padded(body.len() as u64) as usize - body.len()), 0);
+        out.resize(
+            out.len() + (padded(body.len() as u64) as usize - body.len()),
+            0,
+        );
     }
     let (prefix, name) = if pax_path {
         ("", "")
@@ -196,7 +203,12 @@ pub fn encode(spec: &HeaderSpec<'_>, out: &mut Vec<u8>) {
     } else {
         ""
     };
-    out.extend_from_slice(&ustar_block(spec, spec.kind.typeflag(), (prefix, name), link));
+    out.extend_from_slice(&ustar_block(
+        spec,
+        spec.kind.typeflag(),
+        (prefix, name),
+        link,
+    ));
 }
 
 /// The canonical ustar header of a PAX extended header with a body of
@@ -522,10 +534,34 @@ mod tests {
     fn encode_decode_round_trip() {
         let long = alloc::format!("workspace/{}", "n".repeat(300));
         for spec in [
-            HeaderSpec { path: "workspace/a", kind: Kind::File, mode: 0o755, size: 1234, target: "" },
-            HeaderSpec { path: "workspace", kind: Kind::Dir, mode: 0o755, size: 0, target: "" },
-            HeaderSpec { path: "workspace/l", kind: Kind::Symlink, mode: 0o777, size: 0, target: "a" },
-            HeaderSpec { path: &long, kind: Kind::Symlink, mode: 0o777, size: 0, target: &long[10..] },
+            HeaderSpec {
+                path: "workspace/a",
+                kind: Kind::File,
+                mode: 0o755,
+                size: 1234,
+                target: "",
+            },
+            HeaderSpec {
+                path: "workspace",
+                kind: Kind::Dir,
+                mode: 0o755,
+                size: 0,
+                target: "",
+            },
+            HeaderSpec {
+                path: "workspace/l",
+                kind: Kind::Symlink,
+                mode: 0o777,
+                size: 0,
+                target: "a",
+            },
+            HeaderSpec {
+                path: &long,
+                kind: Kind::Symlink,
+                mode: 0o777,
+                size: 0,
+                target: &long[10..],
+            },
         ] {
             let mut out = Vec::new();
             encode(&spec, &mut out);

@@ -270,7 +270,12 @@ fn entry_from_raw(r: RawEntry) -> Result<Entry, String> {
         "file" => Kind::File,
         "dir" => Kind::Dir,
         "symlink" => Kind::Symlink,
-        other => return Err(alloc::format!("member {:?}: unknown type {other:?}", r.path)),
+        other => {
+            return Err(alloc::format!(
+                "member {:?}: unknown type {other:?}",
+                r.path
+            ))
+        }
     };
     let mode = match r.mode.as_str() {
         "0644" => 0o644,
@@ -297,7 +302,10 @@ fn entry_from_raw(r: RawEntry) -> Result<Entry, String> {
         ));
     }
     let sha256 = match r.sha256 {
-        Some(h) => Some(Digest::from_hex(&h).map_err(|e| alloc::format!("member {:?}: {}", r.path, e.message()))?),
+        Some(h) => Some(
+            Digest::from_hex(&h)
+                .map_err(|e| alloc::format!("member {:?}: {}", r.path, e.message()))?,
+        ),
         None => None,
     };
     Ok(Entry {
@@ -355,8 +363,11 @@ impl Manifest {
             .at_path(MANIFEST_PATH));
         }
         let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
-            Error::new(ErrorCode::ManifestInvalid, alloc::format!("packet.json: {e}"))
-                .at_path(MANIFEST_PATH)
+            Error::new(
+                ErrorCode::ManifestInvalid,
+                alloc::format!("packet.json: {e}"),
+            )
+            .at_path(MANIFEST_PATH)
         })?;
         if manifest.format != FORMAT_ID {
             return Err(Error::new(
@@ -454,15 +465,13 @@ impl Manifest {
                             )
                             .at_path(&entry.path))
                         }
-                        _ => {
-                            return Err(Error::new(
-                                ErrorCode::MemberParentMissing,
-                                alloc::format!(
-                                    "its parent {parent:?} is not a directory member listed before it"
-                                ),
-                            )
-                            .at_path(&entry.path))
-                        }
+                        _ => return Err(Error::new(
+                            ErrorCode::MemberParentMissing,
+                            alloc::format!(
+                                "its parent {parent:?} is not a directory member listed before it"
+                            ),
+                        )
+                        .at_path(&entry.path)),
                     }
                 }
             }
@@ -518,7 +527,8 @@ impl Manifest {
     fn check_symlinks_through_symlinks(&self, limits: &Limits) -> Result<(), Error> {
         for entry in self.members.iter().filter(|e| e.kind == Kind::Symlink) {
             let target = entry.target.as_deref().unwrap_or("");
-            let resolved = path::resolve_symlink_target(&entry.path, target, limits.max_path_bytes)?;
+            let resolved =
+                path::resolve_symlink_target(&entry.path, target, limits.max_path_bytes)?;
             for dir in &resolved.through {
                 if let Some((_, hop)) = self.find(dir) {
                     if hop.kind == Kind::Symlink {
@@ -570,7 +580,8 @@ impl Manifest {
             }
             return Ok(());
         };
-        let invalid = |msg: String| Error::new(ErrorCode::HarnessInvalid, msg).at_path(MANIFEST_PATH);
+        let invalid =
+            |msg: String| Error::new(ErrorCode::HarnessInvalid, msg).at_path(MANIFEST_PATH);
         if !is_canonical_uuid(&h.thread_id) {
             return Err(invalid(alloc::format!(
                 "thread_id {:?} is not a lowercase hyphenated UUID",
@@ -598,7 +609,8 @@ impl Manifest {
         if !path::file_name(&h.rollout).contains(h.thread_id.as_str()) {
             return Err(invalid(alloc::format!(
                 "rollout {:?} is not named for thread {}",
-                h.rollout, h.thread_id
+                h.rollout,
+                h.thread_id
             )));
         }
         let kind_root = prefix.trim_end_matches('/');
@@ -632,7 +644,10 @@ impl Manifest {
             let bad = e.matched == 0
                 || e.rule.is_empty()
                 || e.pattern.is_empty()
-                || e.rule.chars().chain(e.pattern.chars()).any(char::is_control);
+                || e.rule
+                    .chars()
+                    .chain(e.pattern.chars())
+                    .any(char::is_control);
             if bad {
                 return Err(Error::new(
                     ErrorCode::ManifestInvalid,
@@ -685,7 +700,8 @@ pub fn check_entry(entry: &Entry, limits: &Limits) -> Result<(), Error> {
             ErrorCode::LimitSize,
             alloc::format!(
                 "{} bytes is more than the packet limit of {}",
-                entry.size, limits.max_packet_bytes
+                entry.size,
+                limits.max_packet_bytes
             ),
         )
         .at_path(path));
@@ -736,7 +752,8 @@ pub fn packet_size(manifest_len: u64, members: &[Entry]) -> u64 {
         size: manifest_len,
         target: "",
     };
-    let mut total = header::encoded_len(&manifest_spec).saturating_add(header::padded(manifest_len));
+    let mut total =
+        header::encoded_len(&manifest_spec).saturating_add(header::padded(manifest_len));
     for e in members {
         total = total
             .saturating_add(header::encoded_len(&e.header_spec()))

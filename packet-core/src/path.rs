@@ -153,8 +153,11 @@ pub fn resolve_symlink_target(
     max_len: usize,
 ) -> Result<ResolvedTarget, Error> {
     let invalid = |msg: &str| {
-        Error::new(ErrorCode::SymlinkTargetInvalid, alloc::format!("{msg}: {target:?}"))
-            .at_path(link)
+        Error::new(
+            ErrorCode::SymlinkTargetInvalid,
+            alloc::format!("{msg}: {target:?}"),
+        )
+        .at_path(link)
     };
     if target.is_empty() {
         return Err(invalid("symlink target is empty"));
@@ -162,12 +165,17 @@ pub fn resolve_symlink_target(
     if target.len() > max_len {
         return Err(Error::new(
             ErrorCode::PathTooLong,
-            alloc::format!("symlink target is {} bytes, the limit is {max_len}", target.len()),
+            alloc::format!(
+                "symlink target is {} bytes, the limit is {max_len}",
+                target.len()
+            ),
         )
         .at_path(link));
     }
     if target.chars().any(is_control) {
-        return Err(invalid("symlink target holds NUL or another control character"));
+        return Err(invalid(
+            "symlink target holds NUL or another control character",
+        ));
     }
     if target.starts_with('/') {
         return Err(Error::new(
@@ -177,7 +185,11 @@ pub fn resolve_symlink_target(
         .at_path(link));
     }
     let root = root_of(link).ok_or_else(|| {
-        Error::new(ErrorCode::PathOutsideRoots, "symlink lies outside the roots").at_path(link)
+        Error::new(
+            ErrorCode::PathOutsideRoots,
+            "symlink lies outside the roots",
+        )
+        .at_path(link)
     })?;
     let mut stack: Vec<&str> = parent(link).unwrap_or("").split('/').collect();
     let mut through = Vec::new();
@@ -193,10 +205,7 @@ pub fn resolve_symlink_target(
                 if stack.len() <= 1 {
                     return Err(Error::new(
                         ErrorCode::SymlinkEscapes,
-                        alloc::format!(
-                            "symlink target {target:?} leaves \"{}/\"",
-                            root.as_str()
-                        ),
+                        alloc::format!("symlink target {target:?} leaves \"{}/\"", root.as_str()),
                     )
                     .at_path(link));
                 }
@@ -301,10 +310,22 @@ mod tests {
 
     #[test]
     fn portable_keys_collide_like_apfs() {
-        assert_eq!(portable_key("workspace/README"), portable_key("workspace/readme"));
-        assert_eq!(portable_key("workspace/\u{212A}"), portable_key("workspace/k"));
-        assert_eq!(portable_key("workspace/\u{e9}"), portable_key("workspace/e\u{301}"));
-        assert_eq!(portable_key("workspace/a\u{200d}b"), portable_key("workspace/ab"));
+        assert_eq!(
+            portable_key("workspace/README"),
+            portable_key("workspace/readme")
+        );
+        assert_eq!(
+            portable_key("workspace/\u{212A}"),
+            portable_key("workspace/k")
+        );
+        assert_eq!(
+            portable_key("workspace/\u{e9}"),
+            portable_key("workspace/e\u{301}")
+        );
+        assert_eq!(
+            portable_key("workspace/a\u{200d}b"),
+            portable_key("workspace/ab")
+        );
         assert_ne!(portable_key("workspace/a"), portable_key("workspace/b"));
     }
 }

@@ -197,7 +197,9 @@ impl Reader {
         if !matches!(self.state, State::Done) || self.pending_end.is_some() {
             let what = match (&self.state, &self.manifest) {
                 (_, None) => alloc::string::String::from("before packet.json was complete"),
-                (State::EndSecond, _) => alloc::string::String::from("inside the end-of-archive marker"),
+                (State::EndSecond, _) => {
+                    alloc::string::String::from("inside the end-of-archive marker")
+                }
                 (_, Some(m)) => match m.members.get(self.next_index.saturating_sub(1)) {
                     Some(e) => alloc::format!("inside or after member {:?}", e.path),
                     None => alloc::string::String::from("before the end-of-archive marker"),
@@ -309,7 +311,10 @@ impl Reader {
                             alloc::format!(
                                 "the bytes hash to {}, the manifest says {}",
                                 got.hex(),
-                                entry.sha256.map(|d| alloc::string::ToString::to_string(&d.hex())).unwrap_or_default()
+                                entry
+                                    .sha256
+                                    .map(|d| alloc::string::ToString::to_string(&d.hex()))
+                                    .unwrap_or_default()
                             ),
                         )
                         .at_path(&entry.path)
@@ -481,7 +486,10 @@ impl Reader {
     }
 
     fn on_manifest_header(&mut self, raw: RawHeader) -> Result<(), Error> {
-        if !self.pax_raw.is_empty() || raw.path != MANIFEST_PATH.as_bytes() || raw.typeflag != header::TYPE_FILE {
+        if !self.pax_raw.is_empty()
+            || raw.path != MANIFEST_PATH.as_bytes()
+            || raw.typeflag != header::TYPE_FILE
+        {
             return Err(Error::new(
                 ErrorCode::ManifestNotFirst,
                 alloc::format!(
@@ -495,7 +503,8 @@ impl Reader {
                 ErrorCode::LimitManifest,
                 alloc::format!(
                     "packet.json declares {} bytes, the limit is {}",
-                    raw.size, self.options.limits.max_manifest_bytes
+                    raw.size,
+                    self.options.limits.max_manifest_bytes
                 ),
             )
             .at_path(MANIFEST_PATH));
@@ -527,21 +536,28 @@ impl Reader {
     }
 
     fn on_member_header(&mut self, raw: RawHeader) -> Result<Event<'static>, Error> {
-        let manifest = self.manifest.take().ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))?;
+        let manifest = self
+            .manifest
+            .take()
+            .ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))?;
         let result = self.check_member_header(&manifest, raw);
         self.manifest = Some(manifest);
         result
     }
 
-    fn check_member_header(&mut self, manifest: &Manifest, raw: RawHeader) -> Result<Event<'static>, Error> {
+    fn check_member_header(
+        &mut self,
+        manifest: &Manifest,
+        raw: RawHeader,
+    ) -> Result<Event<'static>, Error> {
         let limits = self.options.limits;
         let pax = if self.pax_raw.is_empty() {
             None
         } else {
             let size = {
-                let pax_block: &[u8; BLOCK] = self.pax_raw[..BLOCK].try_into().map_err(|_| {
-                    Error::new(ErrorCode::Usage, "PAX buffer shorter than a block")
-                })?;
+                let pax_block: &[u8; BLOCK] = self.pax_raw[..BLOCK]
+                    .try_into()
+                    .map_err(|_| Error::new(ErrorCode::Usage, "PAX buffer shorter than a block"))?;
                 header::decode(pax_block)?.size as usize
             };
             Some(header::decode_pax(&self.pax_raw[BLOCK..BLOCK + size])?)
@@ -580,7 +596,10 @@ impl Reader {
             };
             return Err(Error::new(
                 code,
-                alloc::format!("the archive has this member where the manifest lists {:?}", entry.path),
+                alloc::format!(
+                    "the archive has this member where the manifest lists {:?}",
+                    entry.path
+                ),
             )
             .at_path(path));
         }
@@ -607,20 +626,26 @@ impl Reader {
         if !canonical_mode {
             return Err(Error::new(
                 ErrorCode::ModeNotCanonical,
-                alloc::format!("mode {:o} is not canonical for a {}", raw.mode, kind.as_str()),
+                alloc::format!(
+                    "mode {:o} is not canonical for a {}",
+                    raw.mode,
+                    kind.as_str()
+                ),
             )
             .at_path(&entry.path));
         }
         if raw.mode != entry.mode {
             return Err(mismatch(alloc::format!(
                 "the archive has mode {:o}, the manifest {:o}",
-                raw.mode, entry.mode
+                raw.mode,
+                entry.mode
             )));
         }
         if raw.size != entry.size {
             return Err(mismatch(alloc::format!(
                 "the header declares {} bytes, the manifest {}",
-                raw.size, entry.size
+                raw.size,
+                entry.size
             )));
         }
         if kind == Kind::Symlink {

@@ -137,6 +137,7 @@ impl<'m> Writer<'m> {
 
     /// The next step. After [`Step::Body`], call [`Writer::body`] until the
     /// whole body has been fed, then call `next` again.
+    #[allow(clippy::should_implement_trait)] // a lending step, not an Iterator
     pub fn next(&mut self) -> Result<Step<'_>, Error> {
         self.buf.clear();
         match self.state {

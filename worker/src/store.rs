@@ -110,19 +110,21 @@ pub async fn verify_into_bucket(
         .sha256(expected.0.to_vec())
         .execute();
     let reader: ReadableStreamDefaultReader = source.get_reader().unchecked_into();
-    let pump = pump(&reader, &sink, size, expected, limits, hasher);
-    let (put, pumped) = futures_util::future::join(put, pump).await;
-    match pumped {
-        Ok(indexed) => match put {
-            Ok(_) => Ok(indexed),
-            Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
-        },
-        Err(e) => {
-            // Stop the put and the source; errors here change nothing.
+    let pump = async {
+        let pumped = pump(&reader, &sink, size, expected, limits, hasher).await;
+        if pumped.is_err() {
+            // Stop the put (it must not wait for more bytes) and the source;
+            // errors here change nothing.
             let _ = JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
             let _ = JsFuture::from(reader.cancel()).await;
-            Err(e)
         }
+        pumped
+    };
+    let (put, pumped) = futures_util::future::join(put, pump).await;
+    let indexed = pumped?;
+    match put {
+        Ok(_) => Ok(indexed),
+        Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
     }
 }
 

@@ -15,12 +15,19 @@ use sha2::{Digest, Sha256};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let result = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["tar-pack", dir, out] => tar_pack(Path::new(dir), Path::new(out)),
         ["tar-unpack", archive, dir] => tar_unpack(Path::new(archive), Path::new(dir)),
         ["sha256", file] => sha256(Path::new(file)),
         _ => {
-            eprintln!("usage: bench-baselines tar-pack DIR OUT | tar-unpack ARCHIVE DIR | sha256 FILE");
+            eprintln!(
+                "usage: bench-baselines tar-pack DIR OUT | tar-unpack ARCHIVE DIR | sha256 FILE"
+            );
             return ExitCode::from(2);
         }
     };

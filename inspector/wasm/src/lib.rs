@@ -8,7 +8,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`view`] | the JSON shapes handed to the page: report, members, refusals |
-//! | [`verifier`] | [`Verifier`]: a `File`'s chunks in, progress and a verified [`Packet`] out |
+//! | [`verifier`] | [`Verifier`]: a `File`'s chunks in, progress and a verified [`Packet`] out; [`PacketHasher`] for the whole-packet digest on another thread |
 //! | [`member`] | [`MemberCheck`]: re-hashing one member read back by range; [`classify`] for previews |
 //! | [`compare`] | member diff of two verified packets and a line diff of two texts |
 //!

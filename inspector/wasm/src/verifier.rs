@@ -71,7 +71,10 @@ impl Verifier {
     /// [`Verifier::with_external_digest`]: `digest` is the whole packet's,
     /// computed by the caller over exactly the bytes pushed.
     pub fn finish_with_digest(self, digest: Digest) -> Result<Packet, Error> {
-        if let Some(expected) = self.expected {
+        // As packet-core does: the structure first, then the digest.
+        let expected = self.expected;
+        let mut packet = self.finish_packet()?;
+        if let Some(expected) = expected {
             if expected != digest {
                 return Err(Error::new(
                     packet_core::ErrorCode::PacketDigestMismatch,
@@ -79,7 +82,6 @@ impl Verifier {
                 ));
             }
         }
-        let mut packet = self.finish_packet()?;
         packet.verified.digest = Some(digest);
         Ok(packet)
     }

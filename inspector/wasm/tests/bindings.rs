@@ -5,7 +5,7 @@
 use js_sys::Reflect;
 use packet_core::build::{build, Built, Source};
 use packet_core::Limits;
-use packet_inspector_wasm::{classify, compare_packets, line_diff, Packet, Verifier};
+use packet_inspector_wasm::{classify, compare_packets, line_diff, Packet, PacketHasher, Verifier};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -183,4 +183,41 @@ fn two_packets_compare_by_member_and_text_diffs_by_line() {
 
     assert_eq!(classify(b"plain text\n"), "text");
     assert_eq!(classify(&[0, 159, 146, 150]), "binary");
+}
+
+#[wasm_bindgen_test]
+fn the_packet_digest_can_be_computed_on_another_thread() {
+    let built = packet("fn main() {}\n", None);
+    let hash = |bytes: &[u8]| {
+        let mut h = PacketHasher::new();
+        for chunk in bytes.chunks(100) {
+            h.update(chunk);
+        }
+        h.finish()
+    };
+    assert_eq!(hash(&built.bytes), built.digest.to_string());
+
+    let mut v = Verifier::with_external_digest_js(Some(built.digest.to_string())).unwrap();
+    push_all(&mut v, &built.bytes, 700).unwrap();
+    let p = v.finish_with_digest_js(&hash(&built.bytes)).unwrap();
+    assert_eq!(string(&p.report(), "digest"), built.digest.to_string());
+
+    // The bytes verify, but they are not the packet that was asked for.
+    let other = packet("fn main() { }\n", None);
+    let mut v = Verifier::with_external_digest_js(Some(other.digest.to_string())).unwrap();
+    push_all(&mut v, &built.bytes, 700).unwrap();
+    let refusal = v
+        .finish_with_digest_js(&hash(&built.bytes))
+        .err()
+        .expect("refused");
+    assert_eq!(string(&refusal, "code"), "packet_digest_mismatch");
+
+    // Structure is still checked: a truncated packet is refused whatever digest is given.
+    let mut v = Verifier::with_external_digest_js(None).unwrap();
+    push_all(&mut v, &built.bytes[..1024], 700).unwrap();
+    let refusal = v
+        .finish_with_digest_js(&hash(&built.bytes[..1024]))
+        .err()
+        .expect("refused");
+    assert_eq!(string(&refusal, "code"), "truncated");
 }
