@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 WASM_BINDGEN_VERSION=0.2.130
 WORKER_BUILD_VERSION=0.8.7
+CARGO_FUZZ_VERSION=0.13.2
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
@@ -27,6 +28,11 @@ fi
 step "worker-build $WORKER_BUILD_VERSION"
 if ! worker-build --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
   cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --force
+fi
+
+step "cargo-fuzz $CARGO_FUZZ_VERSION"
+if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force
 fi
 
 step "Debian packages"
@@ -50,6 +56,6 @@ if [ -f package-lock.json ]; then
 fi
 
 step "python packages"
-python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.23.0'
+python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
 
 echo "setup: done" >&2

@@ -39,6 +39,12 @@ function threadOrNull() {
 }
 
 export class DigestThread {
+  // Starts the thread ahead of the first packet, so its wasm compiles while
+  // the page waits for a file rather than during the first verification.
+  static prepare() {
+    threadOrNull();
+  }
+
   // A digest run for verification `id`, or null to hash on this thread.
   static start(id) {
     const t = broken ? null : threadOrNull();

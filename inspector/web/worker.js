@@ -5,8 +5,6 @@ import init, { Verifier, comparePackets, lineDiff, classify } from './pkg/packet
 import { DigestThread } from './digest-thread.js';
 
 const CHUNK = 4 << 20;
-// Reads in flight while a chunk is verified: reading overlaps hashing.
-const READ_AHEAD = 2;
 // What a preview or a diff holds of one member (the rest is only hashed).
 const HEAD_BYTES = 4 << 20;
 // What the content sniffing looks at.
@@ -31,7 +29,10 @@ self.onmessage = async ({ data }) => {
   }
 };
 
-ready.then(() => post({ type: 'ready' }), (err) => post({ type: 'error', error: asRefusal(err) }));
+ready.then(() => {
+  post({ type: 'ready' });
+  DigestThread.prepare();
+}, (err) => post({ type: 'error', error: asRefusal(err) }));
 
 function post(message, transfer = []) { self.postMessage(message, transfer); }
 
@@ -48,28 +49,35 @@ function close(id) {
   if (s) { s.cancelled = true; s.packet?.free(); sessions.delete(id); }
 }
 
-// Chunks of a source; a File is read a few chunks ahead (at most
-// CHUNK × READ_AHEAD bytes held), so reading overlaps verifying.
-async function* chunksOf(source, total) {
-  if (source.kind === 'file') {
-    const read = (at) => source.file.slice(at, Math.min(at + CHUNK, total)).arrayBuffer();
-    const ahead = [];
-    let next = 0;
-    for (let at = 0; at < total; at += CHUNK) {
-      while (ahead.length < READ_AHEAD && next < total) { ahead.push(read(next)); next += CHUNK; }
-      yield new Uint8Array(await ahead.shift());
-    }
-    return;
-  }
-  const reader = source.body.getReader();
+// Chunks of a source, about CHUNK bytes each: a File's stream (faster to
+// read in Chromium than slices) or an edge response, small pieces gathered
+// so the wasm boundary and the digest thread see few, large chunks. Only
+// one gathered chunk is held at a time.
+async function* chunksOf(source) {
+  const reader = (source.kind === 'file' ? source.file.stream() : source.body).getReader();
+  let buffer = new Uint8Array(CHUNK);
+  let filled = 0;
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
-      yield value;
+      if (done) break;
+      let piece = value;
+      if (filled === 0 && piece.length >= CHUNK) { yield piece; continue; }
+      while (piece.length > 0) {
+        const n = Math.min(piece.length, CHUNK - filled);
+        buffer.set(piece.subarray(0, n), filled);
+        filled += n;
+        piece = piece.subarray(n);
+        if (filled === CHUNK) {
+          yield buffer;
+          buffer = new Uint8Array(CHUNK); // the last one was handed over
+          filled = 0;
+        }
+      }
     }
+    if (filled > 0) yield buffer.subarray(0, filled);
   } finally {
-    // Stops the download when verification stops early (refusal, cancel).
+    // Stops reading when verification stops early (refusal, cancel).
     reader.cancel().catch(() => {});
   }
 }
@@ -96,7 +104,7 @@ async function open({ id, source, expectedDigest }) {
   const verifier = digests ? Verifier.withExternalDigest(expectedDigest ?? null) : new Verifier(expectedDigest ?? null);
   let lastPost = 0;
   try {
-    for await (const chunk of chunksOf(source, total)) {
+    for await (const chunk of chunksOf(source)) {
       if (session.cancelled) {
         verifier.free();
         digests?.abort();

@@ -486,10 +486,14 @@ impl Reader {
     }
 
     fn on_manifest_header(&mut self, raw: RawHeader) -> Result<(), Error> {
-        if !self.pax_raw.is_empty()
-            || raw.path != MANIFEST_PATH.as_bytes()
-            || raw.typeflag != header::TYPE_FILE
-        {
+        if !self.pax_raw.is_empty() {
+            // docs/session-packet.md §4: packet.json never needs a PAX header.
+            return Err(Error::new(
+                ErrorCode::PaxInvalid,
+                "a PAX header precedes the first member: packet.json never has one",
+            ));
+        }
+        if raw.path != MANIFEST_PATH.as_bytes() || raw.typeflag != header::TYPE_FILE {
             return Err(Error::new(
                 ErrorCode::ManifestNotFirst,
                 alloc::format!(

@@ -488,7 +488,7 @@ fn dangling_pax_headers() {
     t.pax(&pax_record("path", b"packet.json"))
         .manifest(&manifest_json(&members));
     t.member(&members[0]).end();
-    assert_refused(&t.bytes, C::ManifestNotFirst, None);
+    assert_refused(&t.bytes, C::PaxInvalid, None);
 }
 
 #[test]

@@ -53,7 +53,9 @@ async fn assets(req: Request, env: &Env) -> worker::Result<Response> {
 }
 
 fn authorize(req: &Request, env: &Env, config: &Config, route: &Route) -> Result<(), Problem> {
-    let needs_token = route.is_write() || (config.read_access == ReadAccess::Token && *route != Route::Preflight);
+    // The preflight and the server's settings (GET /v1) are always public.
+    let needs_token = route.is_write()
+        || (config.read_access == ReadAccess::Token && !matches!(route, Route::Preflight | Route::Info));
     if !needs_token {
         return Ok(());
     }

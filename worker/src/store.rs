@@ -113,10 +113,12 @@ pub async fn verify_into_bucket(
     let pump = async {
         let pumped = pump(&reader, &sink, size, expected, limits, hasher).await;
         if pumped.is_err() {
-            // Stop the put (it must not wait for more bytes) and the source;
-            // errors here change nothing.
+            // Stop the put (it must not wait for more bytes), then read the
+            // rest of the source: a request answered before its body was read
+            // leaves the connection unusable for the next request. Errors
+            // here change nothing.
             let _ = JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
-            let _ = JsFuture::from(reader.cancel()).await;
+            drain(&reader).await;
         }
         pumped
     };
@@ -125,6 +127,19 @@ pub async fn verify_into_bucket(
     match put {
         Ok(_) => Ok(indexed),
         Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
+    }
+}
+
+/// Reads a stream to its end, discarding it.
+async fn drain(reader: &ReadableStreamDefaultReader) {
+    while let Ok(step) = JsFuture::from(reader.read()).await {
+        let done = Reflect::get(&step, &JsValue::from_str("done"))
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
     }
 }
 

@@ -1,10 +1,8 @@
 //! Comparing two verified packets: which members were added, removed or
-//! changed (walking both manifests in the format's order), and a line diff
-//! for a changed text file.
+//! changed (packet-core's [`diff`](packet_core::diff)), and a line diff for
+//! a changed text file.
 
-use std::cmp::Ordering;
-
-use packet_core::path;
+use packet_core::diff::{self, Change};
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 use wasm_bindgen::prelude::*;
@@ -78,7 +76,6 @@ fn side(p: &Packet) -> SideView {
 
 /// Compares two verified packets member by member.
 pub fn compare(a: &Packet, b: &Packet) -> CompareView {
-    let (ma, mb) = (&a.manifest.members, &b.manifest.members);
     let mut view = CompareView {
         a: side(a),
         b: side(b),
@@ -86,59 +83,43 @@ pub fn compare(a: &Packet, b: &Packet) -> CompareView {
         removed: Vec::new(),
         changed: Vec::new(),
         unchanged: 0,
-        bytes_delta: a.manifest.totals.bytes.abs_diff(b.manifest.totals.bytes) as i64
-            * if b.manifest.totals.bytes >= a.manifest.totals.bytes {
-                1
-            } else {
-                -1
-            },
+        bytes_delta: b.manifest.totals.bytes as i64 - a.manifest.totals.bytes as i64,
     };
-    let (mut i, mut j) = (0, 0);
-    while i < ma.len() || j < mb.len() {
-        let order = match (ma.get(i), mb.get(j)) {
-            (Some(x), Some(y)) => path::compare(&x.path, &y.path),
-            (Some(_), None) => Ordering::Less,
-            _ => Ordering::Greater,
-        };
-        match order {
-            Ordering::Less => {
-                view.removed.extend(a.member_view(i));
-                i += 1;
-            }
-            Ordering::Greater => {
-                view.added.extend(b.member_view(j));
-                j += 1;
-            }
-            Ordering::Equal => {
-                let (x, y) = (&ma[i], &mb[j]);
+    let changes = diff::diff(&a.manifest, &b.manifest);
+    for change in &changes {
+        match *change {
+            Change::Removed { a: i } => view.removed.extend(a.member_view(i)),
+            Change::Added { b: j } => view.added.extend(b.member_view(j)),
+            Change::Changed { a: i, b: j, fields } => {
+                let (x, y) = (&a.manifest.members[i], &b.manifest.members[j]);
+                // The page shows a size or digest change as one "content" change.
                 let mut what = Vec::new();
-                if x.kind != y.kind {
+                if fields.kind {
                     what.push("type");
                 }
-                if x.mode != y.mode {
+                if fields.mode {
                     what.push("mode");
                 }
-                if x.size != y.size || x.sha256 != y.sha256 {
+                if fields.size || fields.sha256 {
                     what.push("content");
                 }
-                if x.target != y.target {
+                if fields.target {
                     what.push("target");
                 }
-                match (what.is_empty(), a.member_view(i), b.member_view(j)) {
-                    (false, Some(before), Some(after)) => view.changed.push(ChangedView {
+                if let (Some(before), Some(after)) = (a.member_view(i), b.member_view(j)) {
+                    view.changed.push(ChangedView {
                         path: x.path.clone(),
                         size_delta: y.size as i64 - x.size as i64,
                         before,
                         after,
                         what,
-                    }),
-                    _ => view.unchanged += 1,
+                    });
                 }
-                i += 1;
-                j += 1;
             }
         }
     }
+    let common = a.manifest.members.len() - view.removed.len();
+    view.unchanged = common - view.changed.len();
     view
 }
 
@@ -175,7 +156,7 @@ pub struct HunkView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiffView {
-    /// Hunks with [`CONTEXT`] lines of context.
+    /// Hunks, each with three lines of context.
     pub hunks: Vec<HunkView>,
     /// Lines inserted.
     pub inserted: usize,

@@ -1,0 +1,257 @@
+//! The adversarial corpus (tests/adversarial/cases.json) through the
+//! `pillbox` binary: `checkpoint verify` and `checkpoint unpack` for every
+//! case.
+//!
+//! - A refused case exits 3 with the case's code (and path) in the
+//!   `pillbox.error/1` object, from both commands; unpack leaves its target
+//!   as it found it (absent, or an empty directory), creates no Codex home,
+//!   and changes nothing in the directory tree around the target (a
+//!   sentinel tree is snapshotted before and after).
+//! - An accepted case verifies and unpacks, and the unpacked workspace is
+//!   exactly what GNU tar extracts from the same packet; the tree around the
+//!   target is unchanged apart from the target itself.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{checkpoint, s, snapshot, tmp, write, Node};
+use serde_json::Value;
+
+struct Case {
+    id: String,
+    code: Option<String>,
+    path: Option<String>,
+    expected_digest: Option<String>,
+    sha256: String,
+    file: PathBuf,
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/adversarial")
+}
+
+fn cases() -> Vec<Case> {
+    let table: Value =
+        serde_json::from_slice(&fs::read(corpus_dir().join("cases.json")).unwrap()).unwrap();
+    table["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| Case {
+            id: row["id"].as_str().unwrap().to_owned(),
+            code: (row["expect"]["outcome"] == "refuse")
+                .then(|| row["expect"]["code"].as_str().unwrap().to_owned()),
+            path: row["expect"]["path"].as_str().map(str::to_owned),
+            expected_digest: row["expected_digest"].as_str().map(str::to_owned),
+            sha256: row["sha256"].as_str().unwrap().to_owned(),
+            file: corpus_dir().join(row["file"].as_str().unwrap()),
+        })
+        .collect()
+}
+
+/// The case's packet as a file (decompressed into `scratch` if stored
+/// gzip-compressed).
+fn packet_file(case: &Case, scratch: &Path) -> PathBuf {
+    if case.file.extension().is_some_and(|e| e == "gz") {
+        let mut bytes = Vec::new();
+        flate2::read::GzDecoder::new(fs::File::open(&case.file).unwrap())
+            .read_to_end(&mut bytes)
+            .unwrap();
+        let out = scratch.join(format!("{}.packet", case.id));
+        fs::write(&out, bytes).unwrap();
+        out
+    } else {
+        case.file.clone()
+    }
+}
+
+/// A tree that must never change: files, a directory, a symlink pointing
+/// out of it, beside the unpack target.
+fn sentinel(root: &Path) {
+    write(&root.join("sentinel/keep.txt"), "keep\n");
+    write(
+        &root.join("sentinel/etc/passwd"),
+        "root:x:0:0::/root:/bin/sh\n",
+    );
+    fs::create_dir_all(root.join("sentinel/empty")).unwrap();
+    symlink("/etc", root.join("sentinel/etc-link")).unwrap();
+    fs::set_permissions(root.join("sentinel"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Everything under `root` with each entry's permission bits.
+fn tree(root: &Path) -> BTreeMap<String, (Node, u32)> {
+    snapshot(root)
+        .into_iter()
+        .map(|(k, v)| {
+            let mode = fs::symlink_metadata(root.join(&k))
+                .unwrap()
+                .permissions()
+                .mode();
+            (k, (v, mode & 0o7777))
+        })
+        .collect()
+}
+
+/// Runs one case; returns what went wrong, if anything.
+fn check(case: &Case, index: usize) -> Result<(), String> {
+    let t = tmp();
+    let root = t.path().join("root");
+    sentinel(&root);
+    let packet = packet_file(case, t.path());
+    let digest = case
+        .expected_digest
+        .clone()
+        .unwrap_or_else(|| format!("sha256:{}", case.sha256));
+    let digest_args: Vec<&str> = if case.code.is_none() || case.expected_digest.is_some() {
+        vec!["--digest", &digest]
+    } else {
+        vec![]
+    };
+
+    // verify
+    let mut args = vec!["verify", s(&packet), "--quiet"];
+    args.extend(&digest_args);
+    let run = checkpoint(&args);
+    let json = run.json();
+    match &case.code {
+        Some(code) => {
+            if run.code != 3 || json["code"] != code.as_str() || json["exit_code"] != 3 {
+                return Err(format!(
+                    "verify: exit {}, {json}; expected exit 3, {code}",
+                    run.code
+                ));
+            }
+            if case.path.is_some() && json["path"].as_str() != case.path.as_deref() {
+                return Err(format!(
+                    "verify: path {}, expected {:?}",
+                    json["path"], case.path
+                ));
+            }
+        }
+        None => {
+            if run.code != 0 || json["ok"] != true || json["digest_checked"] != true {
+                return Err(format!("verify refused an accepted case: {json}"));
+            }
+        }
+    }
+
+    // unpack: into an absent target (even cases) or an empty one (odd).
+    let target = root.join("target");
+    let pre_existing = index % 2 == 1;
+    if pre_existing {
+        fs::create_dir(&target).unwrap();
+    }
+    let codex_home = root.join("codex-home");
+    let before = tree(&root);
+    let mut args = vec![
+        "unpack",
+        s(&packet),
+        "--into",
+        s(&target),
+        "--codex-home",
+        s(&codex_home),
+        "--quiet",
+    ];
+    if digest_args.is_empty() {
+        args.push("--trust-unverified");
+    } else {
+        args.extend(&digest_args);
+    }
+    let run = checkpoint(&args);
+    let json = run.json();
+    match &case.code {
+        Some(code) => {
+            if run.code != 3 || json["code"] != code.as_str() {
+                return Err(format!(
+                    "unpack: exit {}, {json}; expected exit 3, {code}",
+                    run.code
+                ));
+            }
+            if case.path.is_some() && json["path"].as_str() != case.path.as_deref() {
+                return Err(format!(
+                    "unpack: path {}, expected {:?}",
+                    json["path"], case.path
+                ));
+            }
+            let after = tree(&root);
+            if after != before {
+                let changed: Vec<&String> = after
+                    .keys()
+                    .chain(before.keys())
+                    .filter(|k| after.get(*k) != before.get(*k))
+                    .collect();
+                return Err(format!(
+                    "unpack changed the tree around the target: {changed:?}"
+                ));
+            }
+            if pre_existing != target.exists() {
+                return Err("unpack left the target in another state".into());
+            }
+        }
+        None => {
+            if run.code != 0 {
+                return Err(format!("unpack refused an accepted case: {json}"));
+            }
+            // GNU tar is the oracle for what the workspace holds.
+            let gnu = t.path().join("gnu");
+            fs::create_dir(&gnu).unwrap();
+            let out = Command::new("tar")
+                .args(["-xf", s(&packet), "-C", s(&gnu), "--no-same-owner"])
+                .output()
+                .unwrap();
+            if !out.status.success() {
+                return Err(format!("GNU tar: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+            if tree(&gnu.join("workspace")) != tree(&target) {
+                return Err("the unpacked workspace differs from GNU tar's extraction".into());
+            }
+            let mut after = tree(&root);
+            after.retain(|k, _| k != "target" && !k.starts_with("target/"));
+            after.retain(|k, _| k != "codex-home" && !k.starts_with("codex-home/"));
+            let mut expected = before.clone();
+            expected.retain(|k, _| k != "target");
+            if after != expected {
+                return Err("unpack wrote outside its targets".into());
+            }
+            if fs::read_dir(&target).unwrap().any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".pillbox-")
+            }) {
+                return Err("staging litter left in the target".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_adversarial_case_is_refused_or_unpacked_safely() {
+    let cases = cases();
+    assert!(cases.len() >= 60);
+    // Absolute paths some cases aim at must not appear.
+    let aimed = ["/etc/cron.d/evil", "/evil"];
+    let existed: Vec<bool> = aimed.iter().map(|p| Path::new(p).exists()).collect();
+    let failures: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| check(c, i).err().map(|e| format!("{}: {e}", c.id)))
+        .collect();
+    for (p, existed) in aimed.iter().zip(existed) {
+        assert_eq!(Path::new(p).exists(), existed, "{p} appeared");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

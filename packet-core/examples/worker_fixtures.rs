@@ -1,0 +1,240 @@
+//! Generates the packets the Worker's end-to-end tests and benchmarks use,
+//! and verifies files as an oracle for the tests' expectations.
+//!
+//! ```text
+//! cargo run -p packet-core --example worker_fixtures -- set DIR
+//!     small.pkt, harness.pkt (Codex harness), many.pkt (300 members),
+//!     big.pkt (~12 MiB, incompressible), and DIR/index.json describing each
+//!     (digest, size, manifest offset and length, every member's offsets).
+//! cargo run -p packet-core --example worker_fixtures -- large FILE [SMALL BIG]
+//!     SMALL files of 1 MiB and BIG files of 100 MiB of incompressible bytes
+//!     (default 720 and 3: just under 1 GiB), written in a streaming pass.
+//! cargo run -p packet-core --example worker_fixtures -- verify FILE [DIGEST]
+//!     {"ok":true,...} or {"ok":false,"code":...,"path":...} on stdout.
+//! ```
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+
+use packet_core::build::{build, Source};
+use packet_core::{reader, Digest, Entry, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Reader, ReaderOptions, Step, Writer};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("set") if args.len() == 2 => write_set(&args[1]),
+        Some("large") if args.len() == 2 || args.len() == 4 => {
+            let (small, big) = if args.len() == 4 {
+                (args[2].parse().unwrap_or(720), args[3].parse().unwrap_or(3))
+            } else {
+                (720, 3)
+            };
+            write_large(&args[1], small, big)
+        }
+        Some("verify") if args.len() == 2 || args.len() == 3 => verify(&args[1], args.get(2)),
+        _ => Err("usage: worker_fixtures set DIR | large FILE [SMALL BIG] | verify FILE [DIGEST]".into()),
+    };
+    if let Err(e) = result {
+        eprintln!("worker_fixtures: {e}");
+        std::process::exit(1);
+    }
+}
+
+type Result<T> = std::result::Result<T, String>;
+
+/// Deterministic incompressible bytes (SplitMix64).
+struct Noise(u64);
+
+impl Noise {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+    }
+
+    fn bytes(seed: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        Noise(seed).fill(&mut v);
+        v
+    }
+}
+
+fn file(path: &str, contents: Vec<u8>) -> Source {
+    Source::File { path: path.into(), contents, executable: false }
+}
+
+fn dir(path: &str) -> Source {
+    Source::Dir { path: path.into() }
+}
+
+fn write_set(dir_path: &str) -> Result<()> {
+    std::fs::create_dir_all(dir_path).map_err(|e| e.to_string())?;
+    let thread = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    let rollout = format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T03-00-00-{thread}.jsonl");
+    let mut sets: Vec<(&str, Vec<Source>, Option<Harness>)> = Vec::new();
+    sets.push((
+        "small",
+        vec![
+            dir("workspace"),
+            file("workspace/README.md", b"# sample workspace\n".to_vec()),
+            dir("workspace/src"),
+            file("workspace/src/main.rs", b"fn main() {\n    println!(\"hello\");\n}\n".to_vec()),
+            file("workspace/src/data.bin", Noise::bytes(1, 70_000)),
+            file("workspace/empty.txt", Vec::new()),
+            Source::Symlink { path: "workspace/main".into(), target: "src/main.rs".into() },
+        ],
+        None,
+    ));
+    sets.push((
+        "harness",
+        vec![
+            dir("workspace"),
+            file("workspace/notes.md", b"notes for the next sandbox\n".to_vec()),
+            dir("harness"),
+            dir("harness/codex"),
+            dir("harness/codex/sessions"),
+            dir("harness/codex/sessions/2026"),
+            dir("harness/codex/sessions/2026/11"),
+            dir("harness/codex/sessions/2026/11/30"),
+            file(&rollout, b"{\"type\":\"session_meta\"}\n".to_vec()),
+        ],
+        Some(Harness {
+            kind: HarnessKind::Codex,
+            model: Some("gpt-5-codex".into()),
+            rollout: rollout.clone(),
+            thread_id: thread.into(),
+        }),
+    ));
+    let mut many = vec![dir("workspace")];
+    for i in 0..300 {
+        many.push(file(&format!("workspace/f{i:04}.txt"), format!("file {i}\n").into_bytes()));
+    }
+    sets.push(("many", many, None));
+    sets.push((
+        "big",
+        vec![
+            dir("workspace"),
+            file("workspace/README.md", b"# sample workspace\n".to_vec()),
+            file("workspace/blob-a.bin", Noise::bytes(2, 7 << 20)),
+            file("workspace/blob-b.bin", Noise::bytes(3, 5 << 20)),
+        ],
+        None,
+    ));
+    let mut index = serde_json::Map::new();
+    for (name, sources, harness) in sets {
+        let built = build(&sources, harness, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
+        let path = format!("{dir_path}/{name}.pkt");
+        std::fs::write(&path, &built.bytes).map_err(|e| format!("{path}: {e}"))?;
+        index.insert(name.into(), describe(&built.bytes, &built.manifest, built.digest)?);
+    }
+    let out = format!("{dir_path}/index.json");
+    std::fs::write(&out, serde_json::to_vec(&index).map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+/// Where everything is in a packet, found by the reader.
+fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_json::Value> {
+    let mut r = Reader::new(ReaderOptions { expected_digest: Some(digest), ..Default::default() });
+    let mut starts = Vec::new();
+    let mut input = bytes;
+    while !input.is_empty() {
+        let (used, event) = r.feed(input).map_err(|e| e.to_string())?;
+        input = &input[used..];
+        if let Some(Event::MemberStart { index, header_offset, data_offset }) = event {
+            starts.push((index, header_offset, data_offset));
+        }
+    }
+    r.finish().map_err(|e| e.to_string())?;
+    let members: Vec<serde_json::Value> = starts
+        .iter()
+        .map(|&(i, header_offset, data_offset)| {
+            let e: &Entry = &manifest.members[i];
+            serde_json::json!({
+                "path": e.path,
+                "type": e.kind.as_str(),
+                "size": e.size,
+                "sha256": e.sha256.map(|d| d.to_string()),
+                "header_offset": header_offset,
+                "data_offset": data_offset,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "digest": digest.to_string(),
+        "size": bytes.len(),
+        "manifest_offset": 512,
+        "manifest_len": manifest.to_canonical_json().len(),
+        "harness": manifest.harness.as_ref().map(|h| serde_json::json!({"kind": h.kind.as_str(), "thread_id": h.thread_id})),
+        "members": members,
+    }))
+}
+
+fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
+    const MIB: u64 = 1 << 20;
+    let mut specs: Vec<(String, u64, u64)> = Vec::new(); // path, size, seed
+    for i in 0..big {
+        specs.push((format!("workspace/big/{i:03}.bin"), 100 * MIB, 1000 + i));
+    }
+    for i in 0..small {
+        specs.push((format!("workspace/small/{i:05}.bin"), MIB, 10 + i));
+    }
+    let mut buf = vec![0u8; MIB as usize];
+    let mut entries = vec![Entry::dir("workspace"), Entry::dir("workspace/big"), Entry::dir("workspace/small")];
+    for (p, size, seed) in &specs {
+        let mut noise = Noise(*seed);
+        let mut h = Hasher::new();
+        let mut left = *size;
+        while left > 0 {
+            let n = left.min(MIB) as usize;
+            noise.fill(&mut buf[..n]);
+            h.update(&buf[..n]);
+            left -= n as u64;
+        }
+        entries.push(Entry::file(p.clone(), *size, h.finish(), false));
+    }
+    let manifest = Manifest::build(entries, None, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
+    let mut out = BufWriter::with_capacity(MIB as usize, File::create(path).map_err(|e| format!("{path}: {e}"))?);
+    let mut writer = Writer::new(&manifest);
+    let mut packet = Hasher::new();
+    loop {
+        match writer.next().map_err(|e| e.to_string())? {
+            Step::Bytes(b) => {
+                packet.update(b);
+                out.write_all(b).map_err(|e| e.to_string())?;
+            }
+            Step::Body { index, .. } => {
+                let entry = &manifest.members[index];
+                let (_, _, seed) = specs.iter().find(|(p, _, _)| *p == entry.path).ok_or("lost a file")?;
+                let mut noise = Noise(*seed);
+                let mut left = entry.size;
+                while left > 0 {
+                    let n = left.min(MIB) as usize;
+                    noise.fill(&mut buf[..n]);
+                    writer.body(&buf[..n]).map_err(|e| e.to_string())?;
+                    packet.update(&buf[..n]);
+                    out.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+                    left -= n as u64;
+                }
+            }
+            Step::Done(_) => break,
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    println!("{}", packet.finish());
+    Ok(())
+}
+
+fn verify(path: &str, digest: Option<&String>) -> Result<()> {
+    let mut bytes = Vec::new();
+    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| format!("{path}: {e}"))?;
+    let expected = digest.map(|d| d.parse::<Digest>()).transpose().map_err(|e| e.to_string())?;
+    let result = match reader::verify(&bytes, ReaderOptions { expected_digest: expected, ..Default::default() }) {
+        Ok((_, v)) => serde_json::json!({ "ok": true, "digest": v.digest.map(|d| d.to_string()), "size": v.size }),
+        Err(e) => serde_json::json!({ "ok": false, "code": e.code().as_str(), "path": e.path(), "offset": e.offset() }),
+    };
+    println!("{result}");
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! Shared by the `reader_structured` target: reading a packet whole and in
+//! chunks, the properties every outcome must have, and the raw encoder the
+//! structure-aware mutator uses to write packets the writer would refuse.
+#![allow(dead_code)]
+
+use packet_core::header::{self, BLOCK};
+use packet_core::manifest::compute_totals;
+use packet_core::{path, reader, Event, Kind, Manifest, Reader, ReaderOptions, Step, Writer};
+
+/// The outcome of reading: the manifest and bodies, or the error's code,
+/// path and offset.
+pub type Outcome = Result<(Manifest, Vec<Vec<u8>>), (&'static str, Option<String>, Option<u64>)>;
+
+/// Reads `bytes` whole (`chunk_seed == 0`) or in chunks of 1 to 1500 bytes.
+pub fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
+    let fail =
+        |e: packet_core::Error| (e.code().as_str(), e.path().map(str::to_string), e.offset());
+    let mut reader = Reader::new(ReaderOptions::default());
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    let (mut at, mut state) = (0, chunk_seed);
+    while at < bytes.len() {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let size = if chunk_seed == 0 {
+            bytes.len()
+        } else {
+            1 + (state >> 8) % 1500
+        };
+        let mut input = &bytes[at..(at + size).min(bytes.len())];
+        at += input.len();
+        while !input.is_empty() {
+            let (used, event) = reader.feed(input).map_err(fail)?;
+            match event {
+                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
+                Some(Event::Data(d)) => bodies
+                    .last_mut()
+                    .expect("data after a start")
+                    .extend_from_slice(d),
+                _ => {}
+            }
+            input = &input[used..];
+        }
+    }
+    reader.finish().map_err(fail)?;
+    Ok((
+        reader.into_manifest().expect("a manifest after success"),
+        bodies,
+    ))
+}
+
+/// The properties: no panic, the same outcome whole and chunked, and an
+/// accepted packet is the writer's encoding of what was read and keeps the
+/// format's promises (canonical paths inside the roots, no two members
+/// colliding under the portable key, every symlink resolving inside its
+/// root).
+pub fn check(bytes: &[u8]) {
+    let whole = read(bytes, 0);
+    let chunked = read(bytes, bytes.len() | 1);
+    match (&whole, &chunked) {
+        (Ok(a), Ok(b)) => assert!(a == b, "chunking changed the events"),
+        (Err(a), Err(b)) => assert_eq!(a, b, "chunking changed the error"),
+        _ => panic!("chunking changed the outcome: {whole:?} / {chunked:?}"),
+    }
+    assert_eq!(
+        reader::verify(bytes, ReaderOptions::default()).is_ok(),
+        whole.is_ok()
+    );
+    let Ok((manifest, bodies)) = whole else {
+        return;
+    };
+    let mut keys: Vec<String> = Vec::new();
+    for e in &manifest.members {
+        assert!(
+            path::check_member_path(e.path.as_bytes(), 4096).is_ok(),
+            "{:?}",
+            e.path
+        );
+        keys.push(path::portable_key(&e.path));
+        if let Some(t) = &e.target {
+            let r =
+                path::resolve_symlink_target(&e.path, t, 4096).expect("an accepted link resolves");
+            assert_eq!(path::root_of(&r.resolved), path::root_of(&e.path));
+        }
+    }
+    keys.sort();
+    assert!(
+        keys.windows(2).all(|w| w[0] != w[1]),
+        "accepted colliding members"
+    );
+    let mut writer = Writer::new(&manifest);
+    let mut out = Vec::new();
+    loop {
+        match writer
+            .next()
+            .expect("the writer accepts a verified manifest")
+        {
+            Step::Bytes(b) => out.extend_from_slice(b),
+            Step::Body { index, .. } => {
+                writer.body(&bodies[index]).expect("the body fits");
+                out.extend_from_slice(&bodies[index]);
+            }
+            Step::Done(_) => break,
+        }
+    }
+    assert!(
+        out == bytes,
+        "an accepted packet differs from the writer's encoding"
+    );
+}
+
+/// Encodes a manifest and bodies as the format would, without checking any
+/// rule (so hostile member sets can be written).
+pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
+    let json = manifest.to_canonical_json();
+    let mut out = Vec::new();
+    header::encode(
+        &header::HeaderSpec {
+            path: "packet.json",
+            kind: Kind::File,
+            mode: 0o644,
+            size: json.len() as u64,
+            target: "",
+        },
+        &mut out,
+    );
+    out.extend_from_slice(&json);
+    out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
+    for (i, e) in manifest.members.iter().enumerate() {
+        header::encode(&e.header_spec(), &mut out);
+        if e.kind == Kind::File {
+            let body = bodies.get(i).map(Vec::as_slice).unwrap_or(&[]);
+            out.extend_from_slice(body);
+            out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
+        }
+    }
+    out.resize(out.len() + 2 * BLOCK, 0);
+    out
+}
+
+/// Recomputes totals after a mutation (sometimes left stale on purpose by
+/// the caller).
+pub fn retotal(manifest: &mut Manifest) {
+    manifest.totals = compute_totals(&manifest.members);
+}

@@ -1,0 +1,209 @@
+//! The adversarial corpus (tests/adversarial), compiled in so the same
+//! table runs natively and under wasm32: `cases.json` holds every case's
+//! expected outcome, `corpus.rs` the packet bytes in the same order (some
+//! gzip-compressed); each case's bytes are checked against its sha256.
+
+use std::io::Read;
+
+use packet_core::{reader, ErrorCode, Event, Reader, ReaderOptions, Step, Writer};
+use serde_json::Value;
+
+#[path = "../../../tests/adversarial/corpus.rs"]
+mod corpus;
+
+const CASES: &str = include_str!("../../../tests/adversarial/cases.json");
+
+/// One row of the table.
+pub struct Case {
+    pub id: String,
+    pub group: String,
+    /// `None` for a packet the format accepts.
+    pub code: Option<String>,
+    pub path: Option<String>,
+    pub expected_digest: Option<String>,
+    pub sha256: String,
+    pub bytes: Vec<u8>,
+}
+
+fn gunzip(stored: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(stored)
+        .read_to_end(&mut out)
+        .expect("a gzip-compressed case");
+    out
+}
+
+/// Every case, in the table's order, with its bytes.
+pub fn cases() -> Vec<Case> {
+    let table: Value = serde_json::from_str(CASES).expect("cases.json is JSON");
+    let rows = table["cases"].as_array().expect("a cases array");
+    assert_eq!(
+        rows.len(),
+        corpus::PACKETS.len(),
+        "corpus.rs and cases.json disagree: regenerate with tests/adversarial/generate.py"
+    );
+    rows.iter()
+        .zip(corpus::PACKETS)
+        .map(|(row, stored)| {
+            let id = row["id"].as_str().unwrap();
+            let file = row["file"].as_str().unwrap();
+            let bytes = if file.ends_with(".gz") {
+                gunzip(stored)
+            } else {
+                stored.to_vec()
+            };
+            let expect = &row["expect"];
+            let refused = expect["outcome"] == "refuse";
+            assert!(refused || expect["outcome"] == "accept", "{id}: outcome");
+            Case {
+                id: id.to_string(),
+                group: row["group"].as_str().unwrap().to_string(),
+                code: refused.then(|| expect["code"].as_str().unwrap().to_string()),
+                path: expect["path"].as_str().map(str::to_string),
+                expected_digest: row["expected_digest"].as_str().map(str::to_string),
+                sha256: row["sha256"].as_str().unwrap().to_string(),
+                bytes,
+            }
+        })
+        .collect()
+}
+
+/// Feeds `bytes` in chunks of `chunk` bytes; returns the error or the
+/// bodies read.
+fn read_chunked(
+    bytes: &[u8],
+    options: ReaderOptions,
+    chunk: usize,
+) -> Result<(packet_core::Manifest, Vec<Vec<u8>>), packet_core::Error> {
+    let mut reader = Reader::new(options);
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    for piece in bytes.chunks(chunk.max(1)) {
+        let mut input = piece;
+        while !input.is_empty() {
+            let (used, event) = reader.feed(input)?;
+            input = &input[used..];
+            match event {
+                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
+                Some(Event::Data(d)) => bodies.last_mut().unwrap().extend_from_slice(d),
+                _ => {}
+            }
+        }
+    }
+    reader.finish()?;
+    Ok((reader.into_manifest().unwrap(), bodies))
+}
+
+/// Re-encodes an accepted packet with the writer: the format has one
+/// encoding, so the bytes must come back identical.
+fn rewrite(manifest: &packet_core::Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
+    let mut writer = Writer::new(manifest);
+    let mut out = Vec::new();
+    loop {
+        match writer.next().expect("the writer takes a verified manifest") {
+            Step::Bytes(b) => out.extend_from_slice(b),
+            Step::Body { index, .. } => {
+                writer.body(&bodies[index]).unwrap();
+                out.extend_from_slice(&bodies[index]);
+            }
+            Step::Done(_) => return out,
+        }
+    }
+}
+
+/// Checks one case through the reader; returns a description of what went
+/// wrong, if anything.
+pub fn check(case: &Case) -> Result<(), String> {
+    let hex = packet_core::Digest::of(&case.bytes).hex().to_string();
+    if hex != case.sha256 {
+        return Err(format!(
+            "bytes do not match cases.json's sha256 {}",
+            case.sha256
+        ));
+    }
+    let options = ReaderOptions {
+        expected_digest: case
+            .expected_digest
+            .as_deref()
+            .map(|d| d.parse().expect("a digest in cases.json")),
+        ..ReaderOptions::default()
+    };
+    let whole = reader::verify(&case.bytes, options);
+    match (&case.code, &whole) {
+        (None, Err(e)) => return Err(format!("refused ({e}), the corpus expects acceptance")),
+        (Some(code), Ok(_)) => return Err(format!("ACCEPTED, the corpus expects {code}")),
+        (Some(code), Err(e)) => {
+            if e.code().as_str() != code {
+                return Err(format!("refused as {} ({e}), expected {code}", e.code()));
+            }
+            if case.path.is_some() && e.path() != case.path.as_deref() {
+                return Err(format!(
+                    "refused at path {:?}, expected {:?}",
+                    e.path(),
+                    case.path
+                ));
+            }
+        }
+        (None, Ok(_)) => {}
+    }
+    // The same outcome whatever the chunking.
+    for chunk in [1, 511, 4096] {
+        if case.bytes.len() > 1 << 20 && chunk == 1 {
+            continue;
+        }
+        let chunked = read_chunked(&case.bytes, options, chunk);
+        match (&whole, &chunked) {
+            (Ok(_), Ok((manifest, bodies))) => {
+                if rewrite(manifest, bodies) != case.bytes {
+                    return Err("accepted but not the writer's encoding".into());
+                }
+            }
+            (Err(a), Err(b)) if a.code() == b.code() && a.path() == b.path() => {}
+            _ => {
+                return Err(format!(
+                    "chunks of {chunk} give {:?}, whole {:?}",
+                    chunked.as_ref().err().map(|e| e.code()),
+                    whole.as_ref().err().map(|e| e.code())
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs every case; panics listing every failure.
+pub fn run_all() {
+    let cases = cases();
+    assert!(cases.len() >= 60, "the corpus holds at least 60 cases");
+    for group in [
+        "tar",
+        "paths",
+        "links",
+        "special",
+        "metadata",
+        "limits",
+        "manifest",
+        "cross-platform",
+    ] {
+        assert!(cases.iter().any(|c| c.group == group), "no case in {group}");
+    }
+    for c in &cases {
+        if let Some(code) = &c.code {
+            assert!(
+                ErrorCode::from_str_code(code).is_some(),
+                "{}: {code} is not a packet-core code",
+                c.id
+            );
+        }
+    }
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| check(c).err().map(|e| format!("{}: {e}", c.id)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

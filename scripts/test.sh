@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs every test of the project, after installing what a fresh machine
+# lacks (scripts/setup.sh). Each step names itself; the first failure stops
+# the run with a non-zero exit.
+#
+#   bash scripts/test.sh            everything
+#   FUZZ_SECONDS=0 bash scripts/test.sh   skip the bounded fuzz run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+step() { printf '\n==== %s\n' "$*"; }
+started=$(date +%s)
+
+bash scripts/setup.sh
+
+step "format"
+cargo fmt --all -- --check
+
+step "lints (native crates)"
+cargo clippy --all-targets --locked -- -D warnings
+
+step "lints (the Worker, wasm32)"
+cargo clippy -p pillbox-worker --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+
+step "packet-core builds with no std at all (wasm32v1-none) and for wasm32-unknown-unknown"
+cargo build -p packet-core --target wasm32v1-none --locked
+cargo build -p packet-core --target wasm32-unknown-unknown --locked
+
+step "native tests: core, vectors, CLI, inspector bindings, Worker logic"
+cargo test --locked
+cargo test -p pillbox-worker --locked
+
+step "wasm tests under node: vectors, refusals, adversarial corpus, inspector bindings"
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+cargo test -p packet-core --target wasm32-unknown-unknown --locked --test vectors --test refusals --test adversarial_wasm
+cargo test -p packet-inspector-wasm --target wasm32-unknown-unknown --locked
+unset CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER
+
+step "schema: every vector's manifest against proto/pillbox/session-packet-1.schema.json"
+python3 tests/vectors/check_schema.py
+
+step "adversarial corpus is what its generator writes"
+python3 tests/adversarial/generate.py --check
+
+step "Worker bundles for deployment (wrangler deploy --dry-run)"
+bash scripts/worker-build.sh
+dry=$(mktemp -d)
+npx --no-install wrangler deploy --dry-run --outdir "$dry" >"$dry/log" 2>&1 || { cat "$dry/log"; exit 1; }
+rm -rf "$dry"
+
+step "end-to-end: the Worker on workerd (wrangler dev, local R2 + D1) with HTTP clients and the pillbox binary"
+cargo build --locked -p pillbox
+node --test --test-concurrency=1 tests/e2e/
+
+step "browser: the inspector in headless Chromium"
+bash inspector/tests/run.sh
+
+step "fuzzing, bounded"
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+fi
+
+step "benchmark smoke run (tiny workspace, one repetition, no targets)"
+bash bench/run.sh --smoke
+
+printf '\nall tests passed in %d s\n' $(( $(date +%s) - started ))

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Measures the local Worker verifying a ~1 GiB packet uploaded in parts
+# (720 files of 1 MiB and 3 of 100 MiB, incompressible). Prints wall time,
+# workerd CPU time and peak RSS as JSON. Needs ~4 GiB free in $TMPDIR.
+#
+#   bash scripts/worker-1gib.sh [platform|core]   (where the packet digest is hashed)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/worker-build.sh
+cargo build --quiet --release -p packet-core --example worker_fixtures
+packet="${PILLBOX_1GIB_PACKET:-${TMPDIR:-/tmp}/pillbox-1gib.pkt}"
+if [[ ! -f "$packet" ]]; then
+  echo "generating $packet" >&2
+  target/release/examples/worker_fixtures large "$packet" 720 3 >&2
+fi
+exec node scripts/worker-1gib.mjs "$packet" "${1:-platform}"

@@ -1,0 +1,903 @@
+#!/usr/bin/env python3
+"""Generates the adversarial corpus of pillbox.session-packet/1.
+
+Every case is a hostile or malformed packet (or a tricky one the format
+accepts), built here from the ustar and PAX specifications and
+docs/session-packet.md with a tar writer of this script's own: nothing is
+taken from packet-core, so the corpus does not trust the code it tests.
+
+    python3 tests/adversarial/generate.py          # rewrite cases.json, packets/, corpus.rs
+    python3 tests/adversarial/generate.py --check  # fail if the checked-in files differ
+
+Outputs (next to this script):
+- cases.json: THE table. For each case: id, group, description, expect
+  ({"outcome": "refuse", "code": ..., "path": ...} or {"outcome": "accept"}),
+  the packet file, its size and sha256, and the digest a consumer must be
+  given as expected (`expected_digest`, only for digest cases).
+- packets/<id>.packet, or packets/<id>.packet.gz (gzip, mtime 0) for the
+  few cases larger than 1 MiB; consumers decompress them.
+- corpus.rs: the packet bytes for Rust tests that cannot read files (wasm),
+  one include_bytes! per case, in the table's order.
+
+Python 3.11 standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import sys
+import tempfile
+import unicodedata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BLOCK = 512
+FORMAT_ID = "pillbox.session-packet/1"
+GZIP_OVER = 1 << 20
+
+# ustar fields: (offset, width)
+NAME = (0, 100)
+MODE = (100, 8)
+UID = (108, 8)
+GID = (116, 8)
+SIZE = (124, 12)
+MTIME = (136, 12)
+CHKSUM = (148, 8)
+TYPEFLAG = (156, 1)
+LINKNAME = (157, 100)
+MAGIC = (257, 6)
+VERSION = (263, 2)
+UNAME = (265, 32)
+GNAME = (297, 32)
+DEVMAJOR = (329, 8)
+DEVMINOR = (337, 8)
+PREFIX = (345, 155)
+PAD = (500, 12)
+
+
+# ----------------------------------------------------------------- encoding
+
+
+def octal(value: int, width: int) -> bytes:
+    return b"%0*o\0" % (width - 1, value)
+
+
+def checksum(block: bytes, signed: bool = False) -> int:
+    total = 0
+    for i, b in enumerate(block):
+        if CHKSUM[0] <= i < CHKSUM[0] + CHKSUM[1]:
+            total += 32
+        else:
+            total += b - 256 if signed and b > 127 else b
+    return total
+
+
+def put(block: bytearray, field, value: bytes) -> None:
+    off, width = field
+    assert len(value) <= width, (field, value)
+    block[off : off + width] = value + b"\0" * (width - len(value))
+
+
+def fix_checksum(block: bytearray, signed: bool = False) -> None:
+    block[148:156] = b"%06o\0 " % (checksum(bytes(block[:BLOCK]), signed) & 0o777777)
+
+
+def ustar_split(path: bytes):
+    if len(path) <= 100:
+        return b"", path
+    for i in range(min(len(path) - 1, 155), -1, -1):
+        if path[i : i + 1] == b"/":
+            prefix, name = path[:i], path[i + 1 :]
+            if 0 < len(name) <= 100:
+                return prefix, name
+            return None
+    return None
+
+
+def header(name: bytes, typeflag: bytes, mode: int, size: int,
+           linkname: bytes = b"", prefix: bytes = b"") -> bytearray:
+    b = bytearray(BLOCK)
+    put(b, NAME, name)
+    put(b, MODE, octal(mode, 8))
+    put(b, UID, octal(0, 8))
+    put(b, GID, octal(0, 8))
+    put(b, SIZE, octal(size, 12))
+    put(b, MTIME, octal(0, 12))
+    b[156:157] = typeflag
+    put(b, LINKNAME, linkname)
+    put(b, MAGIC, b"ustar\0")
+    put(b, VERSION, b"00")
+    put(b, DEVMAJOR, octal(0, 8))
+    put(b, DEVMINOR, octal(0, 8))
+    put(b, PREFIX, prefix)
+    fix_checksum(b)
+    return b
+
+
+def pad(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % BLOCK)
+
+
+def pax_record(key: str, value: bytes) -> bytes:
+    rest = len(key) + len(value) + 3
+    n = rest + 1
+    while len(str(n)) + rest != n:
+        n = len(str(n)) + rest
+    return b"%d %s=" % (n, key.encode()) + value + b"\n"
+
+
+def pax_block(records: bytes) -> bytes:
+    return bytes(header(b"././@PaxHeader", b"x", 0o644, len(records))) + pad(records)
+
+
+def canonical_json(value) -> bytes:
+    # JCS for the subset the manifest uses: sorted keys, no whitespace,
+    # minimal escapes (Python writes other controls as lowercase \u00xx).
+    return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+
+
+# ------------------------------------------------------------------ members
+
+
+def d(path):
+    return {"path": path, "type": "dir"}
+
+
+def f(path, data=b"", exe=False):
+    return {"path": path, "type": "file", "data": data, "exe": exe}
+
+
+def s(path, target):
+    return {"path": path, "type": "symlink", "target": target}
+
+
+def in_order(members):
+    """Members in the format's order: component-wise, bytewise (§3)."""
+    return sorted(members, key=lambda m: m["path"].encode().replace(b"/", b"\0"))
+
+
+def mode_of(m) -> int:
+    return {"dir": 0o755, "symlink": 0o777}.get(m["type"], 0o755 if m.get("exe") else 0o644)
+
+
+def entry(m) -> dict:
+    e = {"mode": "%04o" % m.get("mode", mode_of(m)), "path": m["path"], "type": m["type"]}
+    if m["type"] == "file":
+        e["size"] = m.get("size", len(m["data"]))
+        e["sha256"] = m.get("sha256", hashlib.sha256(m["data"]).hexdigest())
+    if m["type"] == "symlink":
+        e["target"] = m["target"]
+    return e
+
+
+def totals(members) -> dict:
+    t = {"bytes": 0, "directories": 0, "files": 0, "members": len(members), "symlinks": 0}
+    for m in members:
+        if m["type"] == "file":
+            t["files"] += 1
+            t["bytes"] += m.get("size", len(m["data"]))
+        elif m["type"] == "dir":
+            t["directories"] += 1
+        else:
+            t["symlinks"] += 1
+    return t
+
+
+def manifest(members, harness=None, exclusions=None) -> dict:
+    m = {"format": FORMAT_ID, "members": [entry(x) for x in members], "totals": totals(members)}
+    if harness is not None:
+        m["harness"] = harness
+    if exclusions:
+        m["exclusions"] = exclusions
+    return m
+
+
+def member_bytes(m, typeflag=None, mode=None, size=None) -> bytes:
+    path = m["path"].encode() if isinstance(m["path"], str) else m["path"]
+    target = m.get("target", "")
+    target = target.encode() if isinstance(target, str) else target
+    records = b""
+    long_link = m["type"] == "symlink" and len(target) > 100
+    split = ustar_split(path)
+    if long_link:
+        records += pax_record("linkpath", target)
+    if split is None:
+        records += pax_record("path", path)
+    out = pax_block(records) if records else b""
+    prefix, name = split if split is not None else (b"", b"")
+    tf = typeflag or {"dir": b"5", "file": b"0", "symlink": b"2"}[m["type"]]
+    data = m.get("data", b"")
+    h = header(name, tf, mode if mode is not None else m.get("mode", mode_of(m)),
+               size if size is not None else len(data),
+               b"" if long_link else (target if m["type"] == "symlink" else b""), prefix)
+    return out + bytes(h) + pad(data)
+
+
+def manifest_member(body: bytes) -> bytes:
+    return bytes(header(b"packet.json", b"0", 0o644, len(body))) + pad(body)
+
+
+END = b"\0" * (2 * BLOCK)
+
+
+def packet(members, harness=None, exclusions=None, manifest_bytes=None, archive=None) -> bytes:
+    """A packet: packet.json (from the members unless given), then the
+    archive's members (the same members unless given), then the end marker."""
+    body = manifest_bytes if manifest_bytes is not None else canonical_json(
+        manifest(members, harness, exclusions))
+    out = manifest_member(body)
+    for m in members if archive is None else archive:
+        out += member_bytes(m) if isinstance(m, dict) else m
+    return out + END
+
+
+def headers(p: bytes):
+    """(offset of the ustar header, offset of the first block of the member
+    (its PAX header if any), member path) for each member, manifest first."""
+    out, off, pax_start, pax_path = [], 0, None, None
+    while off + BLOCK <= len(p):
+        block = p[off : off + BLOCK]
+        if block == b"\0" * BLOCK:
+            break
+        size = int(block[124:135].rstrip(b"\0 ") or b"0", 8)
+        tf = block[156:157]
+        if tf == b"x":
+            body = p[off + BLOCK : off + BLOCK + size]
+            pax_start = off
+            pax_path = None
+            for rec in body.split(b"\n"):
+                if b" path=" in rec:
+                    pax_path = rec.split(b"=", 1)[1].decode()
+            off += BLOCK + len(pad(body))
+            continue
+        name = block[0:100].split(b"\0")[0]
+        prefix = block[345:500].split(b"\0")[0]
+        path = pax_path or ((prefix + b"/" + name) if prefix else name).decode("utf-8", "replace")
+        out.append((off, pax_start if pax_start is not None else off, path))
+        pax_start, pax_path = None, None
+        off += BLOCK + len(pad(b"\0" * size))
+    return out
+
+
+def header_offset(p: bytes, path: str) -> int:
+    for off, _, name in headers(p):
+        if name == path:
+            return off
+    raise KeyError(path)
+
+
+def patch(p: bytes, path: str, field, value: bytes, fix: bool = True, raw: bool = False) -> bytes:
+    """Rewrites one field of the named member's ustar header (NUL-padded to
+    the field unless raw), fixing the checksum unless told not to."""
+    off = header_offset(p, path)
+    b = bytearray(p)
+    block = bytearray(b[off : off + BLOCK])
+    if raw:
+        block[field[0] : field[0] + len(value)] = value
+    else:
+        put(block, field, value)
+    if fix:
+        fix_checksum(block)
+    b[off : off + BLOCK] = block
+    return bytes(b)
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+# -------------------------------------------------------------------- cases
+
+CASES = []
+
+
+def case(group, cid, description, data, code=None, path=None, expected_digest=None):
+    expect = {"outcome": "accept"} if code is None else {"outcome": "refuse", "code": code}
+    if path is not None:
+        expect["path"] = path
+    c = {"id": cid, "group": group, "description": description, "expect": expect, "bytes": data}
+    if expected_digest is not None:
+        c["expected_digest"] = expected_digest
+    assert all(x["id"] != cid for x in CASES), cid
+    CASES.append(c)
+
+
+def accept(group, cid, description, members, **kw):
+    case(group, cid, description, packet(members, **kw))
+
+
+W = d("workspace")
+BASE = [W, d("workspace/src"), f("workspace/src/main.rs", b"fn main() {}\n"),
+        f("workspace/README.md", b"# demo\n" * 100)]
+BASE_SORTED = [W, f("workspace/README.md", b"# demo\n" * 100), d("workspace/src"),
+               f("workspace/src/main.rs", b"fn main() {}\n")]
+
+
+def base():
+    return packet(BASE_SORTED)
+
+
+def tar_cases():
+    g = "tar"
+    p = base()
+    b = bytearray(p)
+    b[148] = ord("7") if b[148] != ord("7") else ord("6")
+    case(g, "tar-checksum-manifest", "packet.json's header checksum is wrong", bytes(b), "header_checksum")
+    man = header_offset(p, "workspace/README.md")
+    b = bytearray(p)
+    b[man + 150] ^= 1
+    case(g, "tar-checksum-member", "a member header's checksum is wrong", bytes(b), "header_checksum")
+    # Historic tar writers summed signed chars: valid for them, not for us.
+    u = packet([W, f("workspace/caf\u00e9.txt", b"x")])
+    off = header_offset(u, "workspace/caf\u00e9.txt")
+    b = bytearray(u)
+    blk = bytearray(b[off : off + BLOCK])
+    fix_checksum(blk, signed=True)
+    b[off : off + BLOCK] = blk
+    case(g, "tar-checksum-signed", "checksum computed over signed bytes (a non-ASCII name)", bytes(b), "header_checksum")
+    # The right sum in another layout (7 digits then a space).
+    b = bytearray(p)
+    blk = bytearray(b[man : man + BLOCK])
+    blk[148:156] = b"%07o " % checksum(bytes(blk))
+    b[man : man + BLOCK] = blk
+    case(g, "tar-checksum-layout", "the right checksum written as 7 digits and a space", bytes(b),
+         "header_not_canonical", "workspace/README.md")
+    case(g, "tar-magic-gnu", "GNU magic 'ustar  ' instead of POSIX ustar",
+         patch(patch(p, "workspace/README.md", MAGIC, b"ustar "), "workspace/README.md", VERSION, b" \0"),
+         "header_magic")
+    case(g, "tar-magic-v7", "a v7 header (no magic)",
+         patch(patch(p, "workspace/README.md", MAGIC, b""), "workspace/README.md", VERSION, b""),
+         "header_magic")
+    case(g, "tar-version-01", "ustar magic with version 01", patch(p, "workspace/README.md", VERSION, b"01"),
+         "header_magic")
+    for tf, what in [(b"7", "contiguous file"), (b"L", "GNU long name"), (b"K", "GNU long link name"),
+                     (b"g", "PAX global header"), (b"S", "GNU sparse file"), (b"V", "volume label"),
+                     (b"M", "multi-volume continuation"), (b"D", "GNU dump directory"),
+                     (b"\0", "old-style regular file (NUL typeflag)"), (b"A", "vendor extension 'A'")]:
+        cid = "tar-typeflag-" + ({b"\0": "nul"}.get(tf) or tf.decode())
+        case(g, cid, "typeflag %r: %s" % (tf.decode(), what),
+             patch(p, "workspace/README.md", TYPEFLAG, tf), "typeflag_forbidden")
+    # Extension headers stacked, dangling, repeated, conflicting, carrying size.
+    long_dir = "workspace/" + "d" * 120
+    long_path = long_dir + "/" + "n" * 150
+    lm = [W, d(long_dir), f(long_path, b"hello")]
+    lp = packet(lm)
+    rec = pax_record("path", long_path.encode())
+    case(g, "pax-stacked", "two PAX headers in a row before one member",
+         packet(lm, archive=[W, d(long_dir), pax_block(rec) + member_bytes(lm[2])]), "pax_invalid")
+    case(g, "pax-dangling-end", "a PAX header followed by the end-of-archive marker",
+         packet(lm, archive=[W, d(long_dir), pax_block(rec)]), "pax_invalid")
+    case(g, "pax-before-manifest", "a PAX header naming packet.json before packet.json",
+         pax_block(pax_record("path", b"packet.json")) + packet([W]), "pax_invalid")
+    case(g, "pax-repeated-path", "a PAX header with the path record twice",
+         packet(lm, archive=[W, d(long_dir),
+                             pax_block(rec + rec) + bytes(header(b"", b"0", 0o644, 5)) + pad(b"hello")]),
+         "pax_invalid")
+    case(g, "pax-size-desync", "TARmageddon: a PAX size record that disagrees with the ustar size",
+         packet(lm, archive=[W, d(long_dir),
+                             pax_block(rec + pax_record("size", b"0")) + bytes(header(b"", b"0", 0o644, 5))
+                             + pad(b"hello")]),
+         "pax_invalid")
+    sm = [W, f("workspace/a.txt", b"hello")]
+    case(g, "pax-size-only", "a PAX header carrying only 'size' for a short-named member",
+         packet(sm, archive=[W, pax_block(pax_record("size", b"1024")) + member_bytes(sm[1])]),
+         "pax_invalid")
+    case(g, "pax-mtime", "a PAX mtime record", packet(lm, archive=[
+        W, d(long_dir), pax_block(pax_record("mtime", b"1700000000") + rec)
+        + bytes(header(b"", b"0", 0o644, 5)) + pad(b"hello")]), "pax_invalid")
+    case(g, "pax-unneeded", "a PAX path record for a path that fits the ustar name",
+         packet(sm, archive=[W, pax_block(pax_record("path", b"workspace/a.txt"))
+                             + bytes(header(b"", b"0", 0o644, 5)) + pad(b"hello")]),
+         "pax_invalid", "workspace/a.txt")
+    case(g, "pax-path-and-name", "a PAX path and a different ustar name (which one wins?)",
+         packet(lm, archive=[W, d(long_dir), pax_block(rec)
+                             + bytes(header(b"workspace/evil", b"0", 0o644, 5)) + pad(b"hello")]),
+         "pax_invalid")
+    lt = "t/" * 60 + "x"
+    lsm = [W, s("workspace/l", lt)]
+    case(g, "pax-linkpath-conflict", "a PAX linkpath and a different ustar linkname",
+         packet(lsm, archive=[W, pax_block(pax_record("linkpath", lt.encode()))
+                              + bytes(header(b"workspace/l", b"2", 0o777, 0, b"../../etc/passwd"))]),
+         "pax_invalid", "workspace/l")
+    bad_len = b"0" + rec
+    case(g, "pax-length-leading-zero", "a PAX record length with a leading zero",
+         packet(lm, archive=[W, d(long_dir), pax_block(bad_len) + bytes(header(b"", b"0", 0o644, 5))
+                             + pad(b"hello")]), "pax_invalid")
+    case(g, "pax-oversized", "a PAX header declaring 8 GiB of records",
+         packet(lm, archive=[W, d(long_dir), bytes(header(b"././@PaxHeader", b"x", 0o644, 0o77777777777))]),
+         "pax_invalid")
+    case(g, "pax-empty", "a PAX header with no records", packet(sm, archive=[
+        W, bytes(header(b"././@PaxHeader", b"x", 0o644, 0)) + member_bytes(sm[1])]), "pax_invalid")
+    case(g, "pax-path-dotdot", "a PAX path that climbs out of the root", packet(lm, archive=[
+        W, d(long_dir), pax_block(pax_record("path", ("workspace/../../" + "e" * 300).encode()))
+        + bytes(header(b"", b"0", 0o644, 5)) + pad(b"hello")]), "path_not_canonical")
+    case(g, "checksum-blank", "a checksum field of spaces",
+         patch(p, "workspace/README.md", CHKSUM, b" " * 8, fix=False), "header_checksum")
+    dpk = packet([W, d("workspace/d")])
+    case(g, "dir-with-size", "a directory header declaring a 512-byte body (data hidden in a directory)",
+         dpk[:-2 * BLOCK - BLOCK] + bytes(header(b"workspace/d", b"5", 0o755, 512)) + b"x" * BLOCK + END,
+         "member_mismatch", "workspace/d")
+    # Size desyncs and numeric field abuse.
+    case(g, "size-desync-ustar", "a header declares fewer bytes than the manifest (body read as headers)",
+         patch(p, "workspace/README.md", SIZE, octal(0, 12)), "member_mismatch", "workspace/README.md")
+    b256 = bytearray(12)
+    b256[0] = 0x80
+    b256[-4:] = (700).to_bytes(4, "big")
+    case(g, "numeric-base256-size", "a size in GNU base-256", patch(p, "workspace/README.md", SIZE, bytes(b256)),
+         "header_numeric")
+    case(g, "numeric-space-padded", "a size padded with spaces, not zeros",
+         patch(p, "workspace/README.md", SIZE, b"       1274 "), "header_numeric")
+    case(g, "numeric-no-nul", "a mode field of 8 digits without NUL",
+         patch(p, "workspace/README.md", MODE, b"00000644"), "header_numeric")
+    case(g, "numeric-not-octal", "a digit 8 in the size field",
+         patch(p, "workspace/README.md", SIZE, b"0000000128\0\0"[:11] + b"\0"), "header_numeric")
+    case(g, "numeric-negative-mtime", "a negative base-256 mtime",
+         patch(p, "workspace/README.md", MTIME, b"\xff" * 12), "header_numeric")
+    # Padding.
+    readme = header_offset(p, "workspace/README.md")
+    b = bytearray(p)
+    b[readme + BLOCK + 700 + 3] = 0x41
+    case(g, "padding-body-nonzero", "bytes hidden in a body's padding", bytes(b), "padding_not_zero",
+         "workspace/README.md")
+    b = bytearray(p)
+    b[BLOCK + len(canonical_json(manifest(BASE_SORTED))) + 1] = 1
+    case(g, "padding-manifest-nonzero", "bytes hidden in packet.json's padding", bytes(b), "padding_not_zero",
+         "packet.json")
+    case(g, "header-pad-nonzero", "bytes in a header's unused tail (500-511)",
+         patch(p, "workspace/README.md", PAD, b"hidden"), "header_not_canonical")
+    # Truncation at every block boundary, and inside a block.
+    blocks = len(p) // BLOCK
+    for i in range(blocks):
+        case(g, "truncated-at-block-%02d" % i, "the packet cut after %d of %d blocks" % (i, blocks),
+             p[: i * BLOCK], "truncated")
+    case(g, "truncated-mid-header", "the packet cut inside a header block", p[: BLOCK + 100], "truncated")
+    # Trailing data and concatenation.
+    case(g, "trailing-zero-block", "a third zero block after the end marker", p + b"\0" * BLOCK, "trailing_data")
+    case(g, "trailing-record-padding", "padded to a 10240-byte record as tar(1) does",
+         p + b"\0" * (-len(p) % 10240 or 10240), "trailing_data")
+    case(g, "trailing-byte", "one byte after the end marker", p + b"\n", "trailing_data")
+    case(g, "concatenated", "two valid packets concatenated (tar -A, --ignore-zeros)", p + packet([W]),
+         "trailing_data")
+    case(g, "end-marker-then-header", "one zero block, then a member header",
+         p[: -2 * BLOCK] + b"\0" * BLOCK + member_bytes(f("workspace/zz", b"")) + END, "end_marker")
+
+
+def path_cases():
+    g = "paths"
+    for cid, path, code, what in [
+        ("path-absolute", "/etc/cron.d/evil", "path_absolute", "an absolute path"),
+        ("path-dotdot", "workspace/../../etc/passwd", "path_not_canonical", "a '..' component"),
+        ("path-dotdot-first", "../evil", "path_not_canonical", "a path starting with '..'"),
+        ("path-dot", "workspace/./a", "path_not_canonical", "a '.' component"),
+        ("path-empty-component", "workspace//a", "path_not_canonical", "an empty component"),
+        ("path-trailing-slash", "workspace/a/", "path_not_canonical", "a trailing slash"),
+        ("path-nul", "workspace/a\0.txt", "path_control_char", "a NUL inside a name"),
+        ("path-newline", "workspace/a\nb", "path_control_char", "a newline inside a name"),
+        ("path-escape-sequence", "workspace/\x1b[2J", "path_control_char", "a terminal escape sequence"),
+        ("path-c1-control", "workspace/a\u0085b", "path_control_char", "a C1 control (NEL)"),
+        ("path-del", "workspace/a\x7f", "path_control_char", "a DEL"),
+        ("path-sibling-prefix", "workspacex/a", "path_outside_roots", "a sibling of the root sharing its prefix"),
+        ("path-other-root", "home/user/.bashrc", "path_outside_roots", "a top-level name other than the roots"),
+        ("path-manifest-again", "packet.json", "path_outside_roots", "a second packet.json among the members"),
+    ]:
+        members = [W, f(path, b"x")]
+        case(g, cid, what + " (in the manifest and the header)", packet(members), code, path)
+    long = "workspace/" + "a" * 4087
+    assert len(long) == 4097
+    case(g, "path-too-long", "a 4097-byte path", packet([W, f(long, b"x")]), "path_too_long")
+    # The manifest is honest; the header lies.
+    p = packet([W, f("workspace/a.txt", b"x")])
+    case(g, "header-path-absolute", "the header names /workspace/a.txt, the manifest workspace/a.txt",
+         patch(p, "workspace/a.txt", NAME, b"/workspace/a.txt"), "path_absolute")
+    case(g, "header-path-dotdot", "the header names workspace/../a.txt",
+         patch(p, "workspace/a.txt", NAME, b"workspace/../a.txt"), "path_not_canonical")
+    case(g, "header-path-dot-prefix", "the header names ./workspace/a.txt (tar's habit)",
+         patch(p, "workspace/a.txt", NAME, b"./workspace/a.txt"), "path_not_canonical")
+    case(g, "header-path-nul-hidden", "the header names workspace/a.txt\\0/../../x (bytes after NUL)",
+         patch(p, "workspace/a.txt", NAME, b"workspace/a.txt\0/../../x"), "header_not_canonical")
+    u = packet([W, f("workspace/\u00e9", b"x")])
+    case(g, "header-path-latin1", "the header name is Latin-1, not UTF-8",
+         patch(u, "workspace/\u00e9", NAME, b"workspace/\xe9"), "path_not_utf8")
+    dp = packet([W, d("workspace/a")])
+    case(g, "header-dir-trailing-slash", "a directory header written with a trailing slash",
+         patch(dp, "workspace/a", NAME, b"workspace/a/"), "path_not_canonical")
+    case(g, "header-prefix-split-short", "a short path split into prefix and name",
+         patch(patch(p, "workspace/a.txt", PREFIX, b"workspace"), "workspace/workspace/a.txt", NAME, b"a.txt"),
+         "header_not_canonical", "workspace/a.txt")
+    case(g, "header-second-manifest", "a member header named packet.json",
+         patch(p, "workspace/a.txt", NAME, b"packet.json"), "path_outside_roots")
+    case(g, "root-is-file", "the workspace root is a file", packet([f("workspace", b"x")]),
+         "member_parent_missing", "workspace")
+    case(g, "root-is-symlink", "the workspace root is a symlink to /", packet([s("workspace", "x")]),
+         "member_parent_missing", "workspace")
+    case(g, "root-symlink-to-other-root", "the workspace root is a symlink to the harness root (found by the "
+         "path-rules fuzz target: resolution from a root starts above the roots)",
+         packet([d("harness"), s("workspace", "harness")]), "member_parent_missing", "workspace")
+    case(g, "root-missing", "no workspace root", packet([]), "member_missing", "workspace")
+    case(g, "parent-missing", "a file whose parent directory is not a member",
+         packet([W, f("workspace/a/b", b"x")]), "member_parent_missing", "workspace/a/b")
+    case(g, "below-file", "a member below a regular file",
+         packet([W, f("workspace/a", b"x"), f("workspace/a/b", b"y")]), "member_parent_missing", "workspace/a/b")
+    accept("paths", "accept-deep-nesting", "120 nested directories (paths past 256 bytes use PAX)",
+           [W] + [d("workspace/" + "/".join(["dd"] * i)) for i in range(1, 121)]
+           + [f("workspace/" + "/".join(["dd"] * 120) + "/leaf.txt", b"deep\n")])
+    case(g, "deep-path-too-long", "2044 nested directories, 4097 bytes deep",
+         packet([W, f("workspace/" + "/".join(["a"] * 2043) + "/bb", b"x")]), "path_too_long")
+
+
+def link_cases():
+    g = "links"
+    for cid, link, target, code, what in [
+        ("symlink-absolute", "workspace/l", "/etc/passwd", "symlink_absolute", "a symlink to /etc/passwd"),
+        ("symlink-escape-dotdot", "workspace/l", "../../../../etc", "symlink_escapes", "a symlink up and out"),
+        ("symlink-escape-root", "workspace/l", "..", "symlink_escapes", "a symlink to the root's parent"),
+        ("symlink-escape-temporary", "workspace/a/l", "../../workspace/a", "symlink_escapes",
+         "a symlink that leaves the root and comes back"),
+        ("symlink-escape-sibling", "workspace/l", "../workspace-evil/x", "symlink_escapes",
+         "a symlink to a sibling sharing the root's prefix"),
+        ("symlink-empty-target", "workspace/l", "", "symlink_target_invalid", "an empty target"),
+        ("symlink-control-target", "workspace/l", "a\nb", "symlink_target_invalid", "a newline in the target"),
+        ("symlink-target-too-long", "workspace/l", "a/" * 2048 + "b", "path_too_long", "a 4097-byte target"),
+    ]:
+        members = [W, d("workspace/a"), s(link, target)] if link.startswith("workspace/a/") else [W, s(link, target)]
+        case(g, cid, what, packet(members), code, link)
+    hm = [d("harness"), d("harness/codex"), s("harness/codex/l", "../../workspace/secret"), W]
+    case(g, "symlink-cross-root", "a harness symlink into the workspace", packet(hm), "symlink_escapes",
+         "harness/codex/l")
+    case(g, "symlink-through-symlink", "a target that passes through another symlink",
+         packet([W, s("workspace/l", "d"), s("workspace/m", "l/x")]), "symlink_through_symlink", "workspace/m")
+    case(g, "symlink-through-symlink-escape", "a chain whose lexical walk stays inside but whose links do not",
+         packet([W, d("workspace/a"), d("workspace/a/b"), s("workspace/a/b/up", "../.."),
+                 s("workspace/z", "a/b/up/../x")]), "symlink_through_symlink", "workspace/z")
+    case(g, "write-through-symlink", "a symlink to '.' and a file beneath it",
+         packet([W, s("workspace/l", "."), f("workspace/l/x", b"x")]), "member_below_symlink", "workspace/l/x")
+    case(g, "symlink-then-dir", "a symlink, then a directory of the same name (tar-rs chmod-through-symlink)",
+         packet([W, s("workspace/x", "a"), d("workspace/x")]), "member_duplicate", "workspace/x")
+    case(g, "symlink-then-file", "a symlink, then a file of the same name",
+         packet([W, s("workspace/x", "a"), f("workspace/x", b"pwned")]), "member_duplicate", "workspace/x")
+    p = packet([W, f("workspace/x", b"")])
+    case(g, "header-symlink-for-file", "the manifest lists a file, the header is a symlink to /etc/shadow",
+         patch(patch(p, "workspace/x", TYPEFLAG, b"2"), "workspace/x", LINKNAME, b"/etc/shadow"),
+         "member_mismatch", "workspace/x")
+    for cid, tf, target in [("hardlink-absolute", b"1", b"/etc/passwd"),
+                            ("hardlink-relative", b"1", b"workspace/a.txt")]:
+        hp = packet([W, f("workspace/a.txt", b"x"), f("workspace/h", b"")])
+        case(g, cid, "a hard link to %s" % target.decode(),
+             patch(patch(hp, "workspace/h", TYPEFLAG, tf), "workspace/h", LINKNAME, target), "typeflag_forbidden")
+    accept(g, "accept-symlink-chain", "a chain of 40 symlinks, each safe",
+           [W, f("workspace/end", b"end\n")] + [s("workspace/l%02d" % i, "l%02d" % (i + 1) if i < 39 else "end")
+                                                for i in range(40)])
+    accept(g, "accept-symlink-dangling", "a dangling symlink (allowed)", [W, s("workspace/l", "missing/file")])
+    accept(g, "accept-symlink-to-root", "a symlink in a subdirectory to the root itself",
+           [W, d("workspace/a"), s("workspace/a/up", "..")])
+    accept(g, "accept-symlink-dotted", "a target with '.', '..' and empty components that stays inside",
+           [W, d("workspace/a"), d("workspace/a/b"), f("workspace/a/b/t", b"t"), s("workspace/a/l", "./b//../b/t")])
+
+
+def special_cases():
+    g = "special"
+    p = packet([W, f("workspace/dev", b"")])
+    for tf, what in [(b"3", "character device"), (b"4", "block device"), (b"6", "FIFO")]:
+        q = patch(p, "workspace/dev", TYPEFLAG, tf)
+        q = patch(q, "workspace/dev", DEVMAJOR, octal(8 if tf == b"4" else 1, 8))
+        case(g, "special-%s" % what.split()[0].lower(), "a %s" % what, q, "typeflag_forbidden")
+
+
+def metadata_cases():
+    g = "metadata"
+    p = packet([W, d("workspace/bin"), f("workspace/bin/tool", b"#!/bin/sh\n", exe=True)])
+    for cid, path, mode, what in [
+        ("mode-setuid", "workspace/bin/tool", 0o4755, "a setuid executable"),
+        ("mode-setgid", "workspace/bin/tool", 0o2755, "a setgid executable"),
+        ("mode-sticky-dir", "workspace/bin", 0o1777, "a sticky world-writable directory"),
+        ("mode-world-writable", "workspace/bin/tool", 0o777, "a world-writable file"),
+        ("mode-private", "workspace/bin/tool", 0o600, "a 0600 file"),
+        ("mode-no-bits", "workspace/bin", 0o000, "a directory with no permissions"),
+    ]:
+        case(g, cid, what + " (header)", patch(p, path, MODE, octal(mode, 8)), "mode_not_canonical", path)
+    m = [W, f("workspace/a", b"x")]
+    case(g, "manifest-mode-world-writable", "the manifest lists a file with mode 0777",
+         packet(m, manifest_bytes=canonical_json(manifest([W, dict(m[1], mode=0o777)]))),
+         "mode_not_canonical", "workspace/a")
+    case(g, "manifest-mode-setuid", "the manifest lists mode 4755",
+         packet(m, manifest_bytes=canonical_json(manifest([W, dict(m[1], mode=0o4755)]))), "manifest_invalid")
+    for cid, field, value, what in [
+        ("owner-uid", UID, octal(1000, 8), "uid 1000"),
+        ("owner-gid", GID, octal(0o4000, 8), "gid 2048"),
+        ("owner-uname", UNAME, b"root", "uname root"),
+        ("owner-gname", GNAME, b"wheel", "gname wheel"),
+        ("mtime-set", MTIME, octal(1700000000, 12), "a real mtime"),
+        ("devmajor-set", DEVMAJOR, octal(1, 8), "a device number on a file"),
+    ]:
+        case(g, cid, what, patch(p, "workspace/bin/tool", field, value), "header_not_canonical")
+    lm = [W, f("workspace/a", b"x")]
+    for key in ["SCHILY.xattr.security.capability", "LIBARCHIVE.xattr.user.x", "SCHILY.acl.access",
+                "uid", "uname"]:
+        case(g, "pax-%s" % key.lower().replace(".", "-"), "a PAX %s record" % key,
+             packet(lm, archive=[W, pax_block(pax_record(key, b"\x01\x00\x00\x02")) + member_bytes(lm[1])]),
+             "pax_invalid")
+
+
+def limit_cases():
+    g = "limits"
+    p = packet([W, f("workspace/a", b"hello")])
+    case(g, "limit-declared-size-8gib", "a header declaring 8 GiB where the manifest says 5 bytes",
+         patch(p, "workspace/a", SIZE, octal(0o77777777777, 12)), "member_mismatch", "workspace/a")
+    case(g, "limit-manifest-file-2gib", "the manifest lists a 2 GiB file",
+         packet([W, f("workspace/a", b"")], manifest_bytes=canonical_json(
+             manifest([W, dict(f("workspace/a"), size=2 << 30, sha256="0" * 64)]))), "limit_size", "workspace/a")
+    big = [W] + [dict(f("workspace/f%d" % i), size=600 << 20, sha256="0" * 64) for i in range(2)]
+    case(g, "limit-manifest-total", "the manifest lists two 600 MiB files (1.2 GiB in all)",
+         packet([W], manifest_bytes=canonical_json(manifest(big))), "limit_size")
+    case(g, "limit-manifest-declared", "packet.json declares 64 MiB + 1 bytes",
+         bytes(header(b"packet.json", b"0", 0o644, (64 << 20) + 1)) + END, "limit_manifest", "packet.json")
+    case(g, "limit-manifest-declared-8gib", "packet.json declares 8 GiB",
+         bytes(header(b"packet.json", b"0", 0o644, 0o77777777777)) + END, "limit_manifest", "packet.json")
+    many = [W] * 250_001  # the member count is checked before anything else
+    case(g, "limit-members", "a manifest listing 250,001 members", packet(many, archive=[]), "limit_members")
+    case(g, "limit-members-in-header-only", "a valid manifest, then 100 unlisted members",
+         packet([W], archive=[W] + [member_bytes(d("workspace/%05d" % i)) for i in range(100)]),
+         "member_unexpected", "workspace/00000")
+
+
+def manifest_cases():
+    g = "manifest"
+    members = BASE_SORTED
+    good = manifest(members)
+    body = canonical_json(good)
+
+    def raw(cid, what, text, code, path="packet.json"):
+        case(g, cid, what, packet(members, manifest_bytes=text), code, path)
+
+    case(g, "manifest-not-first", "the workspace directory comes before packet.json",
+         member_bytes(W) + manifest_member(body) + b"".join(member_bytes(m) for m in members[1:]) + END,
+         "manifest_not_first")
+    case(g, "manifest-is-directory", "packet.json is a directory",
+         bytes(header(b"packet.json", b"5", 0o755, 0)) + END, "manifest_not_first")
+    case(g, "manifest-absent", "members with no packet.json",
+         b"".join(member_bytes(m) for m in members) + END, "manifest_not_first")
+    case(g, "manifest-empty-archive", "just the end marker", END, "manifest_not_first")
+    raw("manifest-duplicate-key", "the format key twice",
+        b'{"format":"' + FORMAT_ID.encode() + b'",' + body[1:], "manifest_invalid")
+    raw("manifest-duplicate-totals", "totals twice, the second one lying",
+        body[:-1] + b',"totals":' + canonical_json(dict(totals(members), bytes=0)) + b"}", "manifest_invalid")
+    raw("manifest-null-harness", "harness: null", canonical_json(dict(good, harness=None)), "manifest_invalid")
+    raw("manifest-null-sha", "a member's sha256 is null",
+        canonical_json(dict(good, members=[dict(good["members"][0])] + [
+            dict(e, sha256=None) if e["type"] == "file" else e for e in good["members"][1:]])),
+        "manifest_invalid")
+    raw("manifest-unknown-key", "an unknown top-level key",
+        canonical_json(dict(good, signature="trust-me")), "manifest_invalid")
+    raw("manifest-unknown-member-key", "an unknown key in a member (uid)",
+        canonical_json(dict(good, members=[dict(good["members"][0], uid=0)] + good["members"][1:])),
+        "manifest_invalid")
+    raw("manifest-wrong-format", "format pillbox.session-packet/2",
+        canonical_json(dict(good, format="pillbox.session-packet/2")), "manifest_invalid")
+    raw("manifest-float", "a size written as a float",
+        body.replace(b'"size":700', b'"size":700.0'), "manifest_invalid")
+    raw("manifest-negative", "a negative size", body.replace(b'"size":700', b'"size":-700'), "manifest_invalid")
+    raw("manifest-bom", "a UTF-8 byte order mark", b"\xef\xbb\xbf" + body, "manifest_invalid")
+    raw("manifest-not-utf8", "invalid UTF-8 in a string", body.replace(b"README", b"READ\xffE"), "manifest_invalid")
+    raw("manifest-whitespace", "pretty-printed", json.dumps(good, sort_keys=True, indent=1).encode(),
+        "manifest_not_canonical")
+    raw("manifest-trailing-newline", "a trailing newline", body + b"\n", "manifest_not_canonical")
+    raw("manifest-unsorted-keys", "keys in insertion order, not bytewise",
+        json.dumps({"totals": good["totals"], "format": FORMAT_ID, "members": good["members"]},
+                   separators=(",", ":")).encode(), "manifest_not_canonical")
+    raw("manifest-escaped-slash", "a '/' written as '\\/'", body.replace(b"workspace/src", b"workspace\\/src", 1),
+        "manifest_not_canonical")
+    raw("manifest-unicode-escape", "an ASCII letter written as \\u0061",
+        body.replace(b"README", b"R\\u0045ADME", 1), "manifest_not_canonical")
+    raw("manifest-totals", "totals that do not add up",
+        canonical_json(dict(good, totals=dict(good["totals"], bytes=1))), "manifest_totals")
+    raw("manifest-unsorted-members", "members listed out of order",
+        canonical_json(dict(good, members=[good["members"][0], good["members"][2], good["members"][3],
+                                           good["members"][1]])), "member_unsorted", "workspace/README.md")
+    raw("manifest-duplicate-member", "a member listed twice",
+        canonical_json(dict(good, members=good["members"] + [good["members"][-1]],
+                            totals=totals(members + [members[-1]]))), "member_duplicate",
+        "workspace/src/main.rs")
+    # The archive disagrees with an honest manifest.
+    case(g, "member-missing", "the manifest lists a member the archive lacks",
+         packet(members, archive=members[:-1]), "member_missing", "workspace/src/main.rs")
+    case(g, "member-extra", "the archive holds a member the manifest does not list",
+         packet(members, archive=members + [f("workspace/zz-extra", b"surprise")]), "member_unexpected",
+         "workspace/zz-extra")
+    case(g, "member-reordered", "the archive's members in another order than the manifest's",
+         packet(members, archive=[members[0], members[2], members[3], members[1]]), "member_unsorted",
+         "workspace/src")
+    case(g, "member-repeated", "the same member twice in the archive",
+         packet(members, archive=members[:2] + [members[1]] + members[2:]), "member_duplicate",
+         "workspace/README.md")
+    case(g, "member-replaced", "a member the manifest does not name in place of one it does",
+         packet(members, archive=members[:1] + [f("workspace/README.mdx", b"# demo\n" * 100)] + members[2:]),
+         "member_unexpected", "workspace/README.mdx")
+    case(g, "member-type-mismatch", "a directory where the manifest lists a file",
+         packet(members, archive=members[:1] + [d("workspace/README.md")] + members[2:]), "member_mismatch",
+         "workspace/README.md")
+    case(g, "member-size-mismatch", "a body one byte longer than the manifest says",
+         packet(members, archive=members[:1] + [f("workspace/README.md", b"# demo\n" * 100 + b"!")] + members[2:]),
+         "member_mismatch", "workspace/README.md")
+    case(g, "member-sha-mismatch", "a body of the right size with other bytes",
+         packet(members, archive=members[:1] + [f("workspace/README.md", b"# pwnd\n" * 100)] + members[2:]),
+         "member_digest_mismatch", "workspace/README.md")
+    case(g, "member-empty-sha-mismatch", "an empty file whose manifest sha256 is not that of no bytes",
+         packet([W, f("workspace/e")], manifest_bytes=canonical_json(
+             manifest([W, dict(f("workspace/e"), sha256="ab" * 32)]))), "member_digest_mismatch", "workspace/e")
+    case(g, "member-mode-mismatch", "an executable bit the manifest does not list",
+         patch(base(), "workspace/README.md", MODE, octal(0o755, 8)), "member_mismatch", "workspace/README.md")
+    case(g, "packet-digest-mismatch", "a valid packet given with another packet's expected digest",
+         base(), "packet_digest_mismatch", expected_digest="sha256:" + sha(packet([W])))
+    # Credentials and harness.
+    for cid, path in [("credential-codex-auth", "workspace/.codex/auth.json"),
+                      ("credential-ssh-key", "workspace/.ssh/id_ed25519"),
+                      ("credential-netrc", "workspace/.netrc")]:
+        parts = path.split("/")
+        ms = [W] + [d("/".join(parts[: i + 1])) for i in range(1, len(parts) - 1)] + [f(path, b"secret")]
+        case(g, cid, "a credential file %s" % path, packet(ms), "credential_in_packet", path)
+    case(g, "credential-as-symlink", "a symlink named like a credential file",
+         packet([W, d("workspace/.aws"), s("workspace/.aws/credentials", "../x")]), "credential_in_packet",
+         "workspace/.aws/credentials")
+    tid = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+    rollout = "harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-%s.jsonl" % tid
+    hm = [d("harness"), d("harness/codex"), d("harness/codex/sessions"), d("harness/codex/sessions/2026"),
+          d("harness/codex/sessions/2026/11"), d("harness/codex/sessions/2026/11/30"), f(rollout, b"{}\n"), W]
+    case(g, "harness-without-descriptor", "harness members with no harness descriptor", packet(hm),
+         "harness_invalid", "harness")
+    case(g, "harness-rollout-missing", "a descriptor naming a rollout that is not a member",
+         packet([W], harness={"kind": "codex", "rollout": rollout, "thread_id": tid}), "harness_invalid",
+         "packet.json")
+    case(g, "harness-thread-uppercase", "a thread id in upper case",
+         packet(hm, harness={"kind": "codex", "rollout": rollout, "thread_id": tid.upper()}), "harness_invalid",
+         "packet.json")
+    case(g, "harness-member-of-other-kind", "a Claude member in a packet whose descriptor is Codex",
+         packet(in_order(hm + [d("harness/claude"), f("harness/claude/x.jsonl", b"{}\n")]),
+                harness={"kind": "codex", "rollout": rollout, "thread_id": tid}), "harness_invalid",
+         "harness/claude")
+    case(g, "exclusions-unsorted", "exclusions out of order",
+         packet([W], exclusions=[{"matched": 1, "pattern": "z", "rule": "user"},
+                                 {"matched": 1, "pattern": "a", "rule": "user"}]), "manifest_invalid")
+
+
+def cross_platform_cases():
+    g = "cross-platform"
+    for cid, a, b, what in [
+        ("collision-case", "workspace/README", "workspace/readme", "README and readme"),
+        ("collision-kelvin", "workspace/k", "workspace/\u212a", "k and the Kelvin sign"),
+        ("collision-nfc-nfd", "workspace/caf\u00e9", "workspace/cafe\u0301", "NFC and NFD spellings of caf\u00e9"),
+        ("collision-hfs-ignorable", "workspace/ab", "workspace/a\u200db", "a zero-width joiner HFS+ ignores"),
+        ("collision-bom", "workspace/x", "workspace/\ufeffx", "a byte order mark HFS+ ignores"),
+        ("collision-git", "workspace/.git", "workspace/.GIT", ".git and .GIT"),
+        ("collision-git-ignorable", "workspace/.git", "workspace/.gi\u200ct", ".git and .gi<ZWNJ>t"),
+        ("collision-greek-sigma", "workspace/\u03a3", "workspace/\u03c3", "capital and small sigma"),
+    ]:
+        ms = in_order([W, f(a, b"one"), f(b, b"two")])
+        case(g, cid, "%s collide on APFS" % what, packet(ms), "path_collision")
+    case(g, "collision-dir-and-file", "a directory Dir and a file dir",
+         packet([W, d("workspace/Dir"), f("workspace/Dir/a", b"a"), f("workspace/dir", b"b")]), "path_collision")
+    case(g, "collision-symlink-alias", "a symlink L and a directory l with a file: on APFS the file lands "
+         "through the symlink", packet([W, s("workspace/L", ".."), d("workspace/l"), f("workspace/l/x", b"x")]),
+         "symlink_escapes")
+    case(g, "collision-symlink-alias-inside", "a symlink L to a subdirectory and a directory l with a file",
+         packet([W, s("workspace/L", "t"), d("workspace/l"), f("workspace/l/x", b"x"), d("workspace/t")]),
+         "path_collision")
+    for cid, names, what in [
+        ("accept-windows-reserved", ["CON", "aux.c", "nul.txt", "COM1", "LPT9.log"], "Windows reserved names"),
+        ("accept-trailing-dot-space", ["a.", "b ", "c. .", " d"], "trailing dots and spaces"),
+        ("accept-windows-punctuation", ["a:b", "c\\d", "e*f?g", "h<i>j|k\"l"], "':', '\\' and other characters"
+                                                                              " Windows forbids"),
+        ("accept-git-lookalikes", [".GIT", ".git ", "git~1", ".gitmodules", ".git."], ".git look-alikes"),
+        ("accept-unicode-distinct", ["\u0130", "i", "\uff21", "\u00df", "ss", "\u0131"],
+         "names that differ under default lowercase and NFD"),
+        ("accept-nfd-only", ["cafe\u0301", "\u1100\u1161"], "NFD names with no NFC twin"),
+        ("accept-backslash-dotdot", ["..\\..\\evil", "..\\x"], "backslash '..' sequences (ordinary bytes on POSIX)"),
+    ]:
+        ms = in_order([W] + [f("workspace/" + n, n.encode() + b"\n") for n in names])
+        case(g, cid, "accepted: " + what, packet(ms))
+
+
+def generate():
+    CASES.clear()
+    tar_cases()
+    path_cases()
+    link_cases()
+    special_cases()
+    metadata_cases()
+    limit_cases()
+    manifest_cases()
+    cross_platform_cases()
+    accept("accept", "accept-minimal", "the smallest packet: an empty workspace", [W])
+    accept("accept", "accept-base", "a small workspace", BASE_SORTED)
+    accept("accept", "accept-long-paths", "paths split into prefix/name and carried by PAX, a long link target",
+           [W, d("workspace/" + "p" * 120), f("workspace/" + "p" * 120 + "/" + "q" * 90, b"prefix split\n"),
+            f("workspace/" + "p" * 120 + "/" + "r" * 150, b"pax path\n"),
+            s("workspace/" + "p" * 120 + "/s", "../" + "p" * 120 + "/" + "r" * 150)])
+    accept("accept", "accept-block-sizes", "bodies of 0, 1, 511, 512, 513 and 4096 bytes",
+           [W] + [f("workspace/b%04d" % n, bytes((i * 7 + n) % 256 for i in range(n))) for n in
+                  (0, 1, 511, 512, 513, 4096)])
+    accept("accept", "accept-harness", "a Codex harness section",
+           [d("harness"), d("harness/codex"), d("harness/codex/sessions"), d("harness/codex/sessions/2026"),
+            d("harness/codex/sessions/2026/11"), d("harness/codex/sessions/2026/11/30"),
+            f("harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-"
+              "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl", b'{"type":"session_meta"}\n'),
+            W, f("workspace/a.txt", b"a\n")],
+           harness={"kind": "codex", "model": "gpt-5.1-codex",
+                    "rollout": "harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-"
+                               "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl",
+                    "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"})
+    return CASES
+
+
+def render(cases):
+    """The files to write: {relative path: bytes}."""
+    files = {}
+    table = []
+    rust = ["// Generated by tests/adversarial/generate.py: do not edit.",
+            "// The packet bytes of every case in cases.json, in the same order.",
+            "pub const PACKETS: &[&[u8]] = &["]
+    for c in cases:
+        data = c["bytes"]
+        name = c["id"] + ".packet"
+        stored = data
+        if len(data) > GZIP_OVER:
+            name += ".gz"
+            buf = io.BytesIO()
+            with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
+                gz.write(data)
+            stored = buf.getvalue()
+        files["packets/" + name] = stored
+        row = {k: c[k] for k in ("id", "group", "description", "expect")}
+        row["file"] = "packets/" + name
+        row["size"] = len(data)
+        row["sha256"] = sha(data)
+        if "expected_digest" in c:
+            row["expected_digest"] = c["expected_digest"]
+        table.append(row)
+        rust.append('    include_bytes!("packets/%s"),' % name)
+    rust.append("];")
+    files["cases.json"] = (json.dumps({"cases": table}, indent=1, ensure_ascii=False) + "\n").encode()
+    files["corpus.rs"] = ("\n".join(rust) + "\n").encode()
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare with the checked-in files instead of writing")
+    args = ap.parse_args()
+    cases = generate()
+    files = render(cases)
+    if args.check:
+        bad = []
+        for rel, data in files.items():
+            path = os.path.join(HERE, rel)
+            if not os.path.exists(path) or open(path, "rb").read() != data:
+                bad.append(rel)
+        listed = set(files)
+        for name in os.listdir(os.path.join(HERE, "packets")):
+            if "packets/" + name not in listed:
+                bad.append("packets/" + name + " (not generated)")
+        if bad:
+            print("the corpus differs from what generate.py produces:", *bad, sep="\n  ", file=sys.stderr)
+            sys.exit(1)
+        print("corpus up to date: %d cases" % len(cases))
+        return
+    os.makedirs(os.path.join(HERE, "packets"), exist_ok=True)
+    for name in os.listdir(os.path.join(HERE, "packets")):
+        if "packets/" + name not in files:
+            os.remove(os.path.join(HERE, "packets", name))
+    for rel, data in files.items():
+        with open(os.path.join(HERE, rel), "wb") as out:
+            out.write(data)
+    groups = {}
+    for c in cases:
+        groups[c["group"]] = groups.get(c["group"], 0) + 1
+    print("%d cases: %s" % (len(cases), ", ".join("%s %d" % kv for kv in groups.items())))
+
+
+if __name__ == "__main__":
+    main()

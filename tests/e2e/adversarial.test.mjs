@@ -1,0 +1,155 @@
+// The adversarial corpus (tests/adversarial/cases.json) uploaded to the
+// real Worker (`wrangler dev --local`), and the Worker's upload faults.
+//
+// - Every refused case: PUT /v1/packets/<digest> is 422 with the case's
+//   code (and path); afterwards GET of the digest is 404, the listing shows
+//   nothing and D1 holds no packet, member or label row.
+// - Every accepted case is stored (201) and reads back byte for byte.
+// - Faults: a client that disconnects mid-upload, multipart parts sent
+//   twice and out of order for a hostile packet, an upload never completed.
+//
+// Run: node --test tests/e2e/adversarial.test.mjs
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+
+import { corpusCases } from './corpus.mjs';
+import { TOKEN, buildWorker, client, startEdge } from './edge.mjs';
+
+const MIB = 1 << 20;
+
+let edge;
+let api;
+const cases = corpusCases();
+const refused = cases.filter((c) => c.expect.outcome === 'refuse');
+const accepted = cases.filter((c) => c.expect.outcome === 'accept');
+
+before(async () => {
+  buildWorker();
+  edge = await startEdge();
+  api = client(edge.url);
+}, { timeout: 600_000 });
+
+after(async () => {
+  await edge?.stop();
+});
+
+const hex = (digest) => digest.slice('sha256:'.length);
+
+async function listed() {
+  const r = await api.call('GET', '/v1/packets?limit=500');
+  assert.equal(r.status, 200);
+  return r.json.packets.map((p) => p.digest);
+}
+
+function rowCounts() {
+  return edge.d1(`SELECT (SELECT count(*) FROM packets) AS packets, (SELECT count(*) FROM members) AS members,
+    (SELECT count(*) FROM labels) AS labels`)[0];
+}
+
+/** Sends the first `sendBytes` of a PUT body, then drops the connection. */
+function interruptedPut(url, bytes, sendBytes) {
+  return new Promise((ok) => {
+    const req = request(url, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-length': bytes.length },
+      agent: false,
+    });
+    req.on('error', () => ok('dropped'));
+    req.on('response', (res) => { res.resume(); res.on('end', () => ok(res.statusCode)); });
+    req.write(bytes.subarray(0, sendBytes), () => setTimeout(() => req.destroy(), 200));
+  });
+}
+
+describe('the adversarial corpus', () => {
+  test(`every refused case (${refused.length}) is 422 with its code and stores nothing`, async () => {
+    assert.ok(refused.length >= 60);
+    const failures = [];
+    for (const c of refused) {
+      const r = await api.call('PUT', `/v1/packets/${c.digest}?label=case=${c.id}`, { body: c.bytes });
+      const e = r.json?.error ?? {};
+      if (r.status !== 422 || e.code !== c.expect.code) {
+        failures.push(`${c.id}: ${r.status} ${e.code}, expected 422 ${c.expect.code}`);
+      } else if (c.expect.path !== undefined && e.path !== c.expect.path) {
+        failures.push(`${c.id}: path ${e.path}, expected ${c.expect.path}`);
+      }
+      const got = await api.call('GET', `/v1/packets/${c.digest}`);
+      if (got.status !== 404) failures.push(`${c.id}: GET after the refusal is ${got.status}`);
+    }
+    assert.deepEqual(failures, []);
+    assert.deepEqual(await listed(), [], 'the listing shows nothing');
+    assert.deepEqual(rowCounts(), { packets: 0, members: 0, labels: 0 }, 'D1 holds nothing');
+    // R2, read back through wrangler's CLI for a sample (one process each).
+    for (const c of refused.filter((_, i) => i % 25 === 0)) {
+      assert.equal(edge.r2Has(`packets/sha256/${hex(c.digest)}`), false, c.id);
+    }
+  });
+
+  test(`every accepted case (${accepted.length}) is stored and reads back`, async () => {
+    for (const c of accepted) {
+      const r = await api.call('PUT', `/v1/packets/${c.digest}`, { body: c.bytes });
+      assert.equal(r.status, 201, `${c.id}: ${JSON.stringify(r.json)}`);
+      const got = await api.call('GET', `/v1/packets/${c.digest}`);
+      assert.ok(got.bytes.equals(c.bytes), c.id);
+    }
+    assert.deepEqual(new Set(await listed()), new Set(accepted.map((c) => c.digest)));
+  });
+});
+
+describe('upload faults', () => {
+  test('a client that disconnects mid-upload leaves nothing, and the upload can be repeated', async () => {
+    // A hostile packet cut off halfway: nothing is stored or indexed.
+    const before = rowCounts();
+    const hostile = refused.find((x) => x.id === 'limit-members');
+    const url = new URL(`${edge.url}/v1/packets/${hostile.digest}`);
+    assert.notEqual(await interruptedPut(url, hostile.bytes, hostile.bytes.length >> 1), 201);
+    assert.equal((await api.call('GET', `/v1/packets/${hostile.digest}`)).status, 404);
+    assert.deepEqual(rowCounts(), before);
+    // A valid packet (deleted first) cut off after 1 KiB, then sent whole.
+    const valid = accepted.find((x) => x.id === 'accept-deep-nesting');
+    assert.equal((await api.call('DELETE', `/v1/packets/${valid.digest}`)).status, 204);
+    const cut = await interruptedPut(new URL(`${edge.url}/v1/packets/${valid.digest}`), valid.bytes, 1024);
+    assert.notEqual(cut, 201);
+    assert.equal((await api.call('GET', `/v1/packets/${valid.digest}`)).status, 404);
+    assert.equal(edge.r2Has(`packets/sha256/${hex(valid.digest)}`), false);
+    const whole = await api.call('PUT', `/v1/packets/${valid.digest}`, { body: valid.bytes });
+    assert.equal(whole.status, 201, JSON.stringify(whole.json));
+  });
+
+  test('a hostile packet uploaded in parts, out of order and twice, is refused at completion', async () => {
+    const c = refused.find((x) => x.id === 'limit-members');
+    assert.ok(c.bytes.length > 10 * MIB);
+    const PART = 5 * MIB;
+    const up = await api.call('POST', '/v1/uploads', { body: { digest: c.digest, size: c.bytes.length, part_size: PART } });
+    assert.equal(up.status, 201, JSON.stringify(up.json));
+    const part = (n) => c.bytes.subarray((n - 1) * PART, Math.min(n * PART, c.bytes.length));
+    for (const n of [3, 1, 2, 1, 3]) {
+      const r = await api.call('PUT', `${up.json.location}/parts/${n}`, { body: part(n) });
+      assert.equal(r.status, 200, `part ${n}: ${JSON.stringify(r.json)}`);
+    }
+    const done = await api.call('POST', `${up.json.location}/complete`);
+    assert.equal(done.status, 422, JSON.stringify(done.json));
+    assert.equal(done.json.error.code, c.expect.code);
+    assert.equal((await api.call('GET', `/v1/packets/${c.digest}`)).status, 404);
+    assert.equal(edge.r2Has(`uploads/${up.json.upload_id}`), false, 'the staging object is gone');
+    assert.equal(edge.r2Has(`packets/sha256/${hex(c.digest)}`), false);
+  });
+
+  test('an upload never completed stores and indexes nothing', async () => {
+    const valid = accepted.find((x) => x.id === 'accept-base');
+    assert.equal((await api.call('DELETE', `/v1/packets/${valid.digest}`)).status, 204);
+    const before = await listed();
+    const up = await api.call('POST', '/v1/uploads', { body: { digest: valid.digest, size: valid.bytes.length } });
+    assert.equal(up.status, 201, JSON.stringify(up.json));
+    assert.equal((await api.call('PUT', `${up.json.location}/parts/1`, { body: valid.bytes })).status, 200);
+    // Every part is there, but the upload is never completed: nothing is
+    // readable, listed, indexed or stored under the packet's key.
+    const status = await api.call('GET', up.json.location);
+    assert.equal(status.status, 200);
+    assert.deepEqual(status.json.missing, []);
+    assert.equal((await api.call('GET', `/v1/packets/${valid.digest}`)).status, 404);
+    assert.deepEqual(await listed(), before);
+    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${valid.digest}'`), [{ n: 0 }]);
+    assert.equal(edge.r2Has(`packets/sha256/${hex(valid.digest)}`), false);
+  });
+});

@@ -1,0 +1,146 @@
+// Starts the real Worker with `wrangler dev --local` on 127.0.0.1 (fresh
+// persisted R2/D1 state in a temporary directory, migrations applied) and
+// reads that state back with wrangler's own CLI.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
+export const TOKEN = 'e2e-token-' + Math.random().toString(16).slice(2);
+
+export function sha256(bytes) {
+  return 'sha256:' + createHash('sha256').update(bytes).digest('hex');
+}
+
+function run(cmd, args, options = {}) {
+  const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 26, ...options });
+  if (r.status !== 0 && !options.allowFailure) {
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  }
+  return r;
+}
+
+/** Builds the Worker once (scripts/worker-build.sh skips an up-to-date build). */
+export function buildWorker() {
+  run('bash', ['scripts/worker-build.sh']);
+}
+
+/** Generates the fixture packets into a fresh directory; returns it and index.json. */
+export function fixtures() {
+  const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-fixtures-'));
+  run('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'set', dir]);
+  const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8'));
+  const read = (name) => readFileSync(join(dir, `${name}.pkt`));
+  return { dir, index, read };
+}
+
+/** What packet-core itself says about these bytes (the tests' oracle). */
+export function coreVerdict(bytes, digest) {
+  const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-verdict-'));
+  const file = join(dir, 'p.pkt');
+  writeFileSync(file, bytes);
+  const r = run('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'verify', file, digest]);
+  return JSON.parse(r.stdout);
+}
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/**
+ * Starts `wrangler dev --local` with `vars` (wrangler.toml's [vars]
+ * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1 }.
+ */
+export async function startEdge(vars = {}) {
+  const state = mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
+  const envFile = join(state, 'test.env');
+  writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n`);
+  const common = ['--persist-to', state];
+  run(WRANGLER, ['d1', 'migrations', 'apply', 'pillbox-index', '--local', ...common], { env: { ...process.env, CI: '1' } });
+  const port = await freePort();
+  const inspector = await freePort();
+  const args = ['dev', '--local', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspector),
+    ...common, '--env-file', envFile,
+    '--show-interactive-dev-session=false', '--log-level', 'warn'];
+  for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
+  const child = spawn(WRANGLER, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let log = '';
+  child.stdout.on('data', (d) => { log += d; });
+  child.stderr.on('data', (d) => { log += d; });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
+    try {
+      const r = await fetch(`${url}/v1`);
+      if (r.status === 200) { await r.arrayBuffer(); break; }
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) { process.kill(-child.pid, 'SIGTERM'); throw new Error(`wrangler dev not ready in 90 s:\n${log}`); }
+    await new Promise((ok) => setTimeout(ok, 250));
+  }
+  const stop = async () => {
+    if (child.exitCode !== null) return;
+    const exited = new Promise((ok) => child.once('exit', ok));
+    try { process.kill(-child.pid, 'SIGTERM'); } catch { /* gone */ }
+    await Promise.race([exited, new Promise((ok) => setTimeout(ok, 5000))]);
+    if (child.exitCode === null) { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }
+  };
+  /** True if R2 (local state, read by wrangler's CLI) holds `key`. */
+  const r2Has = (key) => {
+    const r = run(WRANGLER, ['r2', 'object', 'get', `pillbox-packets/${key}`, '--local', ...common, '--pipe'],
+      { allowFailure: true, encoding: 'buffer' });
+    return r.status === 0;
+  };
+  /** Rows from D1 (local state, read by wrangler's CLI). */
+  const d1 = (sql) => {
+    const r = run(WRANGLER, ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql]);
+    return JSON.parse(r.stdout)[0].results;
+  };
+  return { url, state, stop, r2Has, d1, log: () => log };
+}
+
+/**
+ * A small HTTP client for the API (node:http, one connection per request:
+ * no keep-alive races with the local server's idle timeout).
+ */
+export function client(url, token = TOKEN) {
+  const call = (method, path, { body, headers = {}, auth = true } = {}) => new Promise((ok, fail) => {
+    const h = { ...headers };
+    if (auth && token) h.authorization = `Bearer ${token}`;
+    let payload = body;
+    if (body !== undefined && !(body instanceof Uint8Array) && typeof body !== 'string') {
+      payload = JSON.stringify(body);
+      h['content-type'] = 'application/json';
+    }
+    if (payload !== undefined) payload = Buffer.from(payload);
+    h['content-length'] = String(payload ? payload.length : 0);
+    const req = httpRequest(url + path, { method, headers: h, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('error', fail);
+      res.on('end', () => {
+        const bytes = Buffer.concat(chunks);
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
+        let json;
+        if ((headers.get('content-type') || '').includes('json') && bytes.length) json = JSON.parse(bytes.toString('utf8'));
+        ok({ status: res.statusCode, headers, bytes, json });
+      });
+    });
+    req.on('error', (e) => fail(new Error(`${method} ${path}: ${e.message}`)));
+    req.end(payload);
+  });
+  return { call };
+}
