@@ -58,7 +58,9 @@ const before = new Set(workerdPids());
 const edge = await startEdge({ PACKET_HASHER: hasher, MAX_SINGLE_UPLOAD_BYTES: String(64 << 20), PART_SIZE_BYTES: String(PART) });
 // wrangler starts two workerd processes: a proxy and the runtime that
 // runs the Worker (the one with an inspector address).
-const mine = workerdPids().filter((p) => !before.has(p)).filter((p) =>
+const parentOf = (p) => Number(readFileSync(`/proc/${p}/status`, 'utf8').match(/^PPid:\s+(\d+)/m)[1]);
+const descends = (p) => { for (let q = Number(p); q > 1; q = parentOf(q)) if (q === edge.pid) return true; return false; };
+const mine = workerdPids().filter((p) => !before.has(p) && descends(p)).filter((p) =>
   readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--inspector-addr'));
 if (mine.length !== 1) {
   await edge.stop();

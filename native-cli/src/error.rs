@@ -49,6 +49,25 @@ pub enum CliError {
     },
     /// The command line is not usable.
     Usage(String),
+    /// A packet store refused a request or could not be reached. A packet
+    /// refused by the store's packet-core (HTTP 422) keeps its code, path
+    /// and offset unchanged.
+    Remote {
+        /// The store's code (packet-core's for a refused packet), or
+        /// `remote_unreachable`.
+        code: String,
+        /// The exit code: 3 for a refused packet, 4 when the store cannot
+        /// be reached or fails, 5 for any other refusal.
+        exit: i32,
+        /// The member path involved, if any.
+        path: Option<String>,
+        /// The byte offset in the packet, if known.
+        offset: Option<u64>,
+        /// What happened.
+        message: String,
+        /// What the user can do.
+        advice: String,
+    },
 }
 
 /// Shorthand for the CLI's results.
@@ -86,6 +105,7 @@ impl CliError {
             CliError::Io { .. } => "io",
             CliError::Refused { code, .. } => code,
             CliError::Usage(_) => "usage",
+            CliError::Remote { code, .. } => code,
         }
     }
 
@@ -96,6 +116,7 @@ impl CliError {
             CliError::Unpackable(_) | CliError::Refused { .. } => EXIT_REFUSED,
             CliError::Io { .. } => EXIT_IO,
             CliError::Usage(_) => EXIT_USAGE,
+            CliError::Remote { exit, .. } => *exit,
         }
     }
 
@@ -132,6 +153,13 @@ impl CliError {
                 message.clone(),
                 "see `pillbox checkpoint --help`".to_owned(),
             ),
+            CliError::Remote {
+                path,
+                offset,
+                message,
+                advice,
+                ..
+            } => (path.clone(), *offset, message.clone(), advice.clone()),
         };
         ErrorReport {
             schema: "pillbox.error/1",

@@ -11,6 +11,7 @@ mod pack;
 mod packet_io;
 mod progress;
 mod query;
+mod remote;
 mod report;
 mod restore_check;
 mod unpack;
@@ -48,13 +49,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check.
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
 }
 
-/// The `checkpoint` group. `push` and `pull` (to and from a packet store)
-/// will join these.
+/// The `checkpoint` group.
 #[derive(Debug, Subcommand)]
 enum Checkpoint {
     /// Pack a workspace (and optionally an agent's session log) into a packet.
@@ -78,6 +78,76 @@ enum Checkpoint {
     Diff(DiffArgs),
     /// Check, as a host would before resuming, that a restored session log is usable.
     RestoreCheck(RestoreCheckArgs),
+    /// Verify a packet, then upload it to a packet store (and move a ref to it).
+    #[command(
+        after_help = "Examples:\n  PILLBOX_TOKEN=... pillbox checkpoint push ws.tar --remote https://pillbox.example.workers.dev --ref sessions/demo/latest\n  pillbox checkpoint push ws.tar --remote http://127.0.0.1:8787 --token-file ~/.config/pillbox/token --ref sessions/demo/latest --expect-ref sha256:<hex>\n\nA packet the store already holds is not sent again. A packet larger than the store's single-upload limit goes up in parts; an interrupted upload continues where it stopped on the next push of the same packet."
+    )]
+    Push(PushArgs),
+    /// Download a packet by digest or ref, verifying it as it arrives; write it only once it has verified.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint pull sessions/demo/latest --remote https://pillbox.example.workers.dev -o ws.tar\n  pillbox checkpoint pull sha256:<hex> --remote http://127.0.0.1:8787 -o - | tar -t\n\nNothing is written at FILE unless the whole packet verified (digest and every member)."
+    )]
+    Pull(PullArgs),
+}
+
+#[derive(Debug, Args)]
+struct RemoteArgs {
+    /// The packet store's base URL [default: $PILLBOX_REMOTE].
+    #[arg(long, value_name = "URL")]
+    remote: Option<String>,
+    /// Read the bearer token from this file instead of $PILLBOX_TOKEN.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    fn connect(&self) -> Result<remote::Remote> {
+        let url = match &self.remote {
+            Some(u) => u.clone(),
+            None => std::env::var(remote::REMOTE_ENV).map_err(|_| {
+                CliError::Usage(format!(
+                    "name the packet store with --remote URL (or ${})",
+                    remote::REMOTE_ENV
+                ))
+            })?,
+        };
+        remote::Remote::new(&url, remote::Token::load(self.token_file.as_deref())?)
+    }
+}
+
+#[derive(Debug, Args)]
+struct PushArgs {
+    /// The packet file, or `-` for stdin.
+    packet: PathBuf,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Then move this ref (e.g. `sessions/<name>/latest`) to the packet, with compare-and-swap.
+    #[arg(long = "ref", value_name = "NAME")]
+    ref_name: Option<String>,
+    /// With --ref: the digest the ref must hold now, or `absent`; without it, the value read just before the move.
+    #[arg(long, value_name = "DIGEST|absent", requires = "ref_name")]
+    expect_ref: Option<String>,
+    /// Part size to ask the store for when the packet goes up in parts (bytes; the store's bounds apply).
+    #[arg(long, value_name = "BYTES")]
+    part_size: Option<u64>,
+    /// Attach a label to the packet (e.g. `host=ci-7`). Repeatable.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct PullArgs {
+    /// A digest (`sha256:<hex>`) or a ref name.
+    target: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Where to write the packet; `-` writes it to stdout once verified (the JSON then goes to stderr).
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Debug, Args)]
@@ -296,6 +366,15 @@ fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
         Checkpoint::Inspect(a) => (run_inspect(a), JsonTo::Stdout, None),
         Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
         Checkpoint::RestoreCheck(a) => (run_restore_check(a), JsonTo::Stdout, None),
+        Checkpoint::Push(a) => (run_push(a), JsonTo::Stdout, None),
+        Checkpoint::Pull(a) => {
+            let to = if a.output == Path::new("-") {
+                JsonTo::Stderr
+            } else {
+                JsonTo::Stdout
+            };
+            (run_pull(a, to), to, None)
+        }
     }
 }
 
@@ -484,5 +563,41 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
     };
     let report = restore_check::restore_check(&request)?;
     emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_push(a: PushArgs) -> Result<()> {
+    let expect_ref = a
+        .expect_ref
+        .as_deref()
+        .map(|s| {
+            s.parse::<remote::ExpectRef>()
+                .map_err(|e| CliError::Usage(format!("--expect-ref {e}")))
+        })
+        .transpose()?;
+    let store = a.remote.connect()?;
+    let request = remote::PushRequest {
+        packet: a.packet,
+        ref_name: a.ref_name,
+        expect_ref,
+        part_size: a.part_size,
+        labels: a.label,
+        state_dir: remote::default_state_dir()?,
+    };
+    let report = remote::push(&store, &request, &Progress::new(a.common.quiet))?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_pull(a: PullArgs, to: JsonTo) -> Result<()> {
+    let target = remote::PullTarget::parse(&a.target)?;
+    if a.output == Path::new("-") && io::stdout().is_terminal() {
+        return Err(CliError::Usage(
+            "refusing to write a packet to a terminal: redirect stdout or use -o FILE".into(),
+        ));
+    }
+    let store = a.remote.connect()?;
+    let report = remote::pull(&store, &target, &a.output, &Progress::new(a.common.quiet))?;
+    emit(&report, to, None);
     Ok(())
 }

@@ -41,6 +41,18 @@ impl Progress {
         }
     }
 
+    /// Bytes done so far (0 without a bar).
+    pub fn position(&self) -> u64 {
+        self.0.as_ref().map_or(0, ProgressBar::position)
+    }
+
+    /// Sets the bytes done (a retried request starts over).
+    pub fn set_position(&self, n: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_position(n);
+        }
+    }
+
     /// Removes the bar.
     pub fn finish(&self) {
         if let Some(bar) = &self.0 {

@@ -216,7 +216,7 @@ enum AfterKill {
 #[test]
 fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
     let t = tmp();
-    let (ws, packet, d) = packet_with(t.path(), 24 << 20);
+    let (ws, packet, d) = packet_with(t.path(), 64 << 20);
     let expected = snapshot(&ws);
     let mut seen = Vec::new();
     // Kill before pass 2 (after 1 and 15 ms) and during pass 2 at several
@@ -299,7 +299,7 @@ fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
 /// nothing.
 fn changed_while_reading(change: &dyn Fn(&Path), in_pass_2: bool) -> String {
     let t = tmp();
-    let (_, packet, d) = packet_with(t.path(), 32 << 20);
+    let (_, packet, d) = packet_with(t.path(), 96 << 20);
     let target = t.path().join("target");
     let mut child = unpack_cmd(&packet, &d, &target).spawn().unwrap();
     if in_pass_2 {

@@ -16,7 +16,10 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 
 use packet_core::build::{build, Source};
-use packet_core::{reader, Digest, Entry, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Reader, ReaderOptions, Step, Writer};
+use packet_core::{
+    reader, Digest, Entry, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Reader,
+    ReaderOptions, Step, Writer,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,7 +34,9 @@ fn main() {
             write_large(&args[1], small, big)
         }
         Some("verify") if args.len() == 2 || args.len() == 3 => verify(&args[1], args.get(2)),
-        _ => Err("usage: worker_fixtures set DIR | large FILE [SMALL BIG] | verify FILE [DIGEST]".into()),
+        _ => Err(
+            "usage: worker_fixtures set DIR | large FILE [SMALL BIG] | verify FILE [DIGEST]".into(),
+        ),
     };
     if let Err(e) = result {
         eprintln!("worker_fixtures: {e}");
@@ -64,7 +69,11 @@ impl Noise {
 }
 
 fn file(path: &str, contents: Vec<u8>) -> Source {
-    Source::File { path: path.into(), contents, executable: false }
+    Source::File {
+        path: path.into(),
+        contents,
+        executable: false,
+    }
 }
 
 fn dir(path: &str) -> Source {
@@ -74,7 +83,8 @@ fn dir(path: &str) -> Source {
 fn write_set(dir_path: &str) -> Result<()> {
     std::fs::create_dir_all(dir_path).map_err(|e| e.to_string())?;
     let thread = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
-    let rollout = format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T03-00-00-{thread}.jsonl");
+    let rollout =
+        format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T03-00-00-{thread}.jsonl");
     let mut sets: Vec<(&str, Vec<Source>, Option<Harness>)> = Vec::new();
     sets.push((
         "small",
@@ -82,10 +92,16 @@ fn write_set(dir_path: &str) -> Result<()> {
             dir("workspace"),
             file("workspace/README.md", b"# sample workspace\n".to_vec()),
             dir("workspace/src"),
-            file("workspace/src/main.rs", b"fn main() {\n    println!(\"hello\");\n}\n".to_vec()),
+            file(
+                "workspace/src/main.rs",
+                b"fn main() {\n    println!(\"hello\");\n}\n".to_vec(),
+            ),
             file("workspace/src/data.bin", Noise::bytes(1, 70_000)),
             file("workspace/empty.txt", Vec::new()),
-            Source::Symlink { path: "workspace/main".into(), target: "src/main.rs".into() },
+            Source::Symlink {
+                path: "workspace/main".into(),
+                target: "src/main.rs".into(),
+            },
         ],
         None,
     ));
@@ -93,7 +109,10 @@ fn write_set(dir_path: &str) -> Result<()> {
         "harness",
         vec![
             dir("workspace"),
-            file("workspace/notes.md", b"notes for the next sandbox\n".to_vec()),
+            file(
+                "workspace/notes.md",
+                b"notes for the next sandbox\n".to_vec(),
+            ),
             dir("harness"),
             dir("harness/codex"),
             dir("harness/codex/sessions"),
@@ -111,7 +130,10 @@ fn write_set(dir_path: &str) -> Result<()> {
     ));
     let mut many = vec![dir("workspace")];
     for i in 0..300 {
-        many.push(file(&format!("workspace/f{i:04}.txt"), format!("file {i}\n").into_bytes()));
+        many.push(file(
+            &format!("workspace/f{i:04}.txt"),
+            format!("file {i}\n").into_bytes(),
+        ));
     }
     sets.push(("many", many, None));
     sets.push((
@@ -126,24 +148,37 @@ fn write_set(dir_path: &str) -> Result<()> {
     ));
     let mut index = serde_json::Map::new();
     for (name, sources, harness) in sets {
-        let built = build(&sources, harness, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
+        let built =
+            build(&sources, harness, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
         let path = format!("{dir_path}/{name}.pkt");
         std::fs::write(&path, &built.bytes).map_err(|e| format!("{path}: {e}"))?;
-        index.insert(name.into(), describe(&built.bytes, &built.manifest, built.digest)?);
+        index.insert(
+            name.into(),
+            describe(&built.bytes, &built.manifest, built.digest)?,
+        );
     }
     let out = format!("{dir_path}/index.json");
-    std::fs::write(&out, serde_json::to_vec(&index).map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+    std::fs::write(&out, serde_json::to_vec(&index).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
 }
 
 /// Where everything is in a packet, found by the reader.
 fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_json::Value> {
-    let mut r = Reader::new(ReaderOptions { expected_digest: Some(digest), ..Default::default() });
+    let mut r = Reader::new(ReaderOptions {
+        expected_digest: Some(digest),
+        ..Default::default()
+    });
     let mut starts = Vec::new();
     let mut input = bytes;
     while !input.is_empty() {
         let (used, event) = r.feed(input).map_err(|e| e.to_string())?;
         input = &input[used..];
-        if let Some(Event::MemberStart { index, header_offset, data_offset }) = event {
+        if let Some(Event::MemberStart {
+            index,
+            header_offset,
+            data_offset,
+        }) = event
+        {
             starts.push((index, header_offset, data_offset));
         }
     }
@@ -182,7 +217,11 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
         specs.push((format!("workspace/small/{i:05}.bin"), MIB, 10 + i));
     }
     let mut buf = vec![0u8; MIB as usize];
-    let mut entries = vec![Entry::dir("workspace"), Entry::dir("workspace/big"), Entry::dir("workspace/small")];
+    let mut entries = vec![
+        Entry::dir("workspace"),
+        Entry::dir("workspace/big"),
+        Entry::dir("workspace/small"),
+    ];
     for (p, size, seed) in &specs {
         let mut noise = Noise(*seed);
         let mut h = Hasher::new();
@@ -195,8 +234,12 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
         }
         entries.push(Entry::file(p.clone(), *size, h.finish(), false));
     }
-    let manifest = Manifest::build(entries, None, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
-    let mut out = BufWriter::with_capacity(MIB as usize, File::create(path).map_err(|e| format!("{path}: {e}"))?);
+    let manifest =
+        Manifest::build(entries, None, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
+    let mut out = BufWriter::with_capacity(
+        MIB as usize,
+        File::create(path).map_err(|e| format!("{path}: {e}"))?,
+    );
     let mut writer = Writer::new(&manifest);
     let mut packet = Hasher::new();
     loop {
@@ -207,7 +250,10 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
             }
             Step::Body { index, .. } => {
                 let entry = &manifest.members[index];
-                let (_, _, seed) = specs.iter().find(|(p, _, _)| *p == entry.path).ok_or("lost a file")?;
+                let (_, _, seed) = specs
+                    .iter()
+                    .find(|(p, _, _)| *p == entry.path)
+                    .ok_or("lost a file")?;
                 let mut noise = Noise(*seed);
                 let mut left = entry.size;
                 while left > 0 {
@@ -229,11 +275,26 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
 
 fn verify(path: &str, digest: Option<&String>) -> Result<()> {
     let mut bytes = Vec::new();
-    File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(|e| format!("{path}: {e}"))?;
-    let expected = digest.map(|d| d.parse::<Digest>()).transpose().map_err(|e| e.to_string())?;
-    let result = match reader::verify(&bytes, ReaderOptions { expected_digest: expected, ..Default::default() }) {
-        Ok((_, v)) => serde_json::json!({ "ok": true, "digest": v.digest.map(|d| d.to_string()), "size": v.size }),
-        Err(e) => serde_json::json!({ "ok": false, "code": e.code().as_str(), "path": e.path(), "offset": e.offset() }),
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| format!("{path}: {e}"))?;
+    let expected = digest
+        .map(|d| d.parse::<Digest>())
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let result = match reader::verify(
+        &bytes,
+        ReaderOptions {
+            expected_digest: expected,
+            ..Default::default()
+        },
+    ) {
+        Ok((_, v)) => {
+            serde_json::json!({ "ok": true, "digest": v.digest.map(|d| d.to_string()), "size": v.size })
+        }
+        Err(e) => {
+            serde_json::json!({ "ok": false, "code": e.code().as_str(), "path": e.path(), "offset": e.offset() })
+        }
     };
     println!("{result}");
     Ok(())

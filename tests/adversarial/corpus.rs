@@ -24,6 +24,7 @@ pub const PACKETS: &[&[u8]] = &[
     include_bytes!("packets/pax-repeated-path.packet"),
     include_bytes!("packets/pax-size-desync.packet"),
     include_bytes!("packets/pax-size-only.packet"),
+    include_bytes!("packets/pax-size-tarmageddon.packet"),
     include_bytes!("packets/pax-mtime.packet"),
     include_bytes!("packets/pax-unneeded.packet"),
     include_bytes!("packets/pax-path-and-name.packet"),
@@ -207,5 +208,6 @@ pub const PACKETS: &[&[u8]] = &[
     include_bytes!("packets/accept-base.packet"),
     include_bytes!("packets/accept-long-paths.packet"),
     include_bytes!("packets/accept-block-sizes.packet"),
+    include_bytes!("packets/accept-staging-lookalike.packet"),
     include_bytes!("packets/accept-harness.packet"),
 ];

@@ -108,7 +108,7 @@ export async function startEdge(vars = {}) {
     const r = run(WRANGLER, ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql]);
     return JSON.parse(r.stdout)[0].results;
   };
-  return { url, state, stop, r2Has, d1, log: () => log };
+  return { url, state, stop, r2Has, d1, pid: child.pid, log: () => log };
 }
 
 /**

@@ -55,7 +55,8 @@ async fn assets(req: Request, env: &Env) -> worker::Result<Response> {
 fn authorize(req: &Request, env: &Env, config: &Config, route: &Route) -> Result<(), Problem> {
     // The preflight and the server's settings (GET /v1) are always public.
     let needs_token = route.is_write()
-        || (config.read_access == ReadAccess::Token && !matches!(route, Route::Preflight | Route::Info));
+        || (config.read_access == ReadAccess::Token
+            && !matches!(route, Route::Preflight | Route::Info));
     if !needs_token {
         return Ok(());
     }
@@ -64,22 +65,44 @@ fn authorize(req: &Request, env: &Env, config: &Config, route: &Route) -> Result
     auth::check(header.as_deref(), secret.as_deref())
 }
 
-async fn dispatch(route: Route, mut req: Request, env: &Env, config: &Config, url: &worker::Url) -> Answer {
-    let bucket = || env.bucket(BUCKET).map_err(|e| Problem::internal(format!("the R2 binding {BUCKET}: {e}")));
-    let db = || env.d1(DATABASE).map_err(|e| Problem::internal(format!("the D1 binding {DATABASE}: {e}")));
+async fn dispatch(
+    route: Route,
+    mut req: Request,
+    env: &Env,
+    config: &Config,
+    url: &worker::Url,
+) -> Answer {
+    let bucket = || {
+        env.bucket(BUCKET)
+            .map_err(|e| Problem::internal(format!("the R2 binding {BUCKET}: {e}")))
+    };
+    let db = || {
+        env.d1(DATABASE)
+            .map_err(|e| Problem::internal(format!("the D1 binding {DATABASE}: {e}")))
+    };
     let query = Query::new(url);
     match route {
-        Route::Preflight => Response::empty().map(|r| r.with_status(204)).map_err(internal),
+        Route::Preflight => Response::empty()
+            .map(|r| r.with_status(204))
+            .map_err(internal),
         Route::Info => info(config),
         Route::ListPackets => list_packets(&db()?, &query).await,
-        Route::UploadPacket(digest) => upload_packet(&mut req, &bucket()?, &db()?, config, digest, &query).await,
-        Route::GetPacket { digest, head } => get_packet(&req, &bucket()?, &db()?, digest, head).await,
+        Route::UploadPacket(digest) => {
+            upload_packet(&mut req, &bucket()?, &db()?, config, digest, &query).await
+        }
+        Route::GetPacket { digest, head } => {
+            get_packet(&req, &bucket()?, &db()?, digest, head).await
+        }
         Route::DeletePacket(digest) => delete_packet(&bucket()?, &db()?, digest).await,
         Route::GetManifest(digest) => get_manifest(&bucket()?, &db()?, digest).await,
-        Route::GetMember { digest, path, head } => get_member(&req, &bucket()?, &db()?, digest, &path, head).await,
+        Route::GetMember { digest, path, head } => {
+            get_member(&req, &bucket()?, &db()?, digest, &path, head).await
+        }
         Route::CreateUpload => create_upload(&mut req, &bucket()?, &db()?, config).await,
         Route::GetUpload(id) => get_upload(&db()?, &id).await,
-        Route::UploadPart { id, number } => upload_part(&req, &bucket()?, &db()?, &id, number).await,
+        Route::UploadPart { id, number } => {
+            upload_part(&req, &bucket()?, &db()?, &id, number).await
+        }
         Route::CompleteUpload(id) => complete_upload(&bucket()?, &db()?, config, &id).await,
         Route::AbortUpload(id) => abort_upload(&bucket()?, &db()?, &id).await,
         Route::ListRefs => list_refs(&db()?, &query).await,
@@ -107,12 +130,16 @@ fn problem_response(p: &Problem) -> worker::Result<Response> {
     if p.status == 401 {
         headers.set("www-authenticate", "Bearer realm=\"pillbox\"")?;
     }
-    Ok(Response::from_bytes(p.to_json().into_bytes())?.with_status(p.status).with_headers(headers))
+    Ok(Response::from_bytes(p.to_json().into_bytes())?
+        .with_status(p.status)
+        .with_headers(headers))
 }
 
 fn json_response(status: u16, value: &serde_json::Value) -> Answer {
     let headers = Headers::new();
-    headers.set("content-type", "application/json").map_err(internal)?;
+    headers
+        .set("content-type", "application/json")
+        .map_err(internal)?;
     headers.set("cache-control", "no-store").map_err(internal)?;
     Ok(Response::from_bytes(value.to_string().into_bytes())
         .map_err(internal)?
@@ -127,7 +154,10 @@ fn with_cors(response: Response, config: &Config) -> worker::Result<Response> {
         headers.append(&k, &v)?;
     }
     headers.set("access-control-allow-origin", &config.cors_origin)?;
-    headers.set("access-control-allow-methods", "GET, HEAD, PUT, POST, DELETE, OPTIONS")?;
+    headers.set(
+        "access-control-allow-methods",
+        "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+    )?;
     headers.set(
         "access-control-allow-headers",
         "Authorization, Content-Type, If-Match, If-None-Match, Range",
@@ -163,15 +193,26 @@ struct Query(Vec<(String, String)>);
 
 impl Query {
     fn new(url: &worker::Url) -> Query {
-        Query(url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+        Query(
+            url.query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     fn all(&self, key: &str) -> Vec<String> {
-        self.0.iter().filter(|(k, _)| k == key).map(|(_, v)| v.clone()).collect()
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     fn limit(&self) -> Result<u32, Problem> {
@@ -179,21 +220,34 @@ impl Query {
             None => Ok(DEFAULT_PAGE),
             Some(v) => match v.parse::<u32>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
-                _ => Err(Problem::bad_request("limit_invalid", format!("limit is an integer from 1 to {MAX_PAGE}"))),
+                _ => Err(Problem::bad_request(
+                    "limit_invalid",
+                    format!("limit is an integer from 1 to {MAX_PAGE}"),
+                )),
             },
         }
     }
 
     fn cursor_number(&self) -> Result<Option<u64>, Problem> {
         self.get("cursor")
-            .map(|c| c.parse::<u64>().map_err(|_| Problem::bad_request("cursor_invalid", "pass back the next_cursor of the previous page unchanged")))
+            .map(|c| {
+                c.parse::<u64>().map_err(|_| {
+                    Problem::bad_request(
+                        "cursor_invalid",
+                        "pass back the next_cursor of the previous page unchanged",
+                    )
+                })
+            })
             .transpose()
     }
 }
 
 fn labels_of(list: Vec<String>) -> Result<Vec<String>, Problem> {
     if list.len() > 32 {
-        return Err(Problem::bad_request("label_invalid", "at most 32 labels per packet upload"));
+        return Err(Problem::bad_request(
+            "label_invalid",
+            "at most 32 labels per packet upload",
+        ));
     }
     for l in &list {
         check_label(l)?;
@@ -244,7 +298,10 @@ fn too_large_packet(size: u64, config: &Config) -> Option<Problem> {
     (size > config.limits.max_packet_bytes).then(|| {
         Problem::too_large(
             packet_core::ErrorCode::LimitSize.as_str(),
-            format!("the packet is {size} bytes, this server accepts at most {}", config.limits.max_packet_bytes),
+            format!(
+                "the packet is {size} bytes, this server accepts at most {}",
+                config.limits.max_packet_bytes
+            ),
             packet_core::ErrorCode::LimitSize.advice(),
         )
     })
@@ -279,10 +336,19 @@ fn info(config: &Config) -> Answer {
     )
 }
 
-async fn upload_packet(req: &mut Request, bucket: &Bucket, db: &D1Database, config: &Config, digest: Digest, query: &Query) -> Answer {
+async fn upload_packet(
+    req: &mut Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    config: &Config,
+    digest: Digest,
+    query: &Query,
+) -> Answer {
     let labels = labels_of(query.all("label"))?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
-        index::add_labels(db, &digest, &labels).await.map_err(internal)?;
+        index::add_labels(db, &digest, &labels)
+            .await
+            .map_err(internal)?;
         let mut body = packet_json(&row);
         body["created"] = json!(false);
         body["created_at"] = json!(row.created);
@@ -295,15 +361,30 @@ async fn upload_packet(req: &mut Request, bucket: &Bucket, db: &D1Database, conf
     if size > config.max_single_upload_bytes {
         return Err(Problem::too_large(
             "upload_too_large",
-            format!("a single upload takes at most {} bytes, this one is {size}", config.max_single_upload_bytes),
+            format!(
+                "a single upload takes at most {} bytes, this one is {size}",
+                config.max_single_upload_bytes
+            ),
             "upload it in parts: POST /v1/uploads (see docs/worker.md)",
         ));
     }
-    let body = req.inner().body().ok_or_else(|| Problem::bad_request("body_invalid", "the upload has no body"))?;
-    let indexed = store::verify_into_bucket(bucket, body, size, digest, config.limits, config.packet_hasher)
+    let body = req
+        .inner()
+        .body()
+        .ok_or_else(|| Problem::bad_request("body_invalid", "the upload has no body"))?;
+    let indexed = store::verify_into_bucket(
+        bucket,
+        body,
+        size,
+        digest,
+        config.limits,
+        config.packet_hasher,
+    )
+    .await
+    .map_err(refusal)?;
+    index::insert_packet(db, &indexed, &labels)
         .await
-        .map_err(refusal)?;
-    index::insert_packet(db, &indexed, &labels).await.map_err(internal)?;
+        .map_err(internal)?;
     stored_response(db, &digest).await
 }
 
@@ -320,7 +401,13 @@ async fn stored_response(db: &D1Database, digest: &Digest) -> Answer {
     Ok(response)
 }
 
-async fn get_packet(req: &Request, bucket: &Bucket, db: &D1Database, digest: Digest, head: bool) -> Answer {
+async fn get_packet(
+    req: &Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    digest: Digest,
+    head: bool,
+) -> Answer {
     let row = indexed_packet(db, &digest).await?;
     let tag = etag(&row.digest);
     let headers = Headers::new();
@@ -331,7 +418,10 @@ async fn get_packet(req: &Request, bucket: &Bucket, db: &D1Database, digest: Dig
     set("content-type", PACKET_TYPE)?;
     if let Some(inm) = header(req, "if-none-match") {
         if inm.split(',').any(|t| t.trim() == tag || t.trim() == "*") {
-            return Ok(Response::empty().map_err(internal)?.with_status(304).with_headers(headers));
+            return Ok(Response::empty()
+                .map_err(internal)?
+                .with_status(304)
+                .with_headers(headers));
         }
     }
     let answer = range::answer(header(req, "range").as_deref(), row.size);
@@ -342,37 +432,58 @@ async fn get_packet(req: &Request, bucket: &Bucket, db: &D1Database, digest: Dig
         RangeAnswer::Full => 200,
         RangeAnswer::Partial { .. } => 206,
         RangeAnswer::Unsatisfiable => {
-            let p = Problem::new(416, "range_not_satisfiable", format!("the packet has {} bytes", row.size), "ask for bytes inside the packet");
+            let p = Problem::new(
+                416,
+                "range_not_satisfiable",
+                format!("the packet has {} bytes", row.size),
+                "ask for bytes inside the packet",
+            );
             let mut r = problem_response(&p).map_err(internal)?;
-            r.headers_mut().set("content-range", &format!("bytes */{}", row.size)).map_err(internal)?;
+            r.headers_mut()
+                .set("content-range", &format!("bytes */{}", row.size))
+                .map_err(internal)?;
             return Ok(r);
         }
     };
     set("content-length", &answer.length(row.size).to_string())?;
     if head {
-        return Ok(Response::empty().map_err(internal)?.with_status(status).with_headers(headers));
+        return Ok(Response::empty()
+            .map_err(internal)?
+            .with_status(status)
+            .with_headers(headers));
     }
     let key = store::packet_key(&digest);
     let get = bucket.get(key);
     let get = match answer {
-        RangeAnswer::Partial { start, end } => get.range(Range::OffsetWithLength { offset: start, length: end - start + 1 }),
+        RangeAnswer::Partial { start, end } => get.range(Range::OffsetWithLength {
+            offset: start,
+            length: end - start + 1,
+        }),
         _ => get,
     };
-    let object = get
-        .execute()
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| Problem::internal(format!("packet {digest} is indexed but its bytes are missing from R2")))?;
+    let object = get.execute().await.map_err(internal)?.ok_or_else(|| {
+        Problem::internal(format!(
+            "packet {digest} is indexed but its bytes are missing from R2"
+        ))
+    })?;
     let body = object
         .body()
         .ok_or_else(|| Problem::internal("R2 returned no body"))?
         .response_body()
         .map_err(internal)?;
-    Ok(Response::from_body(body).map_err(internal)?.with_status(status).with_headers(headers))
+    Ok(Response::from_body(body)
+        .map_err(internal)?
+        .with_status(status)
+        .with_headers(headers))
 }
 
 /// Reads `length` bytes at `offset` of a stored packet.
-async fn read_range(bucket: &Bucket, digest: &Digest, offset: u64, length: u64) -> Result<ResponseBody, Problem> {
+async fn read_range(
+    bucket: &Bucket,
+    digest: &Digest,
+    offset: u64,
+    length: u64,
+) -> Result<ResponseBody, Problem> {
     if length == 0 {
         return Ok(ResponseBody::Empty);
     }
@@ -382,7 +493,11 @@ async fn read_range(bucket: &Bucket, digest: &Digest, offset: u64, length: u64) 
         .execute()
         .await
         .map_err(internal)?
-        .ok_or_else(|| Problem::internal(format!("packet {digest} is indexed but its bytes are missing from R2")))?;
+        .ok_or_else(|| {
+            Problem::internal(format!(
+                "packet {digest} is indexed but its bytes are missing from R2"
+            ))
+        })?;
     object
         .body()
         .ok_or_else(|| Problem::internal("R2 returned no body"))?
@@ -399,10 +514,19 @@ async fn get_manifest(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answe
     set("cache-control", IMMUTABLE)?;
     set("etag", &etag(&format!("{}/manifest", row.digest)))?;
     set("content-length", &row.manifest_size.to_string())?;
-    Ok(Response::from_body(body).map_err(internal)?.with_headers(headers))
+    Ok(Response::from_body(body)
+        .map_err(internal)?
+        .with_headers(headers))
 }
 
-async fn get_member(req: &Request, bucket: &Bucket, db: &D1Database, digest: Digest, path: &str, head: bool) -> Answer {
+async fn get_member(
+    req: &Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    digest: Digest,
+    path: &str,
+    head: bool,
+) -> Answer {
     indexed_packet(db, &digest).await?;
     let member = index::member(db, &digest, path)
         .await
@@ -432,9 +556,16 @@ async fn get_member(req: &Request, bucket: &Bucket, db: &D1Database, digest: Dig
         RangeAnswer::Full => (200, member.data_offset, member.size),
         RangeAnswer::Partial { start, end } => (206, member.data_offset + start, end - start + 1),
         RangeAnswer::Unsatisfiable => {
-            let mut r = problem_response(&Problem::new(416, "range_not_satisfiable", format!("the member has {} bytes", member.size), "ask for bytes inside the member"))
+            let mut r = problem_response(&Problem::new(
+                416,
+                "range_not_satisfiable",
+                format!("the member has {} bytes", member.size),
+                "ask for bytes inside the member",
+            ))
+            .map_err(internal)?;
+            r.headers_mut()
+                .set("content-range", &format!("bytes */{}", member.size))
                 .map_err(internal)?;
-            r.headers_mut().set("content-range", &format!("bytes */{}", member.size)).map_err(internal)?;
             return Ok(r);
         }
     };
@@ -443,10 +574,16 @@ async fn get_member(req: &Request, bucket: &Bucket, db: &D1Database, digest: Dig
     }
     set("content-length", &length.to_string())?;
     if head {
-        return Ok(Response::empty().map_err(internal)?.with_status(status).with_headers(headers));
+        return Ok(Response::empty()
+            .map_err(internal)?
+            .with_status(status)
+            .with_headers(headers));
     }
     let body = read_range(bucket, &digest, offset, length).await?;
-    Ok(Response::from_body(body).map_err(internal)?.with_status(status).with_headers(headers))
+    Ok(Response::from_body(body)
+        .map_err(internal)?
+        .with_status(status)
+        .with_headers(headers))
 }
 
 async fn delete_packet(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
@@ -459,8 +596,13 @@ async fn delete_packet(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answ
             "move or delete those refs first",
         ));
     }
-    bucket.delete(store::packet_key(&digest)).await.map_err(internal)?;
-    Response::empty().map(|r| r.with_status(204)).map_err(internal)
+    bucket
+        .delete(store::packet_key(&digest))
+        .await
+        .map_err(internal)?;
+    Response::empty()
+        .map(|r| r.with_status(204))
+        .map_err(internal)
 }
 
 async fn list_packets(db: &D1Database, query: &Query) -> Answer {
@@ -471,7 +613,10 @@ async fn list_packets(db: &D1Database, query: &Query) -> Answer {
     let harness = query.get("harness").map(str::to_string);
     if let Some(h) = &harness {
         if h != "codex" && h != "claude" {
-            return Err(Problem::bad_request("harness_invalid", "harness is codex or claude"));
+            return Err(Problem::bad_request(
+                "harness_invalid",
+                "harness is codex or claude",
+            ));
         }
     }
     let filter = ListFilter {
@@ -495,15 +640,31 @@ async fn search(db: &D1Database, query: &Query) -> Answer {
     let key = match (query.get("path"), query.get("sha256")) {
         (Some(p), None) if !p.is_empty() => SearchKey::Path(p.to_string()),
         (None, Some(s)) => {
-            let digest = if s.starts_with("sha256:") { s.to_string() } else { format!("sha256:{s}") };
-            let d = digest.parse::<Digest>().map_err(Problem::from_packet_error_400)?;
+            let digest = if s.starts_with("sha256:") {
+                s.to_string()
+            } else {
+                format!("sha256:{s}")
+            };
+            let d = digest
+                .parse::<Digest>()
+                .map_err(Problem::from_packet_error_400)?;
             SearchKey::Sha256(d.hex().to_string())
         }
-        _ => return Err(Problem::bad_request("search_invalid", "give exactly one of path= or sha256=")),
+        _ => {
+            return Err(Problem::bad_request(
+                "search_invalid",
+                "give exactly one of path= or sha256=",
+            ))
+        }
     };
-    let (rows, next) = index::search(db, &key, query.cursor_number()?.unwrap_or(0), query.limit()?)
-        .await
-        .map_err(internal)?;
+    let (rows, next) = index::search(
+        db,
+        &key,
+        query.cursor_number()?.unwrap_or(0),
+        query.limit()?,
+    )
+    .await
+    .map_err(internal)?;
     json_response(
         200,
         &json!({
@@ -533,11 +694,23 @@ struct CreateUpload {
 }
 
 async fn read_json<T: for<'de> Deserialize<'de>>(req: &mut Request) -> Result<T, Problem> {
-    let bytes = req.bytes().await.map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
+    let bytes = req
+        .bytes()
+        .await
+        .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
     if bytes.len() > 64 * 1024 {
-        return Err(Problem::too_large("body_too_large", "a JSON body is at most 64 KiB", "send a smaller body"));
+        return Err(Problem::too_large(
+            "body_too_large",
+            "a JSON body is at most 64 KiB",
+            "send a smaller body",
+        ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| Problem::bad_request("body_invalid", format!("the JSON body does not match the API: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::bad_request(
+            "body_invalid",
+            format!("the JSON body does not match the API: {e}"),
+        )
+    })
 }
 
 fn upload_json(row: &index::UploadRow, plan: &Plan, parts: &[index::PartRow]) -> serde_json::Value {
@@ -554,12 +727,22 @@ fn upload_json(row: &index::UploadRow, plan: &Plan, parts: &[index::PartRow]) ->
     })
 }
 
-async fn create_upload(req: &mut Request, bucket: &Bucket, db: &D1Database, config: &Config) -> Answer {
+async fn create_upload(
+    req: &mut Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    config: &Config,
+) -> Answer {
     let body: CreateUpload = read_json(req).await?;
-    let digest = body.digest.parse::<Digest>().map_err(Problem::from_packet_error_400)?;
+    let digest = body
+        .digest
+        .parse::<Digest>()
+        .map_err(Problem::from_packet_error_400)?;
     let labels = labels_of(body.labels)?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
-        index::add_labels(db, &digest, &labels).await.map_err(internal)?;
+        index::add_labels(db, &digest, &labels)
+            .await
+            .map_err(internal)?;
         let mut out = packet_json(&row);
         out["created_at"] = out["created"].take();
         out["created"] = json!(false);
@@ -568,7 +751,12 @@ async fn create_upload(req: &mut Request, bucket: &Bucket, db: &D1Database, conf
     if let Some(p) = too_large_packet(body.size, config) {
         return Err(p);
     }
-    let plan = Plan::new(body.size, body.part_size, config.default_part_size, config.max_part_size())?;
+    let plan = Plan::new(
+        body.size,
+        body.part_size,
+        config.default_part_size,
+        config.max_part_size(),
+    )?;
     let id = index::new_upload_id(db).await.map_err(internal)?;
     let upload = bucket
         .create_multipart_upload(store::staging_key(&id))
@@ -585,7 +773,10 @@ async fn create_upload(req: &mut Request, bucket: &Bucket, db: &D1Database, conf
     };
     index::insert_upload(db, &row).await.map_err(internal)?;
     let mut response = json_response(201, &upload_json(&row, &plan, &[]))?;
-    response.headers_mut().set("location", &format!("/v1/uploads/{id}")).map_err(internal)?;
+    response
+        .headers_mut()
+        .set("location", &format!("/v1/uploads/{id}"))
+        .map_err(internal)?;
     Ok(response)
 }
 
@@ -593,8 +784,15 @@ async fn upload_and_plan(db: &D1Database, id: &str) -> Result<(index::UploadRow,
     let row = index::upload(db, id)
         .await
         .map_err(internal)?
-        .ok_or_else(|| Problem::not_found(format!("no upload {id} is in progress (finished, aborted or never created)")))?;
-    let plan = Plan { size: row.size, part_size: row.part_size };
+        .ok_or_else(|| {
+            Problem::not_found(format!(
+                "no upload {id} is in progress (finished, aborted or never created)"
+            ))
+        })?;
+    let plan = Plan {
+        size: row.size,
+        part_size: row.part_size,
+    };
     Ok((row, plan))
 }
 
@@ -604,18 +802,34 @@ async fn get_upload(db: &D1Database, id: &str) -> Answer {
     json_response(200, &upload_json(&row, &plan, &parts))
 }
 
-async fn upload_part(req: &Request, bucket: &Bucket, db: &D1Database, id: &str, number: u16) -> Answer {
+async fn upload_part(
+    req: &Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    id: &str,
+    number: u16,
+) -> Answer {
     let (row, plan) = upload_and_plan(db, id).await?;
     let length = content_length(req)?;
     plan.check_part(number, length)?;
-    let body = req.inner().body().ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
+    let body = req
+        .inner()
+        .body()
+        .ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
     let upload = bucket
         .resume_multipart_upload(store::staging_key(id), &row.r2_upload_id)
         .map_err(internal)?;
     let part = upload.upload_part(number, body).await.map_err(internal)?;
-    let part = index::PartRow { number, etag: part.etag(), size: length };
+    let part = index::PartRow {
+        number,
+        etag: part.etag(),
+        size: length,
+    };
     index::put_part(db, id, &part).await.map_err(internal)?;
-    json_response(200, &json!({ "upload_id": id, "number": number, "size": length }))
+    json_response(
+        200,
+        &json!({ "upload_id": id, "number": number, "size": length }),
+    )
 }
 
 async fn abort_upload(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
@@ -624,20 +838,34 @@ async fn abort_upload(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         // Already completed or aborted uploads fail here; the staging object goes below.
         let _ = upload.abort().await;
     }
-    bucket.delete(store::staging_key(id)).await.map_err(internal)?;
+    bucket
+        .delete(store::staging_key(id))
+        .await
+        .map_err(internal)?;
     index::delete_upload(db, id).await.map_err(internal)?;
-    Response::empty().map(|r| r.with_status(204)).map_err(internal)
+    Response::empty()
+        .map(|r| r.with_status(204))
+        .map_err(internal)
 }
 
 async fn complete_upload(bucket: &Bucket, db: &D1Database, config: &Config, id: &str) -> Answer {
     let (row, plan) = upload_and_plan(db, id).await?;
-    let digest = row.digest.parse::<Digest>().map_err(Problem::from_packet_error_400)?;
+    let digest = row
+        .digest
+        .parse::<Digest>()
+        .map_err(Problem::from_packet_error_400)?;
     let labels: Vec<String> = serde_json::from_str(&row.labels).unwrap_or_default();
     let staging = store::staging_key(id);
-    if index::packet(db, &digest).await.map_err(internal)?.is_some() {
+    if index::packet(db, &digest)
+        .await
+        .map_err(internal)?
+        .is_some()
+    {
         // Another upload of the same packet finished first.
         abort_upload(bucket, db, id).await?;
-        index::add_labels(db, &digest, &labels).await.map_err(internal)?;
+        index::add_labels(db, &digest, &labels)
+            .await
+            .map_err(internal)?;
         let row = indexed_packet(db, &digest).await?;
         let mut out = packet_json(&row);
         out["created_at"] = out["created"].take();
@@ -660,8 +888,12 @@ async fn complete_upload(bucket: &Bucket, db: &D1Database, config: &Config, id: 
         _ => false,
     };
     if !assembled {
-        let upload = bucket.resume_multipart_upload(staging.clone(), &row.r2_upload_id).map_err(internal)?;
-        let uploaded = parts.iter().map(|p| worker::UploadedPart::new(p.number, p.etag.clone()));
+        let upload = bucket
+            .resume_multipart_upload(staging.clone(), &row.r2_upload_id)
+            .map_err(internal)?;
+        let uploaded = parts
+            .iter()
+            .map(|p| worker::UploadedPart::new(p.number, p.etag.clone()));
         upload.complete(uploaded).await.map_err(|e| {
             Problem::conflict(
                 "upload_not_assembled",
@@ -676,13 +908,28 @@ async fn complete_upload(bucket: &Bucket, db: &D1Database, config: &Config, id: 
         .await
         .map_err(internal)?
         .ok_or_else(|| Problem::internal("the assembled upload is missing"))?;
-    let source = match object.body().ok_or_else(|| Problem::internal("R2 returned no body"))?.response_body().map_err(internal)? {
+    let source = match object
+        .body()
+        .ok_or_else(|| Problem::internal("R2 returned no body"))?
+        .response_body()
+        .map_err(internal)?
+    {
         ResponseBody::Stream(stream) => stream,
         _ => return Err(Problem::internal("R2 returned no stream")),
     };
-    let result = store::verify_into_bucket(bucket, source, plan.size, digest, config.limits, config.packet_hasher).await;
+    let result = store::verify_into_bucket(
+        bucket,
+        source,
+        plan.size,
+        digest,
+        config.limits,
+        config.packet_hasher,
+    )
+    .await;
     let outcome = match result {
-        Ok(indexed) => index::insert_packet(db, &indexed, &labels).await.map_err(internal),
+        Ok(indexed) => index::insert_packet(db, &indexed, &labels)
+            .await
+            .map_err(internal),
         Err(e) => Err(refusal(e)),
     };
     if matches!(&outcome, Ok(()) | Err(Problem { status: 422, .. })) {
@@ -706,14 +953,19 @@ async fn get_ref(db: &D1Database, name: &str) -> Answer {
         .map_err(internal)?
         .ok_or_else(|| Problem::not_found(format!("no ref {name:?}")))?;
     let mut response = json_response(200, &ref_json(&row))?;
-    response.headers_mut().set("etag", &etag(&row.digest)).map_err(internal)?;
+    response
+        .headers_mut()
+        .set("etag", &etag(&row.digest))
+        .map_err(internal)?;
     Ok(response)
 }
 
 async fn list_refs(db: &D1Database, query: &Query) -> Answer {
     let prefix = query.get("prefix").unwrap_or("");
     let after = query.get("cursor").unwrap_or("");
-    let (rows, next) = index::list_refs(db, prefix, after, query.limit()?).await.map_err(internal)?;
+    let (rows, next) = index::list_refs(db, prefix, after, query.limit()?)
+        .await
+        .map_err(internal)?;
     json_response(
         200,
         &json!({ "refs": rows.iter().map(ref_json).collect::<Vec<_>>(), "next_cursor": next }),
@@ -727,7 +979,11 @@ struct PutRef {
 }
 
 async fn ref_conflict(db: &D1Database, name: &str, wanted: &str) -> Problem {
-    let current = index::get_ref(db, name).await.ok().flatten().map(|r| r.digest);
+    let current = index::get_ref(db, name)
+        .await
+        .ok()
+        .flatten()
+        .map(|r| r.digest);
     let mut p = Problem::conflict(
         "ref_conflict",
         match &current {
@@ -744,16 +1000,34 @@ async fn put_ref(req: &mut Request, db: &D1Database, name: &str) -> Answer {
     let if_match = header(req, "if-match");
     let if_none_match = header(req, "if-none-match");
     let body: PutRef = read_json(req).await?;
-    let digest = body.digest.parse::<Digest>().map_err(Problem::from_packet_error_400)?;
-    if index::packet(db, &digest).await.map_err(internal)?.is_none() {
-        return Err(Problem::not_found(format!("no packet {digest} is stored: upload it before naming it")));
+    let digest = body
+        .digest
+        .parse::<Digest>()
+        .map_err(Problem::from_packet_error_400)?;
+    if index::packet(db, &digest)
+        .await
+        .map_err(internal)?
+        .is_none()
+    {
+        return Err(Problem::not_found(format!(
+            "no packet {digest} is stored: upload it before naming it"
+        )));
     }
     match (if_match, if_none_match) {
-        (Some(_), Some(_)) => Err(Problem::bad_request("precondition_invalid", "send If-Match or If-None-Match, not both")),
+        (Some(_), Some(_)) => Err(Problem::bad_request(
+            "precondition_invalid",
+            "send If-Match or If-None-Match, not both",
+        )),
         (Some(expected), None) => {
             let expected = condition_digest(&expected)?;
-            if index::swap_ref(db, name, &expected, &digest).await.map_err(internal)? {
-                let row = index::get_ref(db, name).await.map_err(internal)?.ok_or_else(|| Problem::internal("ref vanished"))?;
+            if index::swap_ref(db, name, &expected, &digest)
+                .await
+                .map_err(internal)?
+            {
+                let row = index::get_ref(db, name)
+                    .await
+                    .map_err(internal)?
+                    .ok_or_else(|| Problem::internal("ref vanished"))?;
                 let mut out = ref_json(&row);
                 out["previous"] = json!(expected.to_string());
                 json_response(200, &out)
@@ -764,11 +1038,20 @@ async fn put_ref(req: &mut Request, db: &D1Database, name: &str) -> Answer {
         (None, inm) => {
             if let Some(v) = inm {
                 if v.trim() != "*" {
-                    return Err(Problem::bad_request("precondition_invalid", "If-None-Match on a ref must be *"));
+                    return Err(Problem::bad_request(
+                        "precondition_invalid",
+                        "If-None-Match on a ref must be *",
+                    ));
                 }
             }
-            if index::create_ref(db, name, &digest).await.map_err(internal)? {
-                let row = index::get_ref(db, name).await.map_err(internal)?.ok_or_else(|| Problem::internal("ref vanished"))?;
+            if index::create_ref(db, name, &digest)
+                .await
+                .map_err(internal)?
+            {
+                let row = index::get_ref(db, name)
+                    .await
+                    .map_err(internal)?
+                    .ok_or_else(|| Problem::internal("ref vanished"))?;
                 let mut out = ref_json(&row);
                 out["previous"] = serde_json::Value::Null;
                 json_response(201, &out)
@@ -780,9 +1063,16 @@ async fn put_ref(req: &mut Request, db: &D1Database, name: &str) -> Answer {
 }
 
 async fn delete_ref(req: &Request, db: &D1Database, name: &str) -> Answer {
-    let expected = header(req, "if-match").map(|v| condition_digest(&v)).transpose()?;
-    if index::delete_ref(db, name, expected.as_ref()).await.map_err(internal)? {
-        return Response::empty().map(|r| r.with_status(204)).map_err(internal);
+    let expected = header(req, "if-match")
+        .map(|v| condition_digest(&v))
+        .transpose()?;
+    if index::delete_ref(db, name, expected.as_ref())
+        .await
+        .map_err(internal)?
+    {
+        return Response::empty()
+            .map(|r| r.with_status(204))
+            .map_err(internal);
     }
     match (index::get_ref(db, name).await.map_err(internal)?, expected) {
         (None, _) => Err(Problem::not_found(format!("no ref {name:?}"))),

@@ -60,7 +60,10 @@ fn bearer(header: &str) -> Option<&str> {
 /// Equality whose running time depends on neither input's length or bytes.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let (x, y) = (Digest::of(a).0, Digest::of(b).0);
-    x.iter().zip(y.iter()).fold(0u8, |acc, (p, q)| acc | (p ^ q)) == 0
+    x.iter()
+        .zip(y.iter())
+        .fold(0u8, |acc, (p, q)| acc | (p ^ q))
+        == 0
 }
 
 #[cfg(test)]
@@ -70,14 +73,30 @@ mod tests {
     #[test]
     fn missing_or_malformed_header_is_401() {
         assert_eq!(check(None, Some("s3cret")).unwrap_err().status, 401);
-        assert_eq!(check(Some("Basic abc"), Some("s3cret")).unwrap_err().status, 401);
-        assert_eq!(check(Some("Bearer "), Some("s3cret")).unwrap_err().status, 401);
+        assert_eq!(
+            check(Some("Basic abc"), Some("s3cret")).unwrap_err().status,
+            401
+        );
+        assert_eq!(
+            check(Some("Bearer "), Some("s3cret")).unwrap_err().status,
+            401
+        );
     }
 
     #[test]
     fn wrong_token_is_403_and_right_token_passes() {
-        assert_eq!(check(Some("Bearer nope"), Some("s3cret")).unwrap_err().status, 403);
-        assert_eq!(check(Some("Bearer s3cre"), Some("s3cret")).unwrap_err().status, 403);
+        assert_eq!(
+            check(Some("Bearer nope"), Some("s3cret"))
+                .unwrap_err()
+                .status,
+            403
+        );
+        assert_eq!(
+            check(Some("Bearer s3cre"), Some("s3cret"))
+                .unwrap_err()
+                .status,
+            403
+        );
         assert!(check(Some("Bearer s3cret"), Some("s3cret")).is_ok());
         assert!(check(Some("bearer  s3cret "), Some("s3cret")).is_ok());
     }

@@ -53,7 +53,9 @@ impl Config {
             max_single_upload_bytes,
             default_part_size,
             read_access: ReadAccess::parse(var("READ_ACCESS").as_deref()),
-            cors_origin: var("CORS_ORIGIN").filter(|v| !v.trim().is_empty()).unwrap_or_else(|| "*".into()),
+            cors_origin: var("CORS_ORIGIN")
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or_else(|| "*".into()),
             packet_hasher: match var("PACKET_HASHER").as_deref().map(str::trim) {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,

@@ -80,7 +80,8 @@ impl PacketRow {
     }
 }
 
-const PACKET_COLUMNS: &str = "p.seq, p.digest, p.size, p.member_count, p.file_bytes, p.harness_kind, p.thread_id, p.model, \
+const PACKET_COLUMNS: &str =
+    "p.seq, p.digest, p.size, p.member_count, p.file_bytes, p.harness_kind, p.thread_id, p.model, \
      p.manifest_offset, p.manifest_size, p.created, \
      (SELECT group_concat(l.label, char(10)) FROM labels l WHERE l.digest = p.digest) AS labels";
 
@@ -111,10 +112,12 @@ pub struct MemberRow {
 
 /// The indexed packet with this digest.
 pub async fn packet(db: &D1Database, digest: &Digest) -> Result<Option<PacketRow>> {
-    db.prepare(format!("SELECT {PACKET_COLUMNS} FROM packets p WHERE p.digest = ?1"))
-        .bind(&[text(&digest.to_string())])?
-        .first::<PacketRow>(None)
-        .await
+    db.prepare(format!(
+        "SELECT {PACKET_COLUMNS} FROM packets p WHERE p.digest = ?1"
+    ))
+    .bind(&[text(&digest.to_string())])?
+    .first::<PacketRow>(None)
+    .await
 }
 
 /// Adds labels to an indexed packet (existing ones are kept).
@@ -126,7 +129,11 @@ pub async fn add_labels(db: &D1Database, digest: &Digest, labels: &[String]) -> 
     db.batch(statements).await.map(|_| ())
 }
 
-fn label_statements(db: &D1Database, digest: &Digest, labels: &[String]) -> Result<Vec<D1PreparedStatement>> {
+fn label_statements(
+    db: &D1Database,
+    digest: &Digest,
+    labels: &[String],
+) -> Result<Vec<D1PreparedStatement>> {
     labels
         .iter()
         .map(|l| {
@@ -142,12 +149,24 @@ fn label_statements(db: &D1Database, digest: &Digest, labels: &[String]) -> Resu
 pub async fn insert_packet(db: &D1Database, indexed: &Indexed, labels: &[String]) -> Result<()> {
     let digest = indexed.digest.to_string();
     let mut statements = Vec::new();
-    let entries: Vec<(usize, &packet_core::Entry)> = indexed.manifest.members.iter().enumerate().collect();
+    let entries: Vec<(usize, &packet_core::Entry)> =
+        indexed.manifest.members.iter().enumerate().collect();
     for rows in entries.chunks(MEMBER_ROWS_PER_STATEMENT) {
         let placeholders: Vec<String> = (0..rows.len())
             .map(|r| {
                 let b = r * 9;
-                format!("(?{},?{},?{},?{},?{},?{},?{},?{},?{})", b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9)
+                format!(
+                    "(?{},?{},?{},?{},?{},?{},?{},?{},?{})",
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4,
+                    b + 5,
+                    b + 6,
+                    b + 7,
+                    b + 8,
+                    b + 9
+                )
             })
             .collect();
         let mut values = Vec::with_capacity(rows.len() * 9);
@@ -158,7 +177,11 @@ pub async fn insert_packet(db: &D1Database, indexed: &Indexed, labels: &[String]
             values.push(text(entry.kind.as_str()));
             values.push(int(u64::from(entry.mode)));
             values.push(int(entry.size));
-            values.push(entry.sha256.map_or(JsValue::NULL, |d| text(&d.hex().to_string())));
+            values.push(
+                entry
+                    .sha256
+                    .map_or(JsValue::NULL, |d| text(&d.hex().to_string())),
+            );
             values.push(opt(entry.target.as_deref()));
             values.push(int(indexed.data_offsets[*index]));
         }
@@ -214,12 +237,18 @@ pub struct ListFilter {
 }
 
 /// Packets, newest first, with a cursor for the next page.
-pub async fn list_packets(db: &D1Database, filter: &ListFilter) -> Result<(Vec<PacketRow>, Option<u64>)> {
+pub async fn list_packets(
+    db: &D1Database,
+    filter: &ListFilter,
+) -> Result<(Vec<PacketRow>, Option<u64>)> {
     let mut clauses = Vec::new();
     let mut values = Vec::new();
     for label in &filter.labels {
         values.push(text(label));
-        clauses.push(format!("EXISTS (SELECT 1 FROM labels l2 WHERE l2.digest = p.digest AND l2.label = ?{})", values.len()));
+        clauses.push(format!(
+            "EXISTS (SELECT 1 FROM labels l2 WHERE l2.digest = p.digest AND l2.label = ?{})",
+            values.len()
+        ));
     }
     if let Some(thread) = &filter.thread_id {
         values.push(text(thread));
@@ -233,13 +262,22 @@ pub async fn list_packets(db: &D1Database, filter: &ListFilter) -> Result<(Vec<P
         values.push(int(before));
         clauses.push(format!("p.seq < ?{}", values.len()));
     }
-    let condition = if clauses.is_empty() { String::from("1") } else { clauses.join(" AND ") };
+    let condition = if clauses.is_empty() {
+        String::from("1")
+    } else {
+        clauses.join(" AND ")
+    };
     values.push(int(u64::from(filter.limit) + 1));
     let sql = format!(
         "SELECT {PACKET_COLUMNS} FROM packets p WHERE {condition} ORDER BY p.seq DESC LIMIT ?{}",
         values.len()
     );
-    let mut rows = db.prepare(sql).bind(&values)?.all().await?.results::<PacketRow>()?;
+    let mut rows = db
+        .prepare(sql)
+        .bind(&values)?
+        .all()
+        .await?
+        .results::<PacketRow>()?;
     let next = if rows.len() > filter.limit as usize {
         rows.truncate(filter.limit as usize);
         rows.last().map(|r| r.seq)
@@ -266,7 +304,12 @@ pub enum SearchKey {
 }
 
 /// Members matching a path or a blob sha256, across packets, with a cursor.
-pub async fn search(db: &D1Database, key: &SearchKey, after: u64, limit: u32) -> Result<(Vec<MemberRow>, Option<u64>)> {
+pub async fn search(
+    db: &D1Database,
+    key: &SearchKey,
+    after: u64,
+    limit: u32,
+) -> Result<(Vec<MemberRow>, Option<u64>)> {
     let (column, value) = match key {
         SearchKey::Path(p) => ("path", p),
         SearchKey::Sha256(h) => ("sha256", h),
@@ -303,9 +346,12 @@ pub async fn delete_packet(db: &D1Database, digest: &Digest) -> Result<Vec<Strin
         return Ok(refs.into_iter().map(|r| r.name).collect());
     }
     db.batch(vec![
-        db.prepare("DELETE FROM packets WHERE digest = ?1").bind(&[text(&d)])?,
-        db.prepare("DELETE FROM labels WHERE digest = ?1").bind(&[text(&d)])?,
-        db.prepare("DELETE FROM members WHERE digest = ?1").bind(&[text(&d)])?,
+        db.prepare("DELETE FROM packets WHERE digest = ?1")
+            .bind(&[text(&d)])?,
+        db.prepare("DELETE FROM labels WHERE digest = ?1")
+            .bind(&[text(&d)])?,
+        db.prepare("DELETE FROM members WHERE digest = ?1")
+            .bind(&[text(&d)])?,
     ])
     .await?;
     Ok(Vec::new())
@@ -336,7 +382,12 @@ pub async fn get_ref(db: &D1Database, name: &str) -> Result<Option<RefRow>> {
 }
 
 /// Refs whose names start with `prefix`, in name order, after `after`.
-pub async fn list_refs(db: &D1Database, prefix: &str, after: &str, limit: u32) -> Result<(Vec<RefRow>, Option<String>)> {
+pub async fn list_refs(
+    db: &D1Database,
+    prefix: &str,
+    after: &str,
+    limit: u32,
+) -> Result<(Vec<RefRow>, Option<String>)> {
     let mut rows = db
         .prepare(
             "SELECT name, digest, updated FROM refs WHERE substr(name, 1, length(?1)) = ?1 AND name > ?2 \
@@ -368,7 +419,12 @@ pub async fn create_ref(db: &D1Database, name: &str, digest: &Digest) -> Result<
 
 /// Moves a ref from `expected` to `digest` atomically. `false` if the ref
 /// does not hold `expected` (or does not exist).
-pub async fn swap_ref(db: &D1Database, name: &str, expected: &Digest, digest: &Digest) -> Result<bool> {
+pub async fn swap_ref(
+    db: &D1Database,
+    name: &str,
+    expected: &Digest,
+    digest: &Digest,
+) -> Result<bool> {
     let rows = db
         .prepare("UPDATE refs SET digest = ?1, updated = ?2 WHERE name = ?3 AND digest = ?4 RETURNING name")
         .bind(&[text(&digest.to_string()), text(&now()), text(name), text(&expected.to_string())])?
@@ -385,7 +441,9 @@ pub async fn delete_ref(db: &D1Database, name: &str, expected: Option<&Digest>) 
         Some(d) => db
             .prepare("DELETE FROM refs WHERE name = ?1 AND digest = ?2 RETURNING name")
             .bind(&[text(name), text(&d.to_string())])?,
-        None => db.prepare("DELETE FROM refs WHERE name = ?1 RETURNING name").bind(&[text(name)])?,
+        None => db
+            .prepare("DELETE FROM refs WHERE name = ?1 RETURNING name")
+            .bind(&[text(name)])?,
     };
     Ok(!statement.all().await?.results::<NameRow>()?.is_empty())
 }
@@ -453,10 +511,12 @@ pub async fn insert_upload(db: &D1Database, row: &UploadRow) -> Result<()> {
 
 /// One upload.
 pub async fn upload(db: &D1Database, id: &str) -> Result<Option<UploadRow>> {
-    db.prepare("SELECT id, digest, size, part_size, r2_upload_id, labels FROM uploads WHERE id = ?1")
-        .bind(&[text(id)])?
-        .first::<UploadRow>(None)
-        .await
+    db.prepare(
+        "SELECT id, digest, size, part_size, r2_upload_id, labels FROM uploads WHERE id = ?1",
+    )
+    .bind(&[text(id)])?
+    .first::<UploadRow>(None)
+    .await
 }
 
 /// The parts received so far, by number.
@@ -480,8 +540,10 @@ pub async fn put_part(db: &D1Database, id: &str, part: &PartRow) -> Result<()> {
 /// Forgets an upload and its parts.
 pub async fn delete_upload(db: &D1Database, id: &str) -> Result<()> {
     db.batch(vec![
-        db.prepare("DELETE FROM upload_parts WHERE upload_id = ?1").bind(&[text(id)])?,
-        db.prepare("DELETE FROM uploads WHERE id = ?1").bind(&[text(id)])?,
+        db.prepare("DELETE FROM upload_parts WHERE upload_id = ?1")
+            .bind(&[text(id)])?,
+        db.prepare("DELETE FROM uploads WHERE id = ?1")
+            .bind(&[text(id)])?,
     ])
     .await
     .map(|_| ())

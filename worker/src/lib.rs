@@ -42,6 +42,10 @@ mod store;
 
 #[cfg(target_arch = "wasm32")]
 #[worker::event(fetch)]
-async fn fetch(req: worker::Request, env: worker::Env, _ctx: worker::Context) -> worker::Result<worker::Response> {
+async fn fetch(
+    req: worker::Request,
+    env: worker::Env,
+    _ctx: worker::Context,
+) -> worker::Result<worker::Response> {
     api::handle(req, env).await
 }

@@ -23,9 +23,17 @@ impl Plan {
     /// Checks a requested plan. `requested` is the client's part size, if it
     /// asked for one; `default_part_size` and `max_part_size` come from the
     /// server's configuration.
-    pub fn new(size: u64, requested: Option<u64>, default_part_size: u64, max_part_size: u64) -> Result<Plan, Problem> {
+    pub fn new(
+        size: u64,
+        requested: Option<u64>,
+        default_part_size: u64,
+        max_part_size: u64,
+    ) -> Result<Plan, Problem> {
         if size == 0 {
-            return Err(Problem::bad_request("size_invalid", "a packet is never empty: `size` must be positive"));
+            return Err(Problem::bad_request(
+                "size_invalid",
+                "a packet is never empty: `size` must be positive",
+            ));
         }
         let part_size = requested.unwrap_or(default_part_size);
         if part_size < MIN_PART_SIZE || part_size > max_part_size {
@@ -62,7 +70,9 @@ impl Plan {
 
     /// Part numbers not in `received`, ascending.
     pub fn missing(&self, received: &[u16]) -> Vec<u16> {
-        (1..=self.parts() as u16).filter(|n| !received.contains(n)).collect()
+        (1..=self.parts() as u16)
+            .filter(|n| !received.contains(n))
+            .collect()
     }
 
     /// Checks a part before it is stored.
@@ -108,13 +118,38 @@ mod tests {
 
     #[test]
     fn part_sizes_are_checked() {
-        assert_eq!(Plan::new(100, Some(MIB), 8 * MIB, 64 * MIB).unwrap_err().code, "part_size_invalid");
-        assert_eq!(Plan::new(100, Some(65 * MIB), 8 * MIB, 64 * MIB).unwrap_err().code, "part_size_invalid");
-        assert_eq!(Plan::new(0, None, 8 * MIB, 64 * MIB).unwrap_err().code, "size_invalid");
-        assert!(Plan::new(MIN_PART_SIZE * 10_001, Some(MIN_PART_SIZE), MIN_PART_SIZE, 64 * MIB).is_err());
+        assert_eq!(
+            Plan::new(100, Some(MIB), 8 * MIB, 64 * MIB)
+                .unwrap_err()
+                .code,
+            "part_size_invalid"
+        );
+        assert_eq!(
+            Plan::new(100, Some(65 * MIB), 8 * MIB, 64 * MIB)
+                .unwrap_err()
+                .code,
+            "part_size_invalid"
+        );
+        assert_eq!(
+            Plan::new(0, None, 8 * MIB, 64 * MIB).unwrap_err().code,
+            "size_invalid"
+        );
+        assert!(Plan::new(
+            MIN_PART_SIZE * 10_001,
+            Some(MIN_PART_SIZE),
+            MIN_PART_SIZE,
+            64 * MIB
+        )
+        .is_err());
         let plan = Plan::new(12 * MIB, Some(5 * MIB), 8 * MIB, 64 * MIB).unwrap();
         assert!(plan.check_part(1, 5 * MIB).is_ok());
-        assert_eq!(plan.check_part(1, 4 * MIB).unwrap_err().code, "part_size_mismatch");
-        assert_eq!(plan.check_part(9, 1).unwrap_err().code, "part_number_invalid");
+        assert_eq!(
+            plan.check_part(1, 4 * MIB).unwrap_err().code,
+            "part_size_mismatch"
+        );
+        assert_eq!(
+            plan.check_part(9, 1).unwrap_err().code,
+            "part_number_invalid"
+        );
     }
 }

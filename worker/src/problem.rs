@@ -36,7 +36,12 @@ struct Body<'a> {
 
 impl Problem {
     /// A refusal with a status, a code, a message and advice.
-    pub fn new(status: u16, code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
+    pub fn new(
+        status: u16,
+        code: &str,
+        message: impl Into<String>,
+        advice: impl Into<String>,
+    ) -> Problem {
         Problem {
             status,
             code: code.to_string(),
@@ -70,7 +75,12 @@ impl Problem {
 
     /// 400 with the API's own code.
     pub fn bad_request(code: &str, message: impl Into<String>) -> Problem {
-        Problem::new(400, code, message, "fix the request as the message says; the API is described in proto/openapi.yaml")
+        Problem::new(
+            400,
+            code,
+            message,
+            "fix the request as the message says; the API is described in proto/openapi.yaml",
+        )
     }
 
     /// 401: no bearer token.
@@ -95,7 +105,12 @@ impl Problem {
 
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Problem {
-        Problem::new(404, "not_found", message, "check the digest, name or path; GET /v1/packets lists what is stored")
+        Problem::new(
+            404,
+            "not_found",
+            message,
+            "check the digest, name or path; GET /v1/packets lists what is stored",
+        )
     }
 
     /// 405 with the methods allowed.
@@ -123,12 +138,18 @@ impl Problem {
 
     /// 500: a storage or runtime failure, described without secrets.
     pub fn internal(message: impl Into<String>) -> Problem {
-        Problem::new(500, "internal", message, "retry; if it persists, check the Worker's logs")
+        Problem::new(
+            500,
+            "internal",
+            message,
+            "retry; if it persists, check the Worker's logs",
+        )
     }
 
     /// The JSON body.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&Body { error: self }).unwrap_or_else(|_| String::from("{\"error\":{\"code\":\"internal\"}}"))
+        serde_json::to_string(&Body { error: self })
+            .unwrap_or_else(|_| String::from("{\"error\":{\"code\":\"internal\"}}"))
     }
 }
 
@@ -149,13 +170,17 @@ mod tests {
         assert_eq!(v["error"]["path"], "workspace/a");
         assert_eq!(v["error"]["offset"], 1536);
         assert_eq!(v["error"]["message"], "the bytes hash to x");
-        assert_eq!(v["error"]["advice"], ErrorCode::MemberDigestMismatch.advice());
+        assert_eq!(
+            v["error"]["advice"],
+            ErrorCode::MemberDigestMismatch.advice()
+        );
         assert!(v["error"].get("current").is_none());
     }
 
     #[test]
     fn api_errors_have_null_path_and_offset() {
-        let v: serde_json::Value = serde_json::from_str(&Problem::unauthorized().to_json()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&Problem::unauthorized().to_json()).unwrap();
         assert_eq!(v["error"]["code"], "unauthorized");
         assert!(v["error"]["path"].is_null());
         assert!(v["error"]["offset"].is_null());

@@ -51,24 +51,35 @@ pub fn answer(header: Option<&str>, size: u64) -> RangeAnswer {
         return RangeAnswer::Full;
     };
     let number = |s: &str| -> Option<u64> {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
     };
     match (first.trim(), last.trim()) {
         ("", suffix) => match number(suffix) {
             Some(0) => RangeAnswer::Unsatisfiable,
             Some(_) if size == 0 => RangeAnswer::Unsatisfiable,
-            Some(n) => RangeAnswer::Partial { start: size.saturating_sub(n), end: size - 1 },
+            Some(n) => RangeAnswer::Partial {
+                start: size.saturating_sub(n),
+                end: size - 1,
+            },
             None => RangeAnswer::Full,
         },
         (start, "") => match number(start) {
-            Some(s) if s < size => RangeAnswer::Partial { start: s, end: size - 1 },
+            Some(s) if s < size => RangeAnswer::Partial {
+                start: s,
+                end: size - 1,
+            },
             Some(_) => RangeAnswer::Unsatisfiable,
             None => RangeAnswer::Full,
         },
         (start, end) => match (number(start), number(end)) {
             (Some(s), Some(e)) if s > e => RangeAnswer::Full,
             (Some(s), Some(_)) if s >= size => RangeAnswer::Unsatisfiable,
-            (Some(s), Some(e)) => RangeAnswer::Partial { start: s, end: e.min(size - 1) },
+            (Some(s), Some(e)) => RangeAnswer::Partial {
+                start: s,
+                end: e.min(size - 1),
+            },
             _ => RangeAnswer::Full,
         },
     }
@@ -82,11 +93,26 @@ mod tests {
     #[test]
     fn single_ranges() {
         assert_eq!(answer(Some("bytes=0-9"), 100), Partial { start: 0, end: 9 });
-        assert_eq!(answer(Some("bytes=90-"), 100), Partial { start: 90, end: 99 });
-        assert_eq!(answer(Some("bytes=-10"), 100), Partial { start: 90, end: 99 });
-        assert_eq!(answer(Some("bytes=-1000"), 100), Partial { start: 0, end: 99 });
-        assert_eq!(answer(Some("bytes=50-1000"), 100), Partial { start: 50, end: 99 });
-        assert_eq!(Partial { start: 0, end: 9 }.content_range(100).unwrap(), "bytes 0-9/100");
+        assert_eq!(
+            answer(Some("bytes=90-"), 100),
+            Partial { start: 90, end: 99 }
+        );
+        assert_eq!(
+            answer(Some("bytes=-10"), 100),
+            Partial { start: 90, end: 99 }
+        );
+        assert_eq!(
+            answer(Some("bytes=-1000"), 100),
+            Partial { start: 0, end: 99 }
+        );
+        assert_eq!(
+            answer(Some("bytes=50-1000"), 100),
+            Partial { start: 50, end: 99 }
+        );
+        assert_eq!(
+            Partial { start: 0, end: 9 }.content_range(100).unwrap(),
+            "bytes 0-9/100"
+        );
         assert_eq!(Partial { start: 0, end: 9 }.length(100), 10);
     }
 

@@ -58,7 +58,11 @@ pub enum Route {
     /// `GET /v1/packets/{digest}/manifest`
     GetManifest(Digest),
     /// `GET`/`HEAD /v1/packets/{digest}/members/{path}`
-    GetMember { digest: Digest, path: String, head: bool },
+    GetMember {
+        digest: Digest,
+        path: String,
+        head: bool,
+    },
     /// `POST /v1/uploads`
     CreateUpload,
     /// `GET /v1/uploads/{id}`
@@ -102,14 +106,21 @@ impl Route {
 
 /// Routes a request. `path` is the URL path as sent (percent-encoded).
 pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
-    let Some(rest) = path.strip_prefix("/v1").filter(|r| r.is_empty() || r.starts_with('/')) else {
+    let Some(rest) = path
+        .strip_prefix("/v1")
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+    else {
         return Ok(Route::Assets);
     };
     if method == Method::Options {
         return Ok(Route::Preflight);
     }
     let rest = rest.strip_prefix('/').unwrap_or(rest);
-    let segments: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('/').collect() };
+    let segments: Vec<&str> = if rest.is_empty() {
+        Vec::new()
+    } else {
+        rest.split('/').collect()
+    };
     use Method::*;
     let not_allowed = |allowed: &str| Err(Problem::method_not_allowed(allowed));
     match segments.as_slice() {
@@ -125,7 +136,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
             let digest = parse_digest(digest)?;
             match method {
                 Put => Ok(Route::UploadPacket(digest)),
-                Get => Ok(Route::GetPacket { digest, head: false }),
+                Get => Ok(Route::GetPacket {
+                    digest,
+                    head: false,
+                }),
                 Head => Ok(Route::GetPacket { digest, head: true }),
                 Delete => Ok(Route::DeletePacket(digest)),
                 _ => not_allowed("GET, HEAD, PUT, DELETE"),
@@ -142,8 +156,16 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
             let digest = parse_digest(digest)?;
             let path = percent_decode(&member.join("/"))?;
             match method {
-                Get => Ok(Route::GetMember { digest, path, head: false }),
-                Head => Ok(Route::GetMember { digest, path, head: true }),
+                Get => Ok(Route::GetMember {
+                    digest,
+                    path,
+                    head: false,
+                }),
+                Head => Ok(Route::GetMember {
+                    digest,
+                    path,
+                    head: true,
+                }),
                 _ => not_allowed("GET, HEAD"),
             }
         }
@@ -200,7 +222,8 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
 /// percent-encoded), refusing anything not canonical.
 pub fn parse_digest(segment: &str) -> Result<Digest, Problem> {
     let text = percent_decode(segment)?;
-    text.parse::<Digest>().map_err(Problem::from_packet_error_400)
+    text.parse::<Digest>()
+        .map_err(Problem::from_packet_error_400)
 }
 
 /// Decodes `%XX` escapes; the result must be UTF-8.
@@ -214,7 +237,12 @@ pub fn percent_decode(input: &str) -> Result<String, Problem> {
                 .get(i + 1..i + 3)
                 .and_then(|h| core::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| Problem::bad_request("bad_path", "a `%` escape in the URL path is not two hex digits"))?;
+                .ok_or_else(|| {
+                    Problem::bad_request(
+                        "bad_path",
+                        "a `%` escape in the URL path is not two hex digits",
+                    )
+                })?;
             out.push(hex);
             i += 3;
         } else {
@@ -222,7 +250,8 @@ pub fn percent_decode(input: &str) -> Result<String, Problem> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| Problem::bad_request("bad_path", "the URL path is not UTF-8 once decoded"))
+    String::from_utf8(out)
+        .map_err(|_| Problem::bad_request("bad_path", "the URL path is not UTF-8 once decoded"))
 }
 
 /// Checks a ref name: 1 to 256 bytes, `/`-separated segments of ASCII
@@ -235,7 +264,8 @@ pub fn check_ref_name(name: &str) -> Result<(), Problem> {
             !s.is_empty()
                 && s != "."
                 && s != ".."
-                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         });
     if valid {
         Ok(())
@@ -252,7 +282,9 @@ pub fn check_ref_name(name: &str) -> Result<(), Problem> {
 pub fn check_label(label: &str) -> Result<(), Problem> {
     let valid = !label.is_empty()
         && label.len() <= 128
-        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:/=@+-".contains(&b));
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/=@+-".contains(&b));
     if valid {
         Ok(())
     } else {
@@ -295,9 +327,18 @@ mod tests {
     fn packet_routes_parse_the_digest() {
         let path = format!("/v1/packets/sha256:{HEX}");
         assert_eq!(route(Method::Put, &path), Ok(Route::UploadPacket(digest())));
-        assert_eq!(route(Method::Head, &path), Ok(Route::GetPacket { digest: digest(), head: true }));
+        assert_eq!(
+            route(Method::Head, &path),
+            Ok(Route::GetPacket {
+                digest: digest(),
+                head: true
+            })
+        );
         let encoded = format!("/v1/packets/sha256%3A{HEX}/manifest");
-        assert_eq!(route(Method::Get, &encoded), Ok(Route::GetManifest(digest())));
+        assert_eq!(
+            route(Method::Get, &encoded),
+            Ok(Route::GetManifest(digest()))
+        );
     }
 
     #[test]
@@ -306,7 +347,10 @@ mod tests {
         assert_eq!(err.status, 400);
         assert_eq!(err.code, "digest_syntax");
         let upper = format!("/v1/packets/sha256:{}", HEX.to_uppercase());
-        assert_eq!(route(Method::Get, &upper).unwrap_err().code, "digest_syntax");
+        assert_eq!(
+            route(Method::Get, &upper).unwrap_err().code,
+            "digest_syntax"
+        );
     }
 
     #[test]
@@ -314,7 +358,11 @@ mod tests {
         let path = format!("/v1/packets/sha256:{HEX}/members/workspace/src/a%20b.rs");
         assert_eq!(
             route(Method::Get, &path),
-            Ok(Route::GetMember { digest: digest(), path: "workspace/src/a b.rs".into(), head: false })
+            Ok(Route::GetMember {
+                digest: digest(),
+                path: "workspace/src/a b.rs".into(),
+                head: false
+            })
         );
         let bad = format!("/v1/packets/sha256:{HEX}/members/workspace/%ff");
         assert_eq!(route(Method::Get, &bad).unwrap_err().code, "bad_path");
@@ -327,9 +375,18 @@ mod tests {
             Ok(Route::PutRef("sessions/abc/latest".into()))
         );
         assert_eq!(route(Method::Get, "/v1/refs"), Ok(Route::ListRefs));
-        assert_eq!(route(Method::Get, "/v1/refs/a/../b").unwrap_err().code, "ref_name_invalid");
-        assert_eq!(route(Method::Get, "/v1/refs/a//b").unwrap_err().code, "ref_name_invalid");
-        assert_eq!(route(Method::Get, "/v1/refs/a%2F..%2Fb").unwrap_err().code, "ref_name_invalid");
+        assert_eq!(
+            route(Method::Get, "/v1/refs/a/../b").unwrap_err().code,
+            "ref_name_invalid"
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/refs/a//b").unwrap_err().code,
+            "ref_name_invalid"
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/refs/a%2F..%2Fb").unwrap_err().code,
+            "ref_name_invalid"
+        );
     }
 
     #[test]
@@ -337,13 +394,39 @@ mod tests {
         let id = "0123456789abcdef0123456789abcdef";
         assert_eq!(
             route(Method::Put, &format!("/v1/uploads/{id}/parts/3")),
-            Ok(Route::UploadPart { id: id.into(), number: 3 })
+            Ok(Route::UploadPart {
+                id: id.into(),
+                number: 3
+            })
         );
-        assert_eq!(route(Method::Post, &format!("/v1/uploads/{id}/complete")), Ok(Route::CompleteUpload(id.into())));
-        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/0")).unwrap_err().status, 400);
-        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/10001")).unwrap_err().status, 400);
-        assert_eq!(route(Method::Put, &format!("/v1/uploads/{id}/parts/03")).unwrap_err().status, 400);
-        assert_eq!(route(Method::Get, "/v1/uploads/NOTANID").unwrap_err().status, 404);
+        assert_eq!(
+            route(Method::Post, &format!("/v1/uploads/{id}/complete")),
+            Ok(Route::CompleteUpload(id.into()))
+        );
+        assert_eq!(
+            route(Method::Put, &format!("/v1/uploads/{id}/parts/0"))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            route(Method::Put, &format!("/v1/uploads/{id}/parts/10001"))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            route(Method::Put, &format!("/v1/uploads/{id}/parts/03"))
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/uploads/NOTANID")
+                .unwrap_err()
+                .status,
+            404
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use js_sys::{BigInt, Reflect, Uint8Array};
 use packet_core::{Digest, Error as PacketError, Limits};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{ReadableStream, ReadableStreamDefaultReader, TransformStream, WritableStreamDefaultWriter};
+use web_sys::{ReadableStream, TransformStream, WritableStreamDefaultWriter};
 use worker::crypto::{DigestStream, DigestStreamAlgorithm};
 use worker::worker_sys::FixedLengthStream;
 use worker::{Bucket, Data, HttpMetadata};
@@ -54,7 +54,9 @@ impl PlatformHash {
     fn new() -> Result<PlatformHash, StoreError> {
         let stream = DigestStream::new(DigestStreamAlgorithm::Sha256);
         let writable: &web_sys::WritableStream = stream.raw().unchecked_ref();
-        let writer = writable.get_writer().map_err(|e| js_error("digest stream", e))?;
+        let writer = writable
+            .get_writer()
+            .map_err(|e| js_error("digest stream", e))?;
         Ok(PlatformHash { stream, writer })
     }
 
@@ -68,7 +70,9 @@ impl PlatformHash {
     }
 
     async fn finish(self) -> Result<Digest, StoreError> {
-        JsFuture::from(self.writer.close()).await.map_err(|e| js_error("digest stream", e))?;
+        JsFuture::from(self.writer.close())
+            .await
+            .map_err(|e| js_error("digest stream", e))?;
         let bytes = self
             .stream
             .digest()
@@ -100,16 +104,22 @@ pub async fn verify_into_bucket(
     }
     .map_err(|e| js_error("fixed length stream", e))?;
     let transform: &TransformStream = fixed.unchecked_ref();
-    let sink = transform.writable().get_writer().map_err(|e| js_error("fixed length stream", e))?;
+    let sink = transform
+        .writable()
+        .get_writer()
+        .map_err(|e| js_error("fixed length stream", e))?;
     let put = bucket
-        .put(packet_key(&expected), Data::ReadableStream(transform.readable()))
+        .put(
+            packet_key(&expected),
+            Data::ReadableStream(transform.readable()),
+        )
         .http_metadata(HttpMetadata {
             content_type: Some("application/x-tar".into()),
             ..Default::default()
         })
         .sha256(expected.0.to_vec())
         .execute();
-    let reader: ReadableStreamDefaultReader = source.get_reader().unchecked_into();
+    let reader = ChunkReader::new(&source)?;
     let pump = async {
         let pumped = pump(&reader, &sink, size, expected, limits, hasher).await;
         if pumped.is_err() {
@@ -117,7 +127,8 @@ pub async fn verify_into_bucket(
             // rest of the source: a request answered before its body was read
             // leaves the connection unusable for the next request. Errors
             // here change nothing.
-            let _ = JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
+            let _ =
+                JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
             drain(&reader).await;
         }
         pumped
@@ -131,14 +142,90 @@ pub async fn verify_into_bucket(
 }
 
 /// Reads a stream to its end, discarding it.
-async fn drain(reader: &ReadableStreamDefaultReader) {
-    while let Ok(step) = JsFuture::from(reader.read()).await {
+async fn drain(reader: &ChunkReader) {
+    while let Ok(Some(_)) = reader.next().await {}
+}
+
+/// Size of the chunks the source is read in: large, because every chunk
+/// costs a few round trips between wasm and the runtime.
+const CHUNK: u32 = 1 << 20;
+
+/// Reads a byte stream in chunks of up to [`CHUNK`] bytes: a BYOB reader's
+/// `readAtLeast` (workerd) when the stream offers one, else the default
+/// reader's chunks as they come.
+struct ChunkReader {
+    reader: js_sys::Object,
+    byob: bool,
+}
+
+impl ChunkReader {
+    fn new(stream: &ReadableStream) -> Result<ChunkReader, StoreError> {
+        let options = js_sys::Object::new();
+        let _ = Reflect::set(
+            &options,
+            &JsValue::from_str("mode"),
+            &JsValue::from_str("byob"),
+        );
+        let get_reader: js_sys::Function = Reflect::get(stream, &JsValue::from_str("getReader"))
+            .map_err(|e| js_error("reading the packet", e))?
+            .unchecked_into();
+        if let Ok(reader) = get_reader.call1(stream, &options) {
+            let has_read_at_least = Reflect::get(&reader, &JsValue::from_str("readAtLeast"))
+                .map(|f| f.is_function())
+                .unwrap_or(false);
+            if has_read_at_least {
+                return Ok(ChunkReader {
+                    reader: reader.unchecked_into(),
+                    byob: true,
+                });
+            }
+            let _ = Reflect::get(&reader, &JsValue::from_str("releaseLock"))
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+                .map(|f| f.call0(&reader));
+        }
+        let reader = get_reader
+            .call0(stream)
+            .map_err(|e| js_error("reading the packet", e))?;
+        Ok(ChunkReader {
+            reader: reader.unchecked_into(),
+            byob: false,
+        })
+    }
+
+    /// The next chunk, or `None` at the end.
+    async fn next(&self) -> Result<Option<Uint8Array>, StoreError> {
+        let method = if self.byob { "readAtLeast" } else { "read" };
+        let f: js_sys::Function = Reflect::get(&self.reader, &JsValue::from_str(method))
+            .map_err(|e| js_error("reading the packet", e))?
+            .unchecked_into();
+        let promise = if self.byob {
+            f.call2(
+                &self.reader,
+                &JsValue::from(CHUNK),
+                &Uint8Array::new_with_length(CHUNK),
+            )
+        } else {
+            f.call0(&self.reader)
+        }
+        .map_err(|e| js_error("reading the packet", e))?;
+        let step = JsFuture::from(js_sys::Promise::from(promise))
+            .await
+            .map_err(|e| js_error("reading the packet", e))?;
+        let value = Reflect::get(&step, &JsValue::from_str("value")).unwrap_or(JsValue::UNDEFINED);
+        let chunk = value
+            .dyn_into::<Uint8Array>()
+            .ok()
+            .filter(|c| c.length() > 0);
         let done = Reflect::get(&step, &JsValue::from_str("done"))
             .ok()
             .and_then(|d| d.as_bool())
             .unwrap_or(true);
-        if done {
-            break;
+        match chunk {
+            Some(c) => Ok(Some(c)),
+            None if done => Ok(None),
+            // An empty chunk before the end: ask again.
+            None => Box::pin(self.next()).await,
         }
     }
 }
@@ -146,7 +233,7 @@ async fn drain(reader: &ReadableStreamDefaultReader) {
 /// Moves chunks from `reader` through the verifier (and the platform hash)
 /// into `sink`, holding back the last chunk until the packet is verified.
 async fn pump(
-    reader: &ReadableStreamDefaultReader,
+    reader: &ChunkReader,
     sink: &WritableStreamDefaultWriter,
     size: u64,
     expected: Digest,
@@ -162,18 +249,9 @@ async fn pump(
     let mut buf = Vec::new();
     let mut seen = 0u64;
     loop {
-        let step = JsFuture::from(reader.read()).await.map_err(|e| js_error("reading the packet", e))?;
-        let done = Reflect::get(&step, &JsValue::from_str("done"))
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true);
-        if done {
+        let Some(chunk) = reader.next().await? else {
             break;
-        }
-        let chunk: Uint8Array = Reflect::get(&step, &JsValue::from_str("value"))
-            .map_err(|e| js_error("reading the packet", e))?
-            .dyn_into()
-            .map_err(|_| StoreError::Failed("reading the packet: a chunk is not bytes".into()))?;
+        };
         let n = chunk.length() as usize;
         buf.resize(n, 0);
         chunk.copy_to(&mut buf[..n]);
@@ -181,7 +259,9 @@ async fn pump(
         let Some(v) = verifier.as_mut() else {
             // More bytes than announced: the core refused them already, or
             // the fixed-length sink will.
-            return Err(StoreError::Failed(format!("the body is longer than {size} bytes")));
+            return Err(StoreError::Failed(format!(
+                "the body is longer than {size} bytes"
+            )));
         };
         v.feed(&buf).map_err(StoreError::Refused)?;
         if let Some(h) = &hash {
@@ -192,7 +272,9 @@ async fn pump(
                 Some(h) => Some(h.finish().await?),
                 None => None,
             };
-            let v = verifier.take().ok_or_else(|| StoreError::Failed("verifier gone".into()))?;
+            let v = verifier
+                .take()
+                .ok_or_else(|| StoreError::Failed("verifier gone".into()))?;
             indexed = Some(v.finish(platform).map_err(StoreError::Refused)?);
         }
         JsFuture::from(sink.write_with_chunk(&chunk))
@@ -205,10 +287,15 @@ async fn pump(
             Some(h) => Some(h.finish().await?),
             None => None,
         };
-        return Err(v.finish(platform).map(|_| ()).map_or_else(StoreError::Refused, |_| {
-            StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
-        }));
+        return Err(v
+            .finish(platform)
+            .map(|_| ())
+            .map_or_else(StoreError::Refused, |_| {
+                StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
+            }));
     }
-    JsFuture::from(sink.close()).await.map_err(|e| js_error("storing the packet", e))?;
+    JsFuture::from(sink.close())
+        .await
+        .map_err(|e| js_error("storing the packet", e))?;
     indexed.ok_or_else(|| StoreError::Failed("the packet was not verified".into()))
 }

@@ -63,7 +63,9 @@ impl Verifier {
                     let members = self.reader.manifest().map_or(0, |m| m.members.len());
                     self.data_offsets.reserve_exact(members);
                 }
-                Some(Event::MemberStart { index, data_offset, .. }) => {
+                Some(Event::MemberStart {
+                    index, data_offset, ..
+                }) => {
                     debug_assert_eq!(index, self.data_offsets.len());
                     self.data_offsets.push(data_offset);
                 }
@@ -118,7 +120,12 @@ mod tests {
     use super::*;
     use packet_core::build::sample_packet;
 
-    fn verify_in_chunks(bytes: &[u8], chunk: usize, core: bool, expected: Digest) -> Result<Indexed, Error> {
+    fn verify_in_chunks(
+        bytes: &[u8],
+        chunk: usize,
+        core: bool,
+        expected: Digest,
+    ) -> Result<Indexed, Error> {
         let mut v = Verifier::new(expected, Limits::FORMAT, core);
         for c in bytes.chunks(chunk) {
             v.feed(c)?;
@@ -141,7 +148,8 @@ mod tests {
                         assert_eq!(Digest::of(body), sha, "{}", entry.path);
                     }
                 }
-                let json = &bytes[indexed.manifest_offset as usize..][..indexed.manifest_len as usize];
+                let json =
+                    &bytes[indexed.manifest_offset as usize..][..indexed.manifest_len as usize];
                 assert_eq!(json, indexed.manifest.to_canonical_json().as_slice());
             }
         }
@@ -151,14 +159,18 @@ mod tests {
     fn a_flipped_body_byte_is_the_core_refusal() {
         let mut bytes = sample_packet();
         let digest = Digest::of(&bytes);
-        let manifest = packet_core::reader::verify(&bytes, Default::default()).unwrap().0;
+        let manifest = packet_core::reader::verify(&bytes, Default::default())
+            .unwrap()
+            .0;
         let (index, entry) = manifest
             .members
             .iter()
             .enumerate()
             .find(|(_, e)| e.size > 0)
             .unwrap();
-        let offset = verify_in_chunks(&bytes, 4096, true, digest).unwrap().data_offsets[index];
+        let offset = verify_in_chunks(&bytes, 4096, true, digest)
+            .unwrap()
+            .data_offsets[index];
         bytes[offset as usize] ^= 1;
         let err = verify_in_chunks(&bytes, 4096, true, digest).unwrap_err();
         assert_eq!(err.code(), ErrorCode::MemberDigestMismatch);
@@ -184,7 +196,10 @@ mod tests {
         let digest = Digest::of(&bytes);
         let err = verify_in_chunks(&bytes[..bytes.len() - 512], 512, true, digest).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Truncated);
-        let limits = Limits { max_members: 1, ..Limits::FORMAT };
+        let limits = Limits {
+            max_members: 1,
+            ..Limits::FORMAT
+        };
         let mut v = Verifier::new(digest, limits, true);
         assert_eq!(v.feed(&bytes).unwrap_err().code(), ErrorCode::LimitMembers);
     }
