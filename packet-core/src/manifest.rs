@@ -465,13 +465,15 @@ impl Manifest {
                             )
                             .at_path(&entry.path))
                         }
-                        _ => return Err(Error::new(
-                            ErrorCode::MemberParentMissing,
-                            alloc::format!(
+                        _ => {
+                            return Err(Error::new(
+                                ErrorCode::MemberParentMissing,
+                                alloc::format!(
                                 "its parent {parent:?} is not a directory member listed before it"
                             ),
-                        )
-                        .at_path(&entry.path)),
+                            )
+                            .at_path(&entry.path))
+                        }
                     }
                 }
             }

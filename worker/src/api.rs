@@ -30,6 +30,7 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     let config = Config::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
     let url = req.url()?;
     let method = Method::parse(req.method().as_ref());
+    let body = req.inner().body();
     let answer = match route::route(method, url.path()) {
         Ok(Route::Assets) => return assets(req, &env).await,
         Ok(route) => match authorize(&req, &env, &config, &route) {
@@ -38,6 +39,10 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
         },
         Err(p) => Err(p),
     };
+    if let Some(body) = body {
+        // Refused before its body was read (auth, limits, malformed URL).
+        store::discard(&body, config.max_single_upload_bytes + (1 << 20)).await;
+    }
     let response = match answer {
         Ok(r) => r,
         Err(p) => problem_response(&p)?,

@@ -141,6 +141,29 @@ pub async fn verify_into_bucket(
     }
 }
 
+/// Reads and discards a request body nobody read, up to `limit` bytes
+/// (then cancels it). A local `wrangler dev` leaves a connection unusable
+/// when a request is answered before its body was read.
+pub async fn discard(body: &ReadableStream, limit: u64) {
+    if body.locked() {
+        return;
+    }
+    let Ok(reader) = ChunkReader::new(body) else {
+        return;
+    };
+    let mut seen = 0u64;
+    while let Ok(Some(chunk)) = reader.next().await {
+        seen += u64::from(chunk.length());
+        if seen > limit {
+            let _ = Reflect::get(&reader.reader, &JsValue::from_str("cancel"))
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+                .map(|f| f.call0(&reader.reader));
+            break;
+        }
+    }
+}
+
 /// Reads a stream to its end, discarding it.
 async fn drain(reader: &ChunkReader) {
     while let Ok(Some(_)) = reader.next().await {}

@@ -43,6 +43,7 @@ impl Verifier {
             limits,
             expected_digest: Some(expected),
             skip_packet_digest: !core_hashes_packet,
+            ..Default::default()
         };
         Verifier {
             reader: Reader::new(options),
