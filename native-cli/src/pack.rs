@@ -1,18 +1,19 @@
 //! `pillbox checkpoint pack`: pass 1 walks the workspace (and harness
 //! state) and hashes every file in parallel, streaming, to build the
 //! manifest; pass 2 drives packet-core's [`Writer`], streaming each file
-//! again (the writer re-hashes it and refuses a file that changed).
+//! again and refusing a file that is not, unchanged, the one pass 1 hashed
+//! (its inode, size and change times; see `Stamp::check`). The packet
+//! digest is computed on a second thread while the packet is written.
 
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use packet_core::{
-    Digest, Entry, ErrorCode, Hasher, Limits, Manifest, Step, Writer, WriterOptions,
+    Digest, Entry, ErrorCode, Hasher, Kind, Limits, Manifest, Step, Writer, WriterOptions,
 };
 use serde::Serialize;
 
@@ -123,29 +124,20 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         &Limits::FORMAT,
     )
     .map_err(CliError::Unpackable)?;
-    let body_sources: Vec<Option<PathBuf>> = {
-        let mut by_member = sources;
-        manifest
-            .members
-            .iter()
-            .map(|e| by_member.remove(&e.path))
-            .collect()
-    };
-
     let size = manifest.packet_size();
     progress.phase("write", manifest.totals.bytes);
     let (digest, output) = if request.output == Path::new("-") {
         let stdout = io::stdout();
         let digest = write_packet(
             &manifest,
-            &body_sources,
-            stdout,
+            &sources,
+            stdout.lock(),
             progress,
             "standard output",
         )?;
         (digest, "-".to_owned())
     } else {
-        write_to_file(&manifest, &body_sources, &request.output, progress)?
+        write_to_file(&manifest, &sources, &request.output, progress)?
     };
     progress.finish();
     walk.skipped
@@ -171,28 +163,91 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     })
 }
 
-/// The size and digest of one file, or why it could not be read.
-type HashResult = Result<(u64, Digest)>;
+/// What pass 1 saw of a file: its size as read and the identity and
+/// change times of the inode it read. Pass 2 compares the file it reads
+/// with this (see [`Stamp::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    size: u64,
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
 
-/// Hashes every planned file on all cores (1 MiB streaming reads per file);
-/// returns the manifest entries and each file member's source path.
+impl Stamp {
+    fn of(meta: &fs::Metadata, size: u64) -> Stamp {
+        Stamp {
+            size,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Refuses a file that is not the one pass 1 hashed, unchanged: the
+    /// same refusal the writer's own body check gives (a different size is
+    /// `member_mismatch`, anything else `member_digest_mismatch`). Every
+    /// write to a file moves its ctime, which no user can set back, so a
+    /// file whose stamp still matches after it was read holds the bytes
+    /// pass 1 hashed. Were that ever not so, the packet could not pass
+    /// verification anywhere: its bytes would disagree with its manifest.
+    fn check(&self, now: &Stamp, member: &str) -> Result<()> {
+        if now == self {
+            return Ok(());
+        }
+        let (code, message) = if now.size != self.size {
+            (
+                ErrorCode::MemberMismatch,
+                "the file changed size after it was hashed",
+            )
+        } else {
+            (
+                ErrorCode::MemberDigestMismatch,
+                "the file changed after it was hashed",
+            )
+        };
+        Err(CliError::Unpackable(
+            packet_core::Error::new(code, message).at_path(member),
+        ))
+    }
+}
+
+/// Where a file member's bytes come from, and what pass 1 saw of them.
+struct BodySource {
+    path: PathBuf,
+    stamp: Stamp,
+}
+
+/// The size, stamp and digest of one file, or why it could not be read.
+type HashResult = Result<(Stamp, Digest)>;
+
+/// Hashes every planned file on all cores (streaming reads into one reused
+/// 1 MiB buffer per thread); returns the manifest entries and, for each
+/// file member in the packet's order, its source and stamp.
 fn hash_all(
-    planned: Vec<Planned>,
+    mut planned: Vec<Planned>,
     progress: &Progress,
-) -> Result<(Vec<Entry>, HashMap<String, PathBuf>)> {
-    let files: Vec<(&str, &Path)> = planned
+) -> Result<(Vec<Entry>, Vec<BodySource>)> {
+    // The packet's order, so that the files' sources line up with the
+    // writer's bodies without a lookup table.
+    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    let files: Vec<&Path> = planned
         .iter()
         .filter_map(|p| match p {
-            Planned::File { member, source, .. } => Some((member.as_str(), source.as_path())),
+            Planned::File { source, .. } => Some(source.as_path()),
             _ => None,
         })
         .collect();
-    let total: u64 = files
-        .iter()
-        .filter_map(|(_, s)| fs::symlink_metadata(s).ok())
-        .map(|m| m.len())
-        .sum();
-    progress.phase("hash", total);
+    if progress.is_shown() {
+        let total: u64 = files
+            .iter()
+            .filter_map(|s| fs::symlink_metadata(s).ok())
+            .map(|m| m.len())
+            .sum();
+        progress.phase("hash", total);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())
@@ -206,7 +261,7 @@ fn hash_all(
                 let mut buf = vec![0u8; CHUNK];
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((_, source)) = files.get(i) else {
+                    let Some(source) = files.get(i) else {
                         break;
                     };
                     let r = hash_file(source, &mut buf, progress);
@@ -223,9 +278,10 @@ fn hash_all(
             });
         }
     });
+    drop(files);
     let mut results = results.into_inner().unwrap_or_default().into_iter();
     let mut entries = Vec::with_capacity(planned.len());
-    let mut sources = HashMap::with_capacity(files.len());
+    let mut sources = Vec::new();
     for p in planned {
         match p {
             Planned::Dir { member } => entries.push(Entry::dir(member)),
@@ -235,12 +291,15 @@ fn hash_all(
                 source,
                 executable,
             } => {
-                let (size, digest) = match results.next().flatten() {
+                let (stamp, digest) = match results.next().flatten() {
                     Some(r) => r?,
                     None => return Err(first_error_or_usage()),
                 };
-                entries.push(Entry::file(member.clone(), size, digest, executable));
-                sources.insert(member, source);
+                entries.push(Entry::file(member, stamp.size, digest, executable));
+                sources.push(BodySource {
+                    path: source,
+                    stamp,
+                });
             }
         }
     }
@@ -256,16 +315,27 @@ fn first_error_or_usage() -> CliError {
     )
 }
 
-/// Opens a file without following a symlink that replaced it.
+/// Opens a file for reading without following a symlink that replaced it,
+/// and without updating its access time where the caller owns the file.
 fn open_nofollow(path: &Path) -> io::Result<File> {
-    fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+    let open = |flags| {
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+    };
+    match open(libc::O_NOFOLLOW | libc::O_NOATIME) {
+        // O_NOATIME is refused on files owned by someone else.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(libc::O_NOFOLLOW),
+        r => r,
+    }
 }
 
-fn hash_file(path: &Path, buf: &mut [u8], progress: &Progress) -> Result<(u64, Digest)> {
+/// Reads a whole file into the hasher: one read for a file smaller than
+/// the buffer (a short read of a regular file is its end).
+fn hash_file(path: &Path, buf: &mut [u8], progress: &Progress) -> HashResult {
     let mut f = open_nofollow(path).map_err(|e| CliError::io("read", path, e))?;
+    let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
     let mut hasher = Hasher::new();
     let mut size = 0u64;
     loop {
@@ -278,8 +348,13 @@ fn hash_file(path: &Path, buf: &mut [u8], progress: &Progress) -> Result<(u64, D
         hasher.update(&buf[..n]);
         size += n as u64;
         progress.inc(n as u64);
+        if n < buf.len() && size >= meta.len() {
+            break;
+        }
     }
-    Ok((size, hasher.finish()))
+    // Bytes that arrive after this read, or a short read cut short, leave
+    // the size or ctime different in pass 2, which refuses the file.
+    Ok((Stamp::of(&meta, size), hasher.finish()))
 }
 
 /// Writes to a temporary file beside `output`, then renames it into place,
@@ -288,7 +363,7 @@ fn hash_file(path: &Path, buf: &mut [u8], progress: &Progress) -> Result<(u64, D
 /// trusted.
 fn write_to_file(
     manifest: &Manifest,
-    sources: &[Option<PathBuf>],
+    sources: &[BodySource],
     output: &Path,
     progress: &Progress,
 ) -> Result<(Digest, String)> {
@@ -320,91 +395,109 @@ fn write_to_file(
     Ok((digest, abs.display().to_string()))
 }
 
-/// A full-size buffer and how many of its bytes are used.
-type Block = (Vec<u8>, usize);
+/// A full block shared with the hashing thread, and how many of its bytes are used.
+type Block = (Arc<Vec<u8>>, usize);
 
-/// Why the producing side stopped.
-enum Stop {
-    /// A failure to report.
-    Failed(CliError),
-    /// The output thread stopped; its own error explains why.
-    OutputStopped,
-}
-
-impl From<CliError> for Stop {
-    fn from(e: CliError) -> Self {
-        Stop::Failed(e)
-    }
-}
+/// Blocks in circulation: one being filled, the rest queued for or being
+/// hashed on the other thread.
+const BLOCKS: usize = 4;
 
 /// Drives the writer and streams the packet into `sink`. This thread reads
-/// the files and feeds them to the writer (which re-hashes every body);
-/// a second thread hashes the packet and writes it, in 1 MiB blocks that
-/// travel between the two without being copied.
-fn write_packet<W: Write + Send>(
+/// the files into 1 MiB blocks and writes each full block; a second thread
+/// hashes the same blocks (shared, not copied) for the packet digest.
+///
+/// Bodies are not hashed again here (`verify_bodies: false`): each file's
+/// stamp from pass 1 is checked on the open file after its bytes were read
+/// ([`Stamp::check`]), which refuses a file that changed in between.
+fn write_packet<W: Write>(
     manifest: &Manifest,
-    sources: &[Option<PathBuf>],
+    sources: &[BodySource],
     sink: W,
     progress: &Progress,
     label: &str,
 ) -> Result<Digest> {
-    let (full_tx, full_rx) = mpsc::sync_channel::<Block>(2);
-    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-    for _ in 0..3 {
-        let _ = free_tx.send(vec![0u8; CHUNK]);
-    }
+    let (full_tx, full_rx) = mpsc::sync_channel::<Block>(BLOCKS);
+    let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
     std::thread::scope(|scope| {
-        let output = scope.spawn(move || -> io::Result<Digest> {
-            let mut sink = sink;
+        let hasher = scope.spawn(move || {
             let mut hasher = Hasher::new();
-            for (buf, used) in full_rx {
-                hasher.update(&buf[..used]);
-                sink.write_all(&buf[..used])?;
-                let _ = free_tx.send(buf);
+            for (block, used) in full_rx {
+                hasher.update(&block[..used]);
+                let _ = free_tx.send(block);
             }
-            sink.flush()?;
-            Ok(hasher.finish())
+            hasher.finish()
         });
-        let produced = produce(manifest, sources, progress, full_tx, &free_rx);
-        let written = output.join();
-        match (produced, written) {
-            (Err(Stop::Failed(e)), _) => Err(e),
-            (_, Ok(Err(e))) => Err(CliError::io("write", label, e)),
-            (Ok(()), Ok(Ok(digest))) => Ok(digest),
-            _ => Err(CliError::refused(
+        let mut out = Blocks {
+            buf: vec![0u8; CHUNK],
+            used: 0,
+            made: 1,
+            full: full_tx,
+            free: free_rx,
+            sink,
+            label,
+        };
+        let produced = produce(manifest, sources, progress, &mut out).and_then(|()| out.flush());
+        drop(out);
+        let digest = hasher.join();
+        produced?;
+        digest.map_err(|_| {
+            CliError::refused(
                 "pack_interrupted",
                 None,
-                "the output thread stopped unexpectedly",
+                "the hashing thread stopped unexpectedly",
                 "pack again; if it persists, report this bug",
-            )),
-        }
+            )
+        })
     })
 }
 
-/// The block being filled, and the channels to the output thread.
-struct Blocks<'a> {
+/// The block being filled, the channels to the hashing thread and the sink.
+struct Blocks<'a, W: Write> {
     buf: Vec<u8>,
     used: usize,
+    /// Blocks allocated so far (at most [`BLOCKS`]).
+    made: usize,
     full: mpsc::SyncSender<Block>,
-    free: &'a mpsc::Receiver<Vec<u8>>,
+    free: mpsc::Receiver<Arc<Vec<u8>>>,
+    sink: W,
+    label: &'a str,
 }
 
-impl Blocks<'_> {
-    /// Hands the current block to the output thread and takes an empty one.
-    fn send(&mut self) -> Result<(), Stop> {
+impl<W: Write> Blocks<'_, W> {
+    /// Hands the current block to the hashing thread, writes it, and takes
+    /// an empty one.
+    fn send(&mut self) -> Result<()> {
         if self.used == 0 {
             return Ok(());
         }
-        let next = self.free.recv().map_err(|_| Stop::OutputStopped)?;
-        let full = std::mem::replace(&mut self.buf, next);
+        let next = if self.made < BLOCKS {
+            self.made += 1;
+            vec![0u8; CHUNK]
+        } else {
+            self.free
+                .recv()
+                .ok()
+                .and_then(|b| Arc::try_unwrap(b).ok())
+                .unwrap_or_else(|| vec![0u8; CHUNK])
+        };
+        let block = Arc::new(std::mem::replace(&mut self.buf, next));
+        let used = std::mem::take(&mut self.used);
         self.full
-            .send((full, self.used))
-            .map_err(|_| Stop::OutputStopped)?;
-        self.used = 0;
-        Ok(())
+            .send((Arc::clone(&block), used))
+            .map_err(|_| {
+                CliError::refused(
+                    "pack_interrupted",
+                    None,
+                    "the hashing thread stopped unexpectedly",
+                    "pack again; if it persists, report this bug",
+                )
+            })?;
+        self.sink
+            .write_all(&block[..used])
+            .map_err(|e| CliError::io("write", self.label, e))
     }
 
-    fn put(&mut self, mut bytes: &[u8]) -> Result<(), Stop> {
+    fn put(&mut self, mut bytes: &[u8]) -> Result<()> {
         while !bytes.is_empty() {
             if self.used == self.buf.len() {
                 self.send()?;
@@ -416,40 +509,52 @@ impl Blocks<'_> {
         }
         Ok(())
     }
+
+    fn flush(&mut self) -> Result<()> {
+        self.send()?;
+        self.sink
+            .flush()
+            .map_err(|e| CliError::io("write", self.label, e))
+    }
 }
 
-fn produce(
+fn produce<W: Write>(
     manifest: &Manifest,
-    sources: &[Option<PathBuf>],
+    sources: &[BodySource],
     progress: &Progress,
-    full: mpsc::SyncSender<Block>,
-    free: &mpsc::Receiver<Vec<u8>>,
-) -> Result<(), Stop> {
-    let first = free.recv().map_err(|_| Stop::OutputStopped)?;
-    let mut out = Blocks {
-        buf: first,
-        used: 0,
-        full,
-        free,
-    };
+    out: &mut Blocks<'_, W>,
+) -> Result<()> {
     let options = WriterOptions {
         packet_digest: false,
-        verify_bodies: true,
+        verify_bodies: false,
     };
     let mut writer = Writer::with_options(manifest, options);
+    // `sources` holds every file member in the packet's order; an empty
+    // file has no body step, so skip the file members before `index`.
+    let mut files = sources.iter();
+    let mut skipped_to = 0;
+    let mut source_of = |index: usize| {
+        for e in manifest.members.get(skipped_to..index).unwrap_or_default() {
+            if e.kind == Kind::File {
+                files.next();
+            }
+        }
+        skipped_to = index + 1;
+        files.next()
+    };
     loop {
         match writer.next().map_err(CliError::Unpackable)? {
             Step::Bytes(bytes) => out.put(bytes)?,
             Step::Body { index, size, .. } => {
                 let entry = &manifest.members[index];
-                let Some(source) = sources.get(index).and_then(Option::as_ref) else {
+                let Some(source) = source_of(index) else {
                     return Err(CliError::Unpackable(
                         packet_core::Error::new(ErrorCode::Usage, "no source file for this member")
                             .at_path(&entry.path),
-                    )
-                    .into());
+                    ));
                 };
-                let mut f = open_nofollow(source).map_err(|e| CliError::io("read", source, e))?;
+                let path = source.path.as_path();
+                let mut f = open_nofollow(path).map_err(|e| CliError::io("read", path, e))?;
                 let mut remaining = size;
                 while remaining > 0 {
                     if out.used == out.buf.len() {
@@ -460,7 +565,7 @@ fn produce(
                     let n = match f.read(&mut space[..want]) {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(CliError::io("read", source, e).into()),
+                        Err(e) => return Err(CliError::io("read", path, e)),
                     };
                     if n == 0 {
                         return Err(CliError::Unpackable(
@@ -469,27 +574,30 @@ fn produce(
                                 "the file shrank while it was being packed",
                             )
                             .at_path(&entry.path),
-                        )
-                        .into());
+                        ));
                     }
                     writer.body(&space[..n]).map_err(CliError::Unpackable)?;
                     out.used += n;
                     remaining -= n as u64;
                     progress.inc(n as u64);
                 }
-                // One byte more means the file grew: the writer refuses it.
-                let mut probe = [0u8; 1];
-                let n = f
-                    .read(&mut probe)
-                    .map_err(|e| CliError::io("read", source, e))?;
-                if n > 0 {
-                    writer.body(&probe).map_err(CliError::Unpackable)?;
-                }
+                // The open file must still be the one pass 1 hashed, as it
+                // was then: same inode, size and change times.
+                let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
+                source
+                    .stamp
+                    .check(&Stamp::of(&meta, meta.len()), &entry.path)?;
             }
             Step::Done(_) => break,
         }
     }
-    out.send()
+    if source_of(manifest.members.len()).is_some() {
+        return Err(CliError::Unpackable(packet_core::Error::new(
+            ErrorCode::Usage,
+            "more source files than file members",
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -512,17 +620,12 @@ mod tests {
                 executable: false,
             },
         ];
-        let (entries, mut sources) = hash_all(planned, &Progress::new(true)).unwrap();
+        let (entries, sources) = hash_all(planned, &Progress::new(true)).unwrap();
         let manifest = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap();
-        let body_sources: Vec<Option<PathBuf>> = manifest
-            .members
-            .iter()
-            .map(|e| sources.remove(&e.path))
-            .collect();
         change(&file);
         write_packet(
             &manifest,
-            &body_sources,
+            &sources,
             io::sink(),
             &Progress::new(true),
             "sink",

@@ -25,6 +25,11 @@ impl Progress {
         Progress(Some(bar))
     }
 
+    /// Whether a bar is shown (work done only for the bar can be skipped).
+    pub fn is_shown(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Starts a phase of `total` bytes.
     pub fn phase(&self, message: &'static str, total: u64) {
         if let Some(bar) = &self.0 {

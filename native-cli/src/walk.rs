@@ -45,7 +45,6 @@ pub enum Planned {
 
 impl Planned {
     /// The member path.
-    #[cfg(test)]
     pub fn member(&self) -> &str {
         match self {
             Planned::Dir { member }
