@@ -28,6 +28,10 @@ ROOT = os.path.dirname(HERE)
 PILLBOX = os.path.join(ROOT, "target", "release", "pillbox")
 BASELINES = os.path.join(ROOT, "target", "release", "bench-baselines")
 GNU_TAR_CREATE = ["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner"]
+# GNU tar run by root also restores owners (a chown per member) and exact
+# modes; pillbox does neither. Compare with `tar -xf` as any other user
+# runs it: owner = the caller, modes filtered by the umask, mtimes restored.
+GNU_TAR_EXTRACT = ["tar", "--no-same-owner", "--no-same-permissions"] if os.geteuid() == 0 else ["tar"]
 
 PY_TAR_PACK = r"""
 import os, sys, tarfile
@@ -58,12 +62,17 @@ def log(*a):
 
 
 def run(cmd, cwd=None):
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dt = time.perf_counter() - t0
-    if p.returncode != 0:
-        raise SystemExit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode(errors='replace')}")
-    return dt
+    """Runs one command; returns (wall seconds, CPU seconds user+sys of it and its children)."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{err.read().decode(errors='replace')}")
+    return dt, usage.ru_utime + usage.ru_stime
 
 
 def peak_rss_mib(cmd):
@@ -74,13 +83,36 @@ def peak_rss_mib(cmd):
     return int(p.stderr.decode().strip().splitlines()[-1]) / 1024
 
 
+def on_tmpfs(path):
+    """Whether `path` lives on a tmpfs (the longest mount point that holds it)."""
+    path, best, fstype = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                _, mnt, fs = line.split()[:3]
+                mnt = mnt.replace("\\040", " ")
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, fstype = mnt, fs
+    except OSError:
+        return False
+    return fstype == "tmpfs"
+
+
 class Scratch:
-    """Fresh output paths on the benchmark file system; cleared between
-    runs, outside the timed region."""
+    """Fresh output paths (never reused) on the benchmark file system, the
+    same one that holds the inputs. On a tmpfs they are removed after each
+    run, outside the timed region; on a disk file system only at the end of
+    a series, because creating files right after a mass delete is slow there
+    (it would penalise whichever command runs next)."""
 
     def __init__(self, base):
         self.base = base
         self.n = 0
+        self.tmpfs = on_tmpfs(base)
+
+    def after_run(self):
+        if self.tmpfs:
+            self.clear()
 
     def path(self, name):
         self.n += 1
@@ -95,10 +127,14 @@ class Scratch:
                 os.unlink(p)
 
 
-def interleaved(commands, reps, scratch, warmup=True):
-    """commands: {name: factory()} where factory returns (cmd, cleanup_paths).
-    Runs every command once to warm the page cache, then `reps` rounds in
-    interleaved order. Returns {name: [seconds...]}."""
+def interleaved(commands, inputs, reps, scratch, warmup=True):
+    """commands: {name: factory()} where factory returns the command line
+    (making any fresh output directory it needs, untimed). Reads `inputs`
+    and runs every command once right before the series, to warm the page
+    cache, then `reps` rounds in interleaved order (A B C A B C ...).
+    Returns {name: [(wall seconds, CPU seconds)...]}."""
+    for path in inputs:
+        warm(path)
     times = {k: [] for k in commands}
     rounds = reps + (1 if warmup else 0)
     for r in range(rounds):
@@ -107,12 +143,28 @@ def interleaved(commands, reps, scratch, warmup=True):
             dt = run(cmd)
             if r > 0 or not warmup:
                 times[name].append(dt)
-            scratch.clear()
+            scratch.after_run()
+    scratch.clear()
     return times
 
 
+def warm(path):
+    """Reads every file under `path` (or `path` itself) once."""
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        if os.path.islink(f):
+            continue
+        with open(f, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+
+
 def summary(ts):
-    return {"min": min(ts), "median": statistics.median(ts), "n": len(ts)}
+    walls = [w for w, _ in ts]
+    cpus = [c for _, c in ts]
+    return {"min": min(walls), "median": statistics.median(walls), "n": len(ts),
+            "cpu_min": min(cpus), "cpu_median": statistics.median(cpus)}
 
 
 def pillbox_digest(packet):
@@ -150,17 +202,17 @@ def bench_workspace(label, ws, reps, scratch, data):
         "Python tarfile": lambda: [sys.executable, "-c", PY_TAR_PACK, ws, scratch.path("py.tar")],
     }
     log(f"  pack ({label})")
-    res["pack"] = {k: summary(v) for k, v in interleaved(pack, reps, scratch).items()}
+    res["pack"] = {k: summary(v) for k, v in interleaved(pack, [ws], reps, scratch).items()}
 
     unpack = {
         "pillbox unpack": lambda: [PILLBOX, "checkpoint", "unpack", packet, "--digest", digest,
                                    "--into", scratch.path("pu"), "--quiet"],
-        "GNU tar -x": lambda: (lambda d: (os.makedirs(d), ["tar", "-xf", gnu_tar, "-C", d])[1])(scratch.path("tu")),
+        "GNU tar -x": lambda: (lambda d: (os.makedirs(d), GNU_TAR_EXTRACT + ["-xf", gnu_tar, "-C", d])[1])(scratch.path("tu")),
         "tar crate unpack": lambda: [BASELINES, "tar-unpack", gnu_tar, scratch.path("ru")],
         "Python tarfile (filter='data')": lambda: [sys.executable, "-c", PY_TAR_UNPACK, gnu_tar, scratch.path("yu")],
     }
     log(f"  unpack ({label})")
-    res["unpack"] = {k: summary(v) for k, v in interleaved(unpack, reps, scratch).items()}
+    res["unpack"] = {k: summary(v) for k, v in interleaved(unpack, [packet, gnu_tar], reps, scratch).items()}
 
     verify = {
         "pillbox verify": lambda: [PILLBOX, "checkpoint", "verify", packet, "--digest", digest, "--quiet"],
@@ -168,7 +220,7 @@ def bench_workspace(label, ws, reps, scratch, data):
         "sha256sum": lambda: ["sha256sum", packet],
     }
     log(f"  verify ({label})")
-    res["verify"] = {k: summary(v) for k, v in interleaved(verify, reps, scratch).items()}
+    res["verify"] = {k: summary(v) for k, v in interleaved(verify, [packet], reps, scratch).items()}
 
     log(f"  peak RSS ({label})")
     res["rss_mib"] = {
@@ -234,10 +286,11 @@ def fmt_s(x):
 
 
 def table(res, op, base):
-    rows = [f"| {op} ({res['label']}) | min | median | ratio to {base} (min) |", "|---|---|---|---|"]
+    rows = [f"| {op} ({res['label']}) | min | median | ratio to {base} (min) | CPU user+sys (min) |",
+            "|---|---|---|---|---|"]
     b = res[op][base]["min"]
     for name, s in res[op].items():
-        rows.append(f"| {name} | {fmt_s(s['min'])} | {fmt_s(s['median'])} | {s['min'] / b:.2f}× |")
+        rows.append(f"| {name} | {fmt_s(s['min'])} | {fmt_s(s['median'])} | {s['min'] / b:.2f}× | {fmt_s(s['cpu_min'])} |")
     return "\n".join(rows)
 
 
@@ -336,7 +389,14 @@ def main():
     lines = ["# Benchmarks", "",
              "Generated by `bash bench/run.sh` (bench/run.py). Every ratio compares commands measured in the same run,",
              "interleaved, after one warm-up run each; `min` and `median` over the repetitions. Absolute times depend on",
-             "the machine and its neighbours; ratios are the figures that count.", "",
+             "the machine and its neighbours; ratios are the figures that count. CPU is user+sys time of the command",
+             "and its children (the script's pipeline included).", "",
+             f"Data and every output live on {'a tmpfs' if scratch.tmpfs else 'a disk file system'}; each run writes",
+             "a fresh file or directory. GNU tar: `" + " ".join(GNU_TAR_CREATE) + " -cf OUT -C WS .` and `"
+             + " ".join(GNU_TAR_EXTRACT) + " -xf ARCHIVE -C NEWDIR`"
+             + (" (what `tar -xf` does for a user other than root)." if os.geteuid() == 0 else "."),
+             "The tar + sha256sum + manifest script: `tar -cf - | tee OUT | sha256sum` then `find -type f -exec sha256sum`.",
+             "Raw SHA-256: one pass over the packet with the sha2 crate (1 MiB reads, one core), the verify target's reference.", "",
              f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
     all_targets = []
     for res in results:

@@ -1,6 +1,10 @@
 // Measures the local Worker verifying a large packet uploaded in parts:
 // wall time of the parts and of the verification (the complete call), CPU
-// time of the workerd process during verification, and workerd's peak RSS.
+// time of the workerd process during verification, workerd's peak RSS (the
+// whole process: it also runs the local R2 and D1 simulators) and the
+// Worker's own wasm linear memory after verifying (the
+// Pillbox-Wasm-Memory-Bytes header; linear memory never shrinks, so this is
+// the instance's peak).
 //
 // Usage: node scripts/worker-1gib.mjs PACKET [PACKET_HASHER]
 // (scripts/worker-1gib.sh generates the packet and calls this.)
@@ -90,8 +94,6 @@ try {
   const cpu = cpuSeconds(pid) - cpu0;
   if (done.status !== 201) throw new Error(`complete: ${done.status} ${done.bytes}`);
   const peakVerify = peak;
-  const got = await new Promise((ok) => setTimeout(ok, 300, true));
-  void got;
   const result = {
     packet: file,
     size,
@@ -107,6 +109,8 @@ try {
     workerd_rss_peak_parts_mib: +(peakAfterParts / 1048576).toFixed(1),
     workerd_rss_peak_verify_mib: +(peakVerify / 1048576).toFixed(1),
     workerd_vmhwm_mib: +(status(pid, 'VmHWM:') / 1048576).toFixed(1),
+    wasm_memory_bytes: Number(done.headers.get('pillbox-wasm-memory-bytes')),
+    wasm_memory_mib: +(Number(done.headers.get('pillbox-wasm-memory-bytes')) / 1048576).toFixed(1),
   };
   console.log(JSON.stringify(result, null, 2));
 } finally {

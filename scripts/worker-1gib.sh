@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the local Worker verifying a ~1 GiB packet uploaded in parts
 # (720 files of 1 MiB and 3 of 100 MiB, incompressible). Prints wall time,
-# workerd CPU time and peak RSS as JSON. Needs ~4 GiB free in $TMPDIR.
+# workerd CPU time, workerd's peak RSS and the Worker's own wasm linear
+# memory (Pillbox-Wasm-Memory-Bytes) as JSON. Needs ~4 GiB free in $TMPDIR.
 #
 #   bash scripts/worker-1gib.sh [platform|core]   (where the packet digest is hashed)
 set -euo pipefail

@@ -7,7 +7,8 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -15,6 +16,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use packet_core::{
     Digest, Entry, ErrorCode, Hasher, Kind, Limits, Manifest, Step, Writer, WriterOptions,
 };
+use rustix::fs::{openat, Mode, OFlags};
 use serde::Serialize;
 
 use crate::error::{CliError, Result};
@@ -259,12 +261,13 @@ fn hash_all(
         for _ in 0..threads {
             scope.spawn(|| {
                 let mut buf = vec![0u8; CHUNK];
+                let mut opener = Opener::default();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(source) = files.get(i) else {
                         break;
                     };
-                    let r = hash_file(source, &mut buf, progress);
+                    let r = hash_file(&mut opener, source, &mut buf, progress);
                     let failed = r.is_err();
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
@@ -315,26 +318,45 @@ fn first_error_or_usage() -> CliError {
     )
 }
 
-/// Opens a file for reading without following a symlink that replaced it,
-/// and without updating its access time where the caller owns the file.
-fn open_nofollow(path: &Path) -> io::Result<File> {
-    let open = |flags| {
-        fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(flags)
-            .open(path)
-    };
-    match open(libc::O_NOFOLLOW | libc::O_NOATIME) {
-        // O_NOATIME is refused on files owned by someone else.
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(libc::O_NOFOLLOW),
-        r => r,
+/// Opens files for reading relative to a descriptor of the last folder
+/// used: files of one folder are neighbours in the packet's order, so each
+/// folder's path is resolved once per pass rather than once per file.
+#[derive(Default)]
+struct Opener {
+    dir: Option<(PathBuf, OwnedFd)>,
+}
+
+impl Opener {
+    /// Opens `path` without following a symlink that replaced it, and
+    /// without updating its access time where the caller owns the file.
+    fn open(&mut self, path: &Path) -> io::Result<File> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        let fd = match &self.dir {
+            Some((dir, fd)) if dir == parent => fd,
+            _ => {
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                let fd = rustix::fs::open(parent, flags, Mode::empty())?;
+                &self.dir.insert((parent.to_path_buf(), fd)).1
+            }
+        };
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let file = match openat(fd, name, flags | OFlags::NOATIME, Mode::empty()) {
+            // O_NOATIME is refused on files owned by someone else.
+            Err(rustix::io::Errno::PERM) => openat(fd, name, flags, Mode::empty())?,
+            r => r?,
+        };
+        Ok(File::from(file))
     }
 }
 
 /// Reads a whole file into the hasher: one read for a file smaller than
 /// the buffer (a short read of a regular file is its end).
-fn hash_file(path: &Path, buf: &mut [u8], progress: &Progress) -> HashResult {
-    let mut f = open_nofollow(path).map_err(|e| CliError::io("read", path, e))?;
+fn hash_file(opener: &mut Opener, path: &Path, buf: &mut [u8], progress: &Progress) -> HashResult {
+    let mut f = opener
+        .open(path)
+        .map_err(|e| CliError::io("read", path, e))?;
     let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
     let mut hasher = Hasher::new();
     let mut size = 0u64;
@@ -482,16 +504,14 @@ impl<W: Write> Blocks<'_, W> {
         };
         let block = Arc::new(std::mem::replace(&mut self.buf, next));
         let used = std::mem::take(&mut self.used);
-        self.full
-            .send((Arc::clone(&block), used))
-            .map_err(|_| {
-                CliError::refused(
-                    "pack_interrupted",
-                    None,
-                    "the hashing thread stopped unexpectedly",
-                    "pack again; if it persists, report this bug",
-                )
-            })?;
+        self.full.send((Arc::clone(&block), used)).map_err(|_| {
+            CliError::refused(
+                "pack_interrupted",
+                None,
+                "the hashing thread stopped unexpectedly",
+                "pack again; if it persists, report this bug",
+            )
+        })?;
         self.sink
             .write_all(&block[..used])
             .map_err(|e| CliError::io("write", self.label, e))
@@ -531,6 +551,7 @@ fn produce<W: Write>(
     let mut writer = Writer::with_options(manifest, options);
     // `sources` holds every file member in the packet's order; an empty
     // file has no body step, so skip the file members before `index`.
+    let mut opener = Opener::default();
     let mut files = sources.iter();
     let mut skipped_to = 0;
     let mut source_of = |index: usize| {
@@ -554,7 +575,9 @@ fn produce<W: Write>(
                     ));
                 };
                 let path = source.path.as_path();
-                let mut f = open_nofollow(path).map_err(|e| CliError::io("read", path, e))?;
+                let mut f = opener
+                    .open(path)
+                    .map_err(|e| CliError::io("read", path, e))?;
                 let mut remaining = size;
                 while remaining > 0 {
                     if out.used == out.buf.len() {

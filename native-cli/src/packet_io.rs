@@ -151,6 +151,19 @@ pub fn read_packet(
     progress: &Progress,
     on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
 ) -> Result<PacketRead> {
+    read_packet_explained(source, options, progress, on_event, &mut |_, e| e)
+}
+
+/// [`read_packet`], with `explain` turning a verification failure found
+/// after the manifest (a packet digest mismatch, say) into a more precise
+/// error with the help of this read's manifest.
+pub fn read_packet_explained(
+    source: &dyn PacketSource,
+    options: ReaderOptions,
+    progress: &Progress,
+    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
+    explain: &mut dyn FnMut(&Manifest, CliError) -> CliError,
+) -> Result<PacketRead> {
     let mut input = source.open_packet()?;
     let mut reader = Reader::new(ReaderOptions {
         skip_packet_digest: true,
@@ -158,7 +171,7 @@ pub fn read_packet(
     });
     let (full_tx, full_rx) = mpsc::sync_channel::<(Arc<Vec<u8>>, usize)>(2);
     let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
-    std::thread::scope(|scope| {
+    let read = std::thread::scope(|scope| {
         let hasher = scope.spawn(move || {
             let mut hasher = Hasher::new();
             for (block, used) in full_rx {
@@ -219,7 +232,7 @@ pub fn read_packet(
         while let (_, Some(event @ Event::MemberEnd { .. })) = reader.feed(&[])? {
             dispatch(&reader, event, on_event)?;
         }
-        let mut verified = reader.finish()?;
+        let verified = reader.finish()?;
         let digest = digest.map_err(|_| {
             CliError::refused(
                 "read_interrupted",
@@ -228,28 +241,45 @@ pub fn read_packet(
                 "read the packet again; if it persists, report this bug",
             )
         })?;
-        if let Some(expected) = options
-            .expected_digest
-            .filter(|_| !options.skip_packet_digest)
-        {
-            if expected != digest {
-                return Err(CliError::Packet(packet_core::Error::new(
-                    packet_core::ErrorCode::PacketDigestMismatch,
-                    format!("expected {expected}, the packet is {digest}"),
-                )));
-            }
+        Ok((verified, digest))
+    });
+    let (mut verified, digest) = match read {
+        Ok(read) => read,
+        // A packet that fails once its manifest was read: let `explain`
+        // look for an earlier cause the checks this read skipped would have
+        // named.
+        Err(e @ CliError::Packet(_)) => {
+            return Err(match reader.manifest() {
+                Some(m) => explain(m, e),
+                None => e,
+            })
         }
-        if !options.skip_packet_digest {
-            verified.digest = Some(digest);
-        }
+        Err(e) => return Err(e),
+    };
+    {
         let manifest = reader.into_manifest().ok_or_else(|| {
             CliError::Packet(packet_core::Error::new(
                 packet_core::ErrorCode::Truncated,
                 "the packet ends before packet.json",
             ))
         })?;
+        if let Some(expected) = options
+            .expected_digest
+            .filter(|_| !options.skip_packet_digest)
+        {
+            if expected != digest {
+                let mismatch = CliError::Packet(packet_core::Error::new(
+                    packet_core::ErrorCode::PacketDigestMismatch,
+                    format!("expected {expected}, the packet is {digest}"),
+                ));
+                return Err(explain(&manifest, mismatch));
+            }
+        }
+        if !options.skip_packet_digest {
+            verified.digest = Some(digest);
+        }
         Ok(PacketRead { manifest, verified })
-    })
+    }
 }
 
 fn dispatch(

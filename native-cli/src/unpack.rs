@@ -5,13 +5,14 @@
 //! the staged files renamed into place. Any failure removes the staging
 //! folders (and targets this command created), leaving the targets as they were.
 
-use std::collections::HashSet;
-use std::fs::{self, DirBuilder, File};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::borrow::Cow;
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use packet_core::{Digest, Event, Kind, Manifest, ReaderOptions};
+use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
 use serde::Serialize;
 use tempfile::TempDir;
 
@@ -99,11 +100,12 @@ pub fn unpack(
             "the reader computed no digest",
         ))
     })?;
+    let (size, totals) = (first.verified.size, first.manifest.totals);
     let mut created = Created::default();
     let result = place(
         source,
         request,
-        &first.manifest,
+        first.manifest,
         digest,
         progress,
         &mut created,
@@ -115,9 +117,9 @@ pub fn unpack(
                 schema: "pillbox.checkpoint.unpack/1",
                 digest: digest.to_string(),
                 digest_checked: request.expected.is_some(),
-                size: first.verified.size,
-                members: first.manifest.totals.members,
-                totals: first.manifest.totals,
+                size,
+                members: totals.members,
+                totals,
                 workspace: workspace.display().to_string(),
                 harness,
             })
@@ -166,10 +168,12 @@ struct HarnessTarget {
     plan: RestorePlan,
 }
 
+/// Takes the manifest pass 1 verified by value: it is dropped before pass 2,
+/// whose reader parses its own, so that only one is held at a time.
 fn place(
     source: &dyn PacketSource,
     request: &UnpackRequest,
-    manifest: &Manifest,
+    manifest: Manifest,
     digest: Digest,
     progress: &Progress,
     created: &mut Created,
@@ -188,7 +192,7 @@ fn place(
         if let Some(home) = home {
             created.dir_all(home)?;
             let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-            let plan = harness::adapter(h.kind).restore_plan(&home, h, manifest, &workspace)?;
+            let plan = harness::adapter(h.kind).restore_plan(&home, h, &manifest, &workspace)?;
             harness_target = Some(HarnessTarget {
                 prefix: format!("harness/{}/", h.kind.as_str()),
                 staging: staging_in(&home)?,
@@ -197,23 +201,31 @@ fn place(
         }
     }
 
-    // Pass 2: a fresh read that must hash to the digest pass 1 saw.
+    // Pass 2: a fresh read that must hash to the digest pass 1 saw. Pass 1
+    // checked every member's sha256, so a read with the same packet digest
+    // holds the same bodies: they are not hashed again, and nothing staged
+    // is moved into place before this read's digest matched.
     let options = ReaderOptions {
         expected_digest: Some(digest),
+        skip_member_digests: true,
         ..ReaderOptions::default()
     };
     progress.phase("unpack", source.size_hint().unwrap_or(0));
-    let mut writer = StagingWriter {
-        workspace: ws_staging.path().to_path_buf(),
-        harness: harness_target
-            .as_ref()
-            .map(|t| (t.prefix.as_str(), t.staging.path().to_path_buf())),
-        dirs: HashSet::new(),
-        current: None,
-    };
-    packet_io::read_packet(source, options, progress, &mut |m, event| {
-        writer.on_event(m, event)
-    })?;
+    let mut roots = vec![("workspace/", ws_staging.path().to_path_buf())];
+    if let Some(t) = &harness_target {
+        roots.push((t.prefix.as_str(), t.staging.path().to_path_buf()));
+    }
+    let harness_descriptor = manifest.harness.clone();
+    drop(manifest);
+    let mut writer = StagingWriter::new(roots)?;
+    packet_io::read_packet_explained(
+        source,
+        options,
+        progress,
+        &mut |m, event| writer.on_event(m, event),
+        &mut |m, e| explain_second_pass_mismatch(e, m, &ws_staging, harness_target.as_ref()),
+    )?;
+    drop(writer);
 
     // Everything matched: move into place, undoing the moves on failure.
     let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -230,7 +242,7 @@ fn place(
         }
         return Err(e);
     }
-    let harness = manifest.harness.as_ref().map(|h| {
+    let harness = harness_descriptor.as_ref().map(|h| {
         let mut r = HarnessReport::of(h);
         r.restored = Some(harness_target.is_some());
         r.rollout_path = Some(
@@ -241,6 +253,62 @@ fn place(
         r
     });
     Ok((workspace, harness))
+}
+
+/// Pass 2 hashes only the whole packet. When it fails (its digest differs
+/// from the one pass 1 verified, or a later header is damaged), the packet
+/// changed in between: name the first member whose staged bytes (the bytes
+/// pass 2 read, fully written) disagree with the sha256 in pass 2's
+/// manifest, as a check of member digests in pass 2 would have.
+fn explain_second_pass_mismatch(
+    error: CliError,
+    manifest: &Manifest,
+    ws_staging: &TempDir,
+    harness: Option<&HarnessTarget>,
+) -> CliError {
+    if !matches!(error, CliError::Packet(_)) {
+        return error;
+    }
+    let mut roots = vec![("workspace/", ws_staging.path())];
+    if let Some(t) = harness {
+        roots.push((t.prefix.as_str(), t.staging.path()));
+    }
+    let mut buf = vec![0u8; packet_io::CHUNK];
+    for entry in manifest.members.iter().filter(|e| e.kind == Kind::File) {
+        let (Some(expected), Some(staged)) = (
+            entry.sha256,
+            roots
+                .iter()
+                .find_map(|(prefix, root)| entry.path.strip_prefix(prefix).map(|r| root.join(r))),
+        ) else {
+            continue;
+        };
+        let Ok(mut f) = File::open(&staged) else {
+            continue;
+        };
+        // A member cut short by the failure is not evidence.
+        if f.metadata().map_or(true, |m| m.len() != entry.size) {
+            continue;
+        }
+        let mut hasher = packet_core::Hasher::new();
+        let read_whole = loop {
+            match f.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => hasher.update(&buf[..n]),
+                Err(_) => break false,
+            }
+        };
+        if read_whole && hasher.finish() != expected {
+            return CliError::Packet(
+                packet_core::Error::new(
+                    packet_core::ErrorCode::MemberDigestMismatch,
+                    "the packet changed after it was verified: this member's bytes no longer match its sha256",
+                )
+                .at_path(&entry.path),
+            );
+        }
+    }
+    error
 }
 
 fn staging_in(dir: &Path) -> Result<TempDir> {
@@ -291,27 +359,117 @@ fn rename_new(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).map_err(|e| CliError::io("move into place", to, e))
 }
 
-/// Writes members into staging folders. Never follows a symlink: every
-/// parent is a folder this writer created, files are created new with
-/// `O_NOFOLLOW`, and packet-core has already refused members below symlinks.
-struct StagingWriter<'a> {
-    workspace: PathBuf,
-    harness: Option<(&'a str, PathBuf)>,
-    dirs: HashSet<PathBuf>,
-    current: Option<(File, u32, PathBuf)>,
+/// Folders kept open (as descriptors) along the current path; deeper
+/// folders are reached by path, so a deep packet cannot exhaust descriptors.
+const MAX_OPEN_DIRS: usize = 128;
+
+/// The mode of every folder unpacked.
+const DIR_MODE: u32 = 0o755;
+
+/// A folder this writer created, on the current path.
+struct OpenDir {
+    /// Its member path.
+    member: String,
+    /// Its staging path (for messages, and to reach it without `fd`).
+    path: PathBuf,
+    fd: Option<OwnedFd>,
 }
 
-impl StagingWriter<'_> {
+/// A staging root: members under `prefix` go below `path`.
+struct Root<'a> {
+    prefix: &'a str,
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// Writes members into staging folders. Never follows a symlink: every
+/// parent is a folder this writer created (reached through a descriptor it
+/// opened on it, or by a path made only of such folders), entries are
+/// created new (`O_EXCL`, `O_NOFOLLOW`), and packet-core has already
+/// refused members below symlinks. The packet's order puts every folder
+/// right before its subtree, so the folders of the current path are a stack.
+struct StagingWriter<'a> {
+    roots: Vec<Root<'a>>,
+    dirs: Vec<OpenDir>,
+    /// The file being written and its member index.
+    current: Option<(File, usize)>,
+    /// The process's file creation mask: modes it would strip are set
+    /// explicitly after creation.
+    umask: u32,
+}
+
+impl<'a> StagingWriter<'a> {
+    fn new(roots: Vec<(&'a str, PathBuf)>) -> Result<StagingWriter<'a>> {
+        let roots = roots
+            .into_iter()
+            .map(|(prefix, path)| {
+                let fd = open_dir(CWD, &path).map_err(|e| CliError::io("open", &path, e))?;
+                Ok(Root { prefix, path, fd })
+            })
+            .collect::<Result<_>>()?;
+        // umask(2) can only be read by setting it: set it back at once.
+        let umask = rustix::process::umask(Mode::empty());
+        rustix::process::umask(umask);
+        Ok(StagingWriter {
+            roots,
+            dirs: Vec::new(),
+            current: None,
+            umask: umask.bits(),
+        })
+    }
+
     /// The staging path of a member, or `None` for roots and harness
     /// members that are not restored.
-    fn staging_path(&self, member: &str) -> Option<(PathBuf, &Path)> {
-        if let Some(rest) = member.strip_prefix("workspace/") {
-            return Some((self.workspace.join(rest), &self.workspace));
+    fn staging_path(&self, member: &str) -> Option<PathBuf> {
+        self.roots
+            .iter()
+            .find_map(|r| member.strip_prefix(r.prefix).map(|rest| r.path.join(rest)))
+    }
+
+    /// The folder to create `member` in, as (descriptor, name relative to
+    /// it, staging path of the member); `Ok(None)` when the member is not
+    /// written.
+    fn locate<'m>(
+        &mut self,
+        member: &'m str,
+    ) -> Result<Option<(BorrowedFd<'_>, Cow<'m, Path>, PathBuf)>> {
+        let Some(root) = self.roots.iter().position(|r| member.starts_with(r.prefix)) else {
+            return Ok(None);
+        };
+        let rest = &member[self.roots[root].prefix.len()..];
+        let (parent, name) = match rest.rsplit_once('/') {
+            Some((_, name)) => (Some(&member[..member.len() - name.len() - 1]), name),
+            None => (None, rest),
+        };
+        let Some(parent) = parent else {
+            let r = &self.roots[root];
+            return Ok(Some((
+                r.fd.as_fd(),
+                Cow::Borrowed(Path::new(name)),
+                r.path.join(name),
+            )));
+        };
+        while self.dirs.last().is_some_and(|d| d.member != parent) {
+            self.dirs.pop();
         }
-        let (prefix, root) = self.harness.as_ref()?;
-        member
-            .strip_prefix(prefix)
-            .map(|rest| (root.join(rest), root.as_path()))
+        let Some(dir) = self.dirs.last() else {
+            return Err(CliError::refused(
+                "unpack_parent_missing",
+                Some(Path::new(member)),
+                "the member's parent folder was not created by this unpack",
+                "the packet is malformed: repack it from the source workspace",
+            ));
+        };
+        let path = dir.path.join(name);
+        Ok(Some(match &dir.fd {
+            Some(fd) => (fd.as_fd(), Cow::Borrowed(Path::new(name)), path),
+            None => (CWD, Cow::Owned(path.clone()), path),
+        }))
+    }
+
+    /// The bits of `mode` the umask would strip at creation.
+    fn stripped(&self, mode: u32) -> bool {
+        mode & self.umask != 0
     }
 
     fn on_event(&mut self, manifest: &Manifest, event: Event<'_>) -> Result<()> {
@@ -319,67 +477,75 @@ impl StagingWriter<'_> {
             Event::Manifest => Ok(()),
             Event::MemberStart { index, .. } => {
                 let entry = &manifest.members[index];
-                let Some((path, root)) = self.staging_path(&entry.path) else {
+                let umask_strips = self.stripped(match entry.kind {
+                    Kind::Dir => DIR_MODE,
+                    _ => entry.mode,
+                });
+                let Some((at, name, path)) = self.locate(&entry.path)? else {
                     return Ok(());
                 };
-                let parent_ok = path
-                    .parent()
-                    .is_some_and(|p| p == root || self.dirs.contains(p));
-                if !parent_ok {
-                    return Err(CliError::refused(
-                        "unpack_parent_missing",
-                        Some(Path::new(&entry.path)),
-                        "the member's parent folder was not created by this unpack",
-                        "the packet is malformed: repack it from the source workspace",
-                    ));
-                }
                 match entry.kind {
                     Kind::Dir => {
-                        DirBuilder::new()
-                            .mode(0o700)
-                            .create(&path)
-                            .map_err(|e| CliError::io("create", &path, e))?;
-                        set_mode(&path, 0o755)?;
-                        self.dirs.insert(path);
+                        let mode = Mode::from_raw_mode(DIR_MODE);
+                        mkdirat(at, &*name, mode)
+                            .map_err(|e| CliError::io("create", &path, e.into()))?;
+                        let fd = open_dir(at, &name).map_err(|e| CliError::io("open", &path, e))?;
+                        if umask_strips {
+                            fchmod(&fd, mode)
+                                .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
+                        }
+                        let fd = (self.dirs.len() < MAX_OPEN_DIRS).then_some(fd);
+                        self.dirs.push(OpenDir {
+                            member: entry.path.clone(),
+                            path,
+                            fd,
+                        });
                     }
                     Kind::Symlink => {
                         let target = entry.target.as_deref().unwrap_or("");
-                        std::os::unix::fs::symlink(target, &path)
-                            .map_err(|e| CliError::io("create the symlink", &path, e))?;
+                        symlinkat(target, at, &*name)
+                            .map_err(|e| CliError::io("create the symlink", &path, e.into()))?;
                     }
                     Kind::File => {
-                        let f = fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .open(&path)
-                            .map_err(|e| CliError::io("create", &path, e))?;
-                        self.current = Some((f, entry.mode, path));
+                        let mode = Mode::from_raw_mode(entry.mode);
+                        let flags = OFlags::WRONLY
+                            | OFlags::CREATE
+                            | OFlags::EXCL
+                            | OFlags::NOFOLLOW
+                            | OFlags::CLOEXEC;
+                        let fd = openat(at, &*name, flags, mode)
+                            .map_err(|e| CliError::io("create", &path, e.into()))?;
+                        if umask_strips {
+                            fchmod(&fd, mode)
+                                .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
+                        }
+                        self.current = Some((File::from(fd), index));
                     }
                 }
                 Ok(())
             }
-            Event::Data(bytes) => match &mut self.current {
-                Some((f, _, path)) => f
-                    .write_all(bytes)
-                    .map_err(|e| CliError::io("write", &*path, e)),
-                None => Ok(()),
-            },
+            Event::Data(bytes) => {
+                let Some((f, index)) = &mut self.current else {
+                    return Ok(());
+                };
+                let index = *index;
+                f.write_all(bytes).map_err(|e| {
+                    let member = &manifest.members[index].path;
+                    CliError::io("write", self.staging_path(member).unwrap_or_default(), e)
+                })
+            }
             Event::MemberEnd { .. } => {
-                if let Some((f, mode, path)) = self.current.take() {
-                    f.set_permissions(fs::Permissions::from_mode(mode))
-                        .map_err(|e| CliError::io("set permissions of", &path, e))?;
-                }
+                self.current = None;
                 Ok(())
             }
         }
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<()> {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .map_err(|e| CliError::io("set permissions of", path, e))
+/// Opens a folder this writer just created, refusing anything else.
+fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(openat(at, path, flags, Mode::empty())?)
 }
 
 #[cfg(test)]

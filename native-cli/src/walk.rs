@@ -127,7 +127,22 @@ pub fn walk_tree(
             let name = entry.file_name();
             let source = entry.path();
             let member = member_path(&member_dir, &name)?;
-            if let Some(next) = visit(&source, member, options, walk)? {
+            // The type from the directory listing (no stat where the file
+            // system reports it); a file's mode from a stat relative to
+            // the open directory.
+            let ft = entry
+                .file_type()
+                .map_err(|e| CliError::io("inspect", &source, e))?;
+            let mode = if ft.is_file() {
+                entry
+                    .metadata()
+                    .map_err(|e| CliError::io("inspect", &source, e))?
+                    .permissions()
+                    .mode()
+            } else {
+                0
+            };
+            if let Some(next) = visit(&source, ft, mode, member, options, walk)? {
                 stack.push(next);
             }
         }
@@ -148,12 +163,12 @@ fn member_path(parent: &str, name: &OsStr) -> Result<String> {
 /// Decides what one directory entry becomes; returns a directory to descend into.
 fn visit(
     source: &Path,
+    ft: fs::FileType,
+    mode: u32,
     member: String,
     options: &WalkOptions,
     walk: &mut Walk,
 ) -> Result<Option<(PathBuf, String)>> {
-    let meta = fs::symlink_metadata(source).map_err(|e| CliError::io("inspect", source, e))?;
-    let ft = meta.file_type();
     let relative = member.split_once('/').map_or("", |(_, r)| r).to_owned();
     let is_dir = ft.is_dir();
     // Credential files never enter a packet, whatever else applies.
@@ -195,7 +210,7 @@ fn visit(
         walk.planned.push(Planned::File {
             member,
             source: source.to_path_buf(),
-            executable: meta.permissions().mode() & 0o100 != 0,
+            executable: mode & 0o100 != 0,
         });
         return Ok(None);
     }

@@ -141,16 +141,64 @@ pub fn credential_rule(relative: &str) -> Option<&'static CredentialRule> {
 /// Whether a glob pattern (see the module docs) matches a relative path.
 pub fn glob_match(pattern: &str, path: &str) -> bool {
     let pattern = pattern.trim_matches('/');
-    let pat: alloc::vec::Vec<&str> = pattern.split('/').collect();
-    let comps: alloc::vec::Vec<&str> = path.split('/').collect();
-    match_components(&pat, &comps)
+    // Most credential patterns are `**/` then literal components: the
+    // path's last components are those, which needs no component walk.
+    if let Some(literal) = pattern.strip_prefix("**/") {
+        if !literal.contains(['*', '?']) {
+            return ends_with_components(path, literal);
+        }
+        // `**/<literal>/**`: the literal components anywhere in the path.
+        if let Some(inner) = literal.strip_suffix("/**") {
+            if !inner.contains(['*', '?']) {
+                return path.match_indices(inner).any(|(at, _)| {
+                    let before = &path[..at];
+                    let after = &path[at + inner.len()..];
+                    (before.is_empty() || before.ends_with('/'))
+                        && (after.is_empty() || after.starts_with('/'))
+                });
+            }
+        }
+    }
+    match_components(Some(pattern), Some(path))
 }
 
-fn match_components(pat: &[&str], comps: &[&str]) -> bool {
-    match pat.split_first() {
-        None => comps.is_empty(),
-        Some((&"**", rest)) => (0..=comps.len()).any(|skip| match_components(rest, &comps[skip..])),
-        Some((first, rest)) => match comps.split_first() {
+/// Whether the last components of `path` are those of `literal`.
+fn ends_with_components(path: &str, literal: &str) -> bool {
+    path == literal
+        || path
+            .strip_suffix(literal)
+            .is_some_and(|head| head.ends_with('/'))
+}
+
+/// The first `/`-separated component of `s` and the rest. `None` stands for
+/// no components at all; `Some(s)` for the components of `s.split('/')`
+/// (at least one, possibly empty). Walking the strings in place rather
+/// than collecting components keeps matching free of allocation: every
+/// member of every packet is matched against every credential pattern.
+fn split_first(s: Option<&str>) -> Option<(&str, Option<&str>)> {
+    s.map(|s| match s.split_once('/') {
+        Some((first, rest)) => (first, Some(rest)),
+        None => (s, None),
+    })
+}
+
+fn match_components(pat: Option<&str>, comps: Option<&str>) -> bool {
+    match split_first(pat) {
+        None => comps.is_none(),
+        Some(("**", rest)) => {
+            // `**` stands for any number of components, none included.
+            let mut at = comps;
+            loop {
+                if match_components(rest, at) {
+                    return true;
+                }
+                match split_first(at) {
+                    Some((_, next)) => at = next,
+                    None => return false,
+                }
+            }
+        }
+        Some((first, rest)) => match split_first(comps) {
             Some((c, crest)) => {
                 match_one(first.as_bytes(), c.as_bytes()) && match_components(rest, crest)
             }
@@ -197,6 +245,88 @@ mod tests {
         assert!(glob_match("target/**", "target/debug/x"));
         assert!(glob_match("a?c", "abc"));
         assert!(!glob_match("a?c", "ac"));
+    }
+
+    /// The matcher as first specified: components collected, then matched.
+    fn reference(pattern: &str, path: &str) -> bool {
+        fn go(pat: &[&str], comps: &[&str]) -> bool {
+            match pat.split_first() {
+                None => comps.is_empty(),
+                Some((&"**", rest)) => (0..=comps.len()).any(|skip| go(rest, &comps[skip..])),
+                Some((first, rest)) => match comps.split_first() {
+                    Some((c, crest)) => {
+                        match_one(first.as_bytes(), c.as_bytes()) && go(rest, crest)
+                    }
+                    None => false,
+                },
+            }
+        }
+        let pat: alloc::vec::Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        let comps: alloc::vec::Vec<&str> = path.split('/').collect();
+        go(&pat, &comps)
+    }
+
+    #[test]
+    fn globs_match_as_the_component_reference_does() {
+        let mut patterns: alloc::vec::Vec<&str> = alloc::vec![
+            "",
+            "/",
+            "**",
+            "**/**",
+            "a/**",
+            "**/a",
+            "a/**/b",
+            "*",
+            "*/",
+            "/a/",
+            "a*",
+            "?",
+            "a//b",
+            "**/x/**/y",
+            "*.log",
+            "**/*.log",
+            "target/**",
+            "a?c",
+        ];
+        for rule in CREDENTIAL_RULES {
+            patterns.extend_from_slice(rule.patterns);
+        }
+        let paths = [
+            "",
+            "a",
+            "b",
+            "a/b",
+            "a/a/b",
+            "a/x/b",
+            "x/a",
+            "a//b",
+            "a/",
+            "/a",
+            "x/y",
+            "x/z/y",
+            "q/x/r/y/s",
+            "d/x.log",
+            "x.log",
+            "target",
+            "target/debug/x",
+            "abc",
+            "ac",
+            ".netrc",
+            "h/.codex/auth.json",
+            "codex/auth.json",
+            ".aws/sso/cache/t.json",
+            ".aws/sso/cache",
+            "n/.config/gcloud/legacy_credentials/k",
+        ];
+        for p in &patterns {
+            for path in &paths {
+                assert_eq!(
+                    glob_match(p, path),
+                    reference(p, path),
+                    "{p:?} against {path:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -62,8 +62,10 @@ function freePort() {
 /**
  * Starts `wrangler dev --local` with `vars` (wrangler.toml's [vars]
  * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1 }.
+ * `options.testScheduled` passes `--test-scheduled` (GET /__scheduled?cron=…
+ * then runs the Worker's scheduled handler).
  */
-export async function startEdge(vars = {}) {
+export async function startEdge(vars = {}, options = {}) {
   const state = mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
   const envFile = join(state, 'test.env');
   writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n`);
@@ -75,6 +77,7 @@ export async function startEdge(vars = {}) {
     ...common, '--env-file', envFile,
     '--show-interactive-dev-session=false', '--log-level', 'warn'];
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
+  if (options.testScheduled) args.push('--test-scheduled');
   const child = spawn(WRANGLER, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let log = '';
   child.stdout.on('data', (d) => { log += d; });
@@ -98,10 +101,18 @@ export async function startEdge(vars = {}) {
     if (child.exitCode === null) { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }
   };
   /** True if R2 (local state, read by wrangler's CLI) holds `key`. */
+  // wrangler's CLI reads the same local state the running server writes; on
+  // a loaded machine a read can fail transiently (a busy state database), so
+  // a miss is asked again before it counts.
   const r2Has = (key) => {
-    const r = run(WRANGLER, ['r2', 'object', 'get', `pillbox-packets/${key}`, '--local', ...common, '--pipe'],
-      { allowFailure: true, encoding: 'buffer' });
-    return r.status === 0;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const r = run(WRANGLER, ['r2', 'object', 'get', `pillbox-packets/${key}`, '--local', ...common, '--pipe'],
+        { allowFailure: true, encoding: 'buffer' });
+      if (r.status === 0) return true;
+      if (/not found|does not exist/i.test(String(r.stderr))) return false;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    }
+    return false;
   };
   /** Rows from D1 (local state, read by wrangler's CLI). */
   const d1 = (sql) => {

@@ -169,7 +169,7 @@ fn with_cors(response: Response, config: &Config) -> worker::Result<Response> {
     )?;
     headers.set(
         "access-control-expose-headers",
-        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode",
+        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes",
     )?;
     headers.set("access-control-max-age", "86400")?;
     if config.cors_origin != "*" {
@@ -399,11 +399,25 @@ async fn stored_response(db: &D1Database, digest: &Digest) -> Answer {
     body["created_at"] = body["created"].take();
     body["created"] = json!(true);
     let mut response = json_response(201, &body)?;
-    response
-        .headers_mut()
+    let headers = response.headers_mut();
+    headers
         .set("location", &format!("/v1/packets/{digest}"))
         .map_err(internal)?;
+    headers
+        .set(WASM_MEMORY_HEADER, &wasm_memory_bytes().to_string())
+        .map_err(internal)?;
     Ok(response)
+}
+
+/// The response header that reports [`wasm_memory_bytes`] after a
+/// verification.
+const WASM_MEMORY_HEADER: &str = "pillbox-wasm-memory-bytes";
+
+/// The size of this instance's wasm linear memory, in bytes. Linear memory
+/// only grows, so after a verification this is the most the instance has
+/// held in wasm since it started (the isolate's JS heap is not included).
+fn wasm_memory_bytes() -> u64 {
+    core::arch::wasm32::memory_size::<0>() as u64 * 65536
 }
 
 async fn get_packet(
@@ -839,18 +853,64 @@ async fn upload_part(
 
 async fn abort_upload(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
     let (row, _) = upload_and_plan(db, id).await?;
-    if let Ok(upload) = bucket.resume_multipart_upload(store::staging_key(id), &row.r2_upload_id) {
-        // Already completed or aborted uploads fail here; the staging object goes below.
-        let _ = upload.abort().await;
-    }
-    bucket
-        .delete(store::staging_key(id))
-        .await
-        .map_err(internal)?;
-    index::delete_upload(db, id).await.map_err(internal)?;
+    discard_upload(bucket, db, &row).await?;
     Response::empty()
         .map(|r| r.with_status(204))
         .map_err(internal)
+}
+
+/// Aborts an upload's R2 multipart upload, deletes its staging object (if
+/// the parts were assembled) and its D1 rows.
+async fn discard_upload(
+    bucket: &Bucket,
+    db: &D1Database,
+    row: &index::UploadRow,
+) -> Result<(), Problem> {
+    let key = store::staging_key(&row.id);
+    if let Ok(upload) = bucket.resume_multipart_upload(key.clone(), &row.r2_upload_id) {
+        // Already completed or aborted uploads fail here; the staging object goes below.
+        let _ = upload.abort().await;
+    }
+    bucket.delete(key).await.map_err(internal)?;
+    index::delete_upload(db, &row.id).await.map_err(internal)
+}
+
+/// Uploads discarded per D1 query by [`expire_uploads`].
+const EXPIRE_BATCH: u32 = 50;
+/// Most uploads one scheduled run discards (the rest wait for the next run).
+const EXPIRE_PER_RUN: usize = 1000;
+
+/// The scheduled clean-up: discards every multipart upload started more
+/// than `UPLOAD_TTL_HOURS` before `now_ms` (its R2 parts, staging object and
+/// D1 rows). Returns how many it discarded.
+pub async fn expire_uploads(env: &Env, now_ms: f64) -> Result<usize, Problem> {
+    let config = Config::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
+    let bucket = env
+        .bucket(BUCKET)
+        .map_err(|e| Problem::internal(format!("the R2 binding {BUCKET}: {e}")))?;
+    let db = env
+        .d1(DATABASE)
+        .map_err(|e| Problem::internal(format!("the D1 binding {DATABASE}: {e}")))?;
+    let cutoff = String::from(
+        js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(
+            now_ms - config.upload_ttl_ms as f64,
+        ))
+        .to_iso_string(),
+    );
+    let mut discarded = 0;
+    while discarded < EXPIRE_PER_RUN {
+        let rows = index::uploads_created_before(&db, &cutoff, EXPIRE_BATCH)
+            .await
+            .map_err(internal)?;
+        if rows.is_empty() {
+            break;
+        }
+        for row in &rows {
+            discard_upload(&bucket, &db, row).await?;
+            discarded += 1;
+        }
+    }
+    Ok(discarded)
 }
 
 async fn complete_upload(bucket: &Bucket, db: &D1Database, config: &Config, id: &str) -> Answer {

@@ -7,6 +7,13 @@ use packet_core::Limits;
 use crate::auth::ReadAccess;
 use crate::multipart::MIN_PART_SIZE;
 
+/// How long a multipart upload may stay unfinished by default, in hours.
+pub const DEFAULT_UPLOAD_TTL_HOURS: u64 = 24;
+/// The longest `UPLOAD_TTL_HOURS` accepted (a year); larger values fall back
+/// to the default.
+pub const MAX_UPLOAD_TTL_HOURS: f64 = 24.0 * 366.0;
+const HOUR_MS: u64 = 3_600_000;
+
 /// Where the whole-packet SHA-256 is computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketHasher {
@@ -32,6 +39,9 @@ pub struct Config {
     pub cors_origin: String,
     /// Where the packet digest is computed.
     pub packet_hasher: PacketHasher,
+    /// Multipart uploads older than this (milliseconds) are aborted by the
+    /// scheduled clean-up (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
+    pub upload_ttl_ms: u64,
 }
 
 impl Config {
@@ -60,6 +70,12 @@ impl Config {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,
             },
+            upload_ttl_ms: var("UPLOAD_TTL_HOURS")
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|h| h.is_finite() && *h >= 0.0 && *h <= MAX_UPLOAD_TTL_HOURS)
+                .map_or(DEFAULT_UPLOAD_TTL_HOURS * HOUR_MS, |h| {
+                    (h * 3_600_000.0) as u64
+                }),
         }
     }
 
@@ -82,6 +98,22 @@ mod tests {
         assert_eq!(c.read_access, ReadAccess::Public);
         assert_eq!(c.cors_origin, "*");
         assert_eq!(c.packet_hasher, PacketHasher::Platform);
+        assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
+    }
+
+    #[test]
+    fn upload_ttl_takes_fractional_hours_and_ignores_nonsense() {
+        let ttl = |v: &str| {
+            let v = v.to_string();
+            Config::from_vars(move |name| (name == "UPLOAD_TTL_HOURS").then(|| v.clone()))
+                .upload_ttl_ms
+        };
+        assert_eq!(ttl("48"), 48 * 3_600_000);
+        assert_eq!(ttl(" 0.5 "), 1_800_000);
+        assert_eq!(ttl("0"), 0);
+        for bad in ["-1", "NaN", "inf", "soon", "", "1e9"] {
+            assert_eq!(ttl(bad), 24 * 3_600_000, "{bad:?}");
+        }
     }
 
     #[test]

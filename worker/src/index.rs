@@ -519,6 +519,21 @@ pub async fn upload(db: &D1Database, id: &str) -> Result<Option<UploadRow>> {
     .await
 }
 
+/// Uploads started before `created_before` (RFC 3339, UTC), oldest first.
+pub async fn uploads_created_before(
+    db: &D1Database,
+    created_before: &str,
+    limit: u32,
+) -> Result<Vec<UploadRow>> {
+    db.prepare(
+        "SELECT id, digest, size, part_size, r2_upload_id, labels FROM uploads WHERE created < ?1 ORDER BY created, id LIMIT ?2",
+    )
+    .bind(&[text(created_before), int(u64::from(limit))])?
+    .all()
+    .await?
+    .results::<UploadRow>()
+}
+
 /// The parts received so far, by number.
 pub async fn parts(db: &D1Database, id: &str) -> Result<Vec<PartRow>> {
     db.prepare("SELECT number, etag, size FROM upload_parts WHERE upload_id = ?1 ORDER BY number")

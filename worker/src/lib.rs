@@ -49,3 +49,14 @@ async fn fetch(
 ) -> worker::Result<worker::Response> {
     api::handle(req, env).await
 }
+
+/// The scheduled clean-up (`[triggers] crons` in wrangler.toml): aborts
+/// multipart uploads left unfinished for longer than `UPLOAD_TTL_HOURS`.
+#[cfg(target_arch = "wasm32")]
+#[worker::event(scheduled)]
+async fn scheduled(event: worker::ScheduledEvent, env: worker::Env, _ctx: worker::ScheduleContext) {
+    match api::expire_uploads(&env, event.schedule()).await {
+        Ok(n) => worker::console_log!("expired {n} unfinished upload(s)"),
+        Err(p) => worker::console_error!("expiring unfinished uploads: {}", p.to_json()),
+    }
+}

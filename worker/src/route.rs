@@ -45,7 +45,7 @@ impl Method {
 pub enum Route {
     /// `OPTIONS` anywhere under `/v1`: a CORS preflight.
     Preflight,
-    /// `GET /v1`: the server's limits and settings.
+    /// `GET`/`HEAD /v1`: the server's limits and settings.
     Info,
     /// `GET /v1/packets`
     ListPackets,

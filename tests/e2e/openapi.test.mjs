@@ -1,0 +1,542 @@
+// Conformance of the pillbox Worker to its HTTP API document,
+// proto/openapi.yaml. Every operation in the document is called on the real
+// Worker (`wrangler dev --local`) for each status it declares; every answer
+// is checked against the document: the status is declared for that
+// operation, the Content-Type is a declared one, a JSON body validates
+// against the declared schema ($refs resolved), declared required headers
+// are present and every declared header that is present matches its schema.
+// The document and the Worker's router (worker/src/route.rs) must also name
+// the same routes, and a method a path does not list must be 405 with an
+// `Allow` header naming exactly the document's methods.
+//
+// Run: node --test --test-concurrency=1 tests/e2e/openapi.test.mjs
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import Ajv2020Module from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { parse as parseYaml } from 'yaml';
+
+import { ROOT, TOKEN, buildWorker, fixtures, sha256, startEdge } from './edge.mjs';
+
+const Ajv2020 = Ajv2020Module.default ?? Ajv2020Module;
+const addFormats = addFormatsModule.default ?? addFormatsModule;
+
+const MIB = 1 << 20;
+const LIMITS = {
+  MAX_SINGLE_UPLOAD_BYTES: String(8 * MIB),
+  PART_SIZE_BYTES: String(5 * MIB),
+  MAX_PACKET_BYTES: String(16 * MIB),
+  MAX_MEMBERS: '200',
+};
+const METHODS = ['get', 'head', 'put', 'post', 'delete', 'options', 'patch', 'trace'];
+
+// ---- the document ---------------------------------------------------------
+
+const spec = parseYaml(readFileSync(join(ROOT, 'proto/openapi.yaml'), 'utf8'));
+
+function pointer(ref) {
+  assert.ok(ref.startsWith('#/'), `only local $refs are used: ${ref}`);
+  let node = spec;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    assert.ok(node && typeof node === 'object' && key in node, `unresolvable $ref ${ref}`);
+    node = node[key];
+  }
+  return node;
+}
+
+/** A copy of `node` with every `$ref` replaced by what it points at. */
+function deref(node, depth = 0) {
+  assert.ok(depth < 64, '$ref chain too deep (a cycle?)');
+  if (Array.isArray(node)) return node.map((n) => deref(n, depth + 1));
+  if (node && typeof node === 'object') {
+    if (typeof node.$ref === 'string') {
+      const { $ref, ...rest } = node;
+      return deref({ ...pointer($ref), ...rest }, depth + 1);
+    }
+    return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, deref(v, depth + 1)]));
+  }
+  return node;
+}
+
+/** "METHOD /template" → the operation with its responses resolved. */
+const operations = new Map();
+for (const [template, item] of Object.entries(spec.paths)) {
+  for (const method of METHODS) {
+    if (item[method]) operations.set(`${method.toUpperCase()} ${template}`, deref(item[method]));
+  }
+}
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+const validators = new Map();
+function validate(schema, value, what) {
+  const key = JSON.stringify(schema);
+  if (!validators.has(key)) validators.set(key, ajv.compile(schema));
+  const check = validators.get(key);
+  assert.ok(check(value), `${what} does not match the document: ${ajv.errorsText(check.errors)}\n${JSON.stringify(value)}`);
+}
+
+// ---- requests and the conformance check -----------------------------------
+
+/** Statuses seen per operation. */
+const seen = new Map();
+
+function send(base, method, path, { body, headers = {}, token = TOKEN, chunked = false } = {}) {
+  return new Promise((ok, fail) => {
+    const h = { ...headers };
+    if (token) h.authorization = `Bearer ${token}`;
+    let payload = body;
+    if (body !== undefined && !(body instanceof Uint8Array) && typeof body !== 'string') {
+      payload = JSON.stringify(body);
+      h['content-type'] = 'application/json';
+    }
+    if (payload !== undefined) payload = Buffer.from(payload);
+    if (!chunked) h['content-length'] = String(payload ? payload.length : 0);
+    const req = httpRequest(base + path, { method, headers: h, agent: false, timeout: 60_000 }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('error', fail);
+      res.on('end', () => {
+        const out = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) out.set(k, Array.isArray(v) ? v.join(', ') : v);
+        ok({ status: res.statusCode, headers: out, bytes: Buffer.concat(chunks) });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer in 60 s`)));
+    req.on('error', (e) => fail(new Error(`${method} ${path}: ${e.message}`)));
+    if (chunked && payload) {
+      // Two writes without a Content-Length: Transfer-Encoding: chunked.
+      req.write(payload.subarray(0, 1));
+      req.end(payload.subarray(1));
+    } else {
+      req.end(payload);
+    }
+  });
+}
+
+/** Fills `{name}` placeholders (values are used as given: already encoded). */
+function fill(template, params) {
+  return template.replace(/\{(\w+)\}/g, (_, name) => {
+    assert.ok(name in params, `no value for {${name}}`);
+    return String(params[name]);
+  });
+}
+
+/** Checks one answer against the document. */
+function conform(method, template, res) {
+  const key = `${method} ${template}`;
+  const op = operations.get(key);
+  assert.ok(op, `${key} is not in the document`);
+  const status = String(res.status);
+  const where = `${key} → ${status}`;
+  assert.ok(status in op.responses,
+    `${key} answered ${status}; the document declares ${Object.keys(op.responses).join(', ')}\n${res.bytes.toString('utf8').slice(0, 500)}`);
+  if (!seen.has(key)) seen.set(key, new Set());
+  seen.get(key).add(status);
+  const response = op.responses[status];
+  for (const [name, header] of Object.entries(response.headers ?? {})) {
+    const value = res.headers.get(name);
+    if (header.required) assert.notEqual(value, null, `${where}: the document requires the ${name} header`);
+    if (value !== null && header.schema) validate(header.schema, value, `${where}: header ${name}`);
+  }
+  const type = (res.headers.get('content-type') ?? '').split(';')[0].trim();
+  if (response.content) {
+    const declared = Object.keys(response.content);
+    assert.ok(declared.includes(type), `${where}: Content-Type ${JSON.stringify(type)}, the document declares ${declared}`);
+    if (method !== 'HEAD' && type === 'application/json') {
+      let json;
+      assert.doesNotThrow(() => { json = JSON.parse(res.bytes.toString('utf8')); }, `${where}: the body is not JSON`);
+      validate(response.content[type].schema, json, `${where}: body`);
+      res.json = json;
+    }
+  } else {
+    assert.equal(res.bytes.length, 0, `${where}: the document declares no body, the Worker sent ${res.bytes.length} bytes`);
+  }
+  return res;
+}
+
+let edge;
+let tokenEdge;
+let fx;
+
+/** Calls an operation on the main Worker and checks the answer. */
+async function call(method, template, params = {}, options = {}) {
+  const res = await send(edge.url, method, fill(template, params) + (options.query ?? ''), options);
+  return conform(method, template, res);
+}
+
+/** Same, on the Worker that needs the token for reads too. */
+async function callTokenEdge(method, template, params = {}, options = {}) {
+  const res = await send(tokenEdge.url, method, fill(template, params) + (options.query ?? ''), options);
+  return conform(method, template, res);
+}
+
+const flip = (bytes, offset) => {
+  const copy = Buffer.from(bytes);
+  copy[offset] ^= 1;
+  return copy;
+};
+const code = (res) => res.json?.error?.code;
+const UNKNOWN = `sha256:${'0'.repeat(63)}1`;
+const UNKNOWN_UPLOAD = 'f'.repeat(32);
+
+before(async () => {
+  buildWorker();
+  fx = fixtures();
+  [edge, tokenEdge] = await Promise.all([startEdge(LIMITS), startEdge({ ...LIMITS, READ_ACCESS: 'token' })]);
+}, { timeout: 600_000 });
+
+after(async () => {
+  await Promise.all([edge?.stop(), tokenEdge?.stop()]);
+});
+
+// ---- the document and the router name the same routes -------------------
+
+describe('the document and the router', () => {
+  test('every route of worker/src/route.rs is in the document, and every operation of the document is routed', () => {
+    const source = readFileSync(join(ROOT, 'worker/src/route.rs'), 'utf8');
+    const body = source.slice(source.indexOf('pub enum Route {'));
+    const enumBody = body.slice(0, body.indexOf('\n}\n'));
+    const routed = new Set();
+    let variants = 0;
+    for (const line of enumBody.split('\n')) {
+      const m = line.match(/^\s*\/\/\/ `(?:([A-Z]+)`\/`)?([A-Z]+) (\/v1[^`]*)`/);
+      if (m) {
+        variants += 1;
+        for (const method of [m[1], m[2]].filter(Boolean)) routed.add(`${method} ${m[3]}`);
+      }
+    }
+    assert.ok(variants >= 15, `read ${variants} routes from route.rs: its doc comments changed shape`);
+    const documented = new Set(operations.keys());
+    assert.deepEqual([...routed].filter((r) => !documented.has(r)), [], 'routes the Worker serves that the document lacks');
+    assert.deepEqual([...documented].filter((r) => !routed.has(r)), [], 'operations of the document the router lacks');
+  });
+});
+
+// ---- every operation, every declared status --------------------------------
+
+describe('operations', () => {
+  test('GET and HEAD /v1', async () => {
+    const info = await call('GET', '/v1');
+    assert.equal(info.status, 200);
+    assert.equal(info.json.max_single_upload_bytes, 8 * MIB);
+    const head = await call('HEAD', '/v1');
+    assert.equal(head.status, 200);
+    const anonymous = await callTokenEdge('GET', '/v1', {}, { token: null });
+    assert.equal(anonymous.status, 200, 'settings are public even when reads need the token');
+    assert.equal(anonymous.json.read_access, 'token');
+  });
+
+  test('PUT /v1/packets/{digest}', async () => {
+    const T = '/v1/packets/{digest}';
+    const small = fx.index.small;
+    const bytes = fx.read('small');
+    assert.equal((await call('PUT', T, { digest: small.digest }, { body: bytes, token: null })).status, 401);
+    assert.equal((await call('PUT', T, { digest: small.digest }, { body: bytes, token: 'wrong' })).status, 403);
+    const bad = await call('PUT', T, { digest: 'sha256:ABC' }, { body: bytes });
+    assert.equal(code(bad), 'digest_syntax');
+    const label = await call('PUT', T, { digest: small.digest }, { body: bytes, query: '?label=a%20b' });
+    assert.deepEqual([label.status, code(label)], [400, 'label_invalid']);
+    const chunked = await call('PUT', T, { digest: small.digest }, { body: bytes, chunked: true });
+    assert.deepEqual([chunked.status, code(chunked)], [411, 'length_required']);
+    const large = await call('PUT', T, { digest: fx.index.big.digest }, { body: new Uint8Array(8 * MIB + 1) });
+    assert.deepEqual([large.status, code(large)], [413, 'upload_too_large']);
+    const data = small.members.find((m) => m.path === 'workspace/src/data.bin');
+    const tampered = await call('PUT', T, { digest: small.digest }, { body: flip(bytes, data.data_offset + 5) });
+    assert.deepEqual([tampered.status, code(tampered)], [422, 'member_digest_mismatch']);
+    const stored = await call('PUT', T, { digest: small.digest }, { body: bytes, query: '?label=kind=sample' });
+    assert.equal(stored.status, 201);
+    assert.equal(stored.headers.get('location'), `/v1/packets/${small.digest}`);
+    assert.equal(stored.json.created, true);
+    assert.ok(Number(stored.headers.get('pillbox-wasm-memory-bytes')) >= 65536);
+    const again = await call('PUT', T, { digest: small.digest }, { body: bytes });
+    assert.deepEqual([again.status, again.json.created], [200, false]);
+    assert.equal((await call('PUT', T, { digest: fx.index.harness.digest }, { body: fx.read('harness') })).status, 201);
+  });
+
+  test('GET /v1/packets', async () => {
+    const T = '/v1/packets';
+    const list = await call('GET', T);
+    assert.equal(list.status, 200);
+    assert.ok(list.json.packets.some((p) => p.digest === fx.index.small.digest));
+    const codex = await call('GET', T, {}, { query: '?harness=codex&limit=1' });
+    assert.deepEqual(codex.json.packets.map((p) => p.digest), [fx.index.harness.digest]);
+    assert.equal(codex.json.packets[0].harness.kind, 'codex');
+    const bad = await call('GET', T, {}, { query: '?limit=0' });
+    assert.deepEqual([bad.status, code(bad)], [400, 'limit_invalid']);
+  });
+
+  for (const method of ['GET', 'HEAD']) {
+    test(`${method} /v1/packets/{digest}`, async () => {
+      const T = '/v1/packets/{digest}';
+      const small = fx.index.small;
+      const bytes = fx.read('small');
+      const whole = await call(method, T, { digest: small.digest });
+      assert.equal(whole.status, 200);
+      assert.equal(whole.headers.get('content-length'), String(small.size));
+      if (method === 'GET') assert.equal(sha256(whole.bytes), small.digest);
+      const part = await call(method, T, { digest: small.digest }, { headers: { range: 'bytes=0-99' } });
+      assert.equal(part.status, 206);
+      assert.equal(part.headers.get('content-range'), `bytes 0-99/${small.size}`);
+      if (method === 'GET') assert.ok(part.bytes.equals(bytes.subarray(0, 100)));
+      const cached = await call(method, T, { digest: small.digest }, { headers: { 'if-none-match': `"${small.digest}"` } });
+      assert.equal(cached.status, 304);
+      const beyond = await call(method, T, { digest: small.digest }, { headers: { range: `bytes=${small.size}-` } });
+      assert.equal(beyond.status, 416);
+      assert.equal(beyond.headers.get('content-range'), `bytes */${small.size}`);
+      assert.equal((await call(method, T, { digest: UNKNOWN })).status, 404);
+      assert.equal((await call(method, T, { digest: 'sha256:xyz' })).status, 400);
+    });
+  }
+
+  test('GET /v1/packets/{digest}/manifest', async () => {
+    const T = '/v1/packets/{digest}/manifest';
+    const small = fx.index.small;
+    const manifest = await call('GET', T, { digest: small.digest });
+    assert.equal(manifest.status, 200);
+    assert.ok(manifest.bytes.equals(fx.read('small').subarray(small.manifest_offset, small.manifest_offset + small.manifest_len)));
+    assert.equal((await call('GET', T, { digest: UNKNOWN })).status, 404);
+    assert.equal((await call('GET', T, { digest: 'sha256%3Axyz' })).status, 400);
+  });
+
+  for (const method of ['GET', 'HEAD']) {
+    test(`${method} /v1/packets/{digest}/members/{path}`, async () => {
+      const T = '/v1/packets/{digest}/members/{path}';
+      const small = fx.index.small;
+      const digest = small.digest;
+      const main = small.members.find((m) => m.path === 'workspace/src/main.rs');
+      const whole = await call(method, T, { digest, path: main.path });
+      assert.equal(whole.status, 200);
+      assert.equal(whole.headers.get('pillbox-member-sha256'), main.sha256);
+      if (method === 'GET') assert.equal(sha256(whole.bytes), main.sha256);
+      const part = await call(method, T, { digest, path: main.path }, { headers: { range: 'bytes=3-6' } });
+      assert.equal(part.status, 206);
+      assert.equal(part.headers.get('content-range'), `bytes 3-6/${main.size}`);
+      const beyond = await call(method, T, { digest, path: main.path }, { headers: { range: `bytes=${main.size + 10}-` } });
+      assert.equal(beyond.status, 416);
+      const dir = await call(method, T, { digest, path: 'workspace/src' });
+      assert.equal(dir.status, 404);
+      if (method === 'GET') assert.equal(code(dir), 'not_a_file');
+      assert.equal((await call(method, T, { digest, path: 'workspace/nope' })).status, 404);
+      const badPath = await call(method, T, { digest, path: 'workspace/%ff' });
+      assert.equal(badPath.status, 400);
+      if (method === 'GET') assert.equal(code(badPath), 'bad_path');
+    });
+  }
+
+  test('GET /v1/search', async () => {
+    const T = '/v1/search';
+    const main = fx.index.small.members.find((m) => m.path === 'workspace/src/main.rs');
+    const byPath = await call('GET', T, {}, { query: `?path=${encodeURIComponent(main.path)}` });
+    assert.equal(byPath.status, 200);
+    assert.ok(byPath.json.matches.some((m) => m.digest === fx.index.small.digest));
+    const bySha = await call('GET', T, {}, { query: `?sha256=${main.sha256.slice(7)}` });
+    assert.equal(bySha.json.matches[0].sha256, main.sha256);
+    const neither = await call('GET', T);
+    assert.deepEqual([neither.status, code(neither)], [400, 'search_invalid']);
+  });
+
+  test('refs: PUT, GET, list, DELETE', async () => {
+    const T = '/v1/refs/{name}';
+    const name = 'sessions/conformance/latest';
+    const small = fx.index.small.digest;
+    const harness = fx.index.harness.digest;
+    assert.equal((await call('PUT', T, { name }, { body: { digest: small }, token: null })).status, 401);
+    assert.equal((await call('PUT', T, { name }, { body: { digest: small }, token: 'wrong' })).status, 403);
+    const badBody = await call('PUT', T, { name }, { body: { digest: small, extra: 1 } });
+    assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
+    const huge = await call('PUT', T, { name }, { body: { digest: 'x'.repeat(70 * 1024) } });
+    assert.equal(huge.status, 413);
+    assert.equal((await call('PUT', T, { name }, { body: { digest: UNKNOWN } })).status, 404);
+    const created = await call('PUT', T, { name }, { body: { digest: small } });
+    assert.deepEqual([created.status, created.json.previous], [201, null]);
+    const conflict = await call('PUT', T, { name }, { body: { digest: harness } });
+    assert.deepEqual([conflict.status, conflict.json.error.current], [409, small]);
+    const moved = await call('PUT', T, { name }, { body: { digest: harness }, headers: { 'if-match': `"${small}"` } });
+    assert.deepEqual([moved.status, moved.json.previous, moved.json.digest], [200, small, harness]);
+    await call('PUT', T, { name }, { body: { digest: small }, headers: { 'if-match': `"${harness}"` } });
+
+    const got = await call('GET', T, { name });
+    assert.equal(got.status, 200);
+    assert.equal(got.headers.get('etag'), `"${small}"`);
+    assert.equal((await call('GET', T, { name: 'sessions/none' })).status, 404);
+    assert.equal((await call('GET', T, { name: 'a%20b' })).status, 400);
+
+    const list = await call('GET', '/v1/refs', {}, { query: '?prefix=sessions/' });
+    assert.deepEqual(list.json.refs.map((r) => r.name), [name]);
+    assert.equal((await call('GET', '/v1/refs', {}, { query: '?limit=x' })).status, 400);
+
+    // The packet a ref holds cannot be deleted (409), see below.
+    const referenced = await call('DELETE', '/v1/packets/{digest}', { digest: small });
+    assert.deepEqual([referenced.status, code(referenced)], [409, 'packet_referenced']);
+
+    assert.equal((await call('DELETE', T, { name }, { token: null })).status, 401);
+    assert.equal((await call('DELETE', T, { name }, { token: 'wrong' })).status, 403);
+    assert.equal((await call('DELETE', T, { name }, { headers: { 'if-match': 'garbage' } })).status, 400);
+    const wrong = await call('DELETE', T, { name }, { headers: { 'if-match': `"${harness}"` } });
+    assert.deepEqual([wrong.status, wrong.json.error.current], [409, small]);
+    assert.equal((await call('DELETE', T, { name }, { headers: { 'if-match': `"${small}"` } })).status, 204);
+    assert.equal((await call('DELETE', T, { name })).status, 404);
+  });
+
+  test('DELETE /v1/packets/{digest}', async () => {
+    const T = '/v1/packets/{digest}';
+    const digest = fx.index.harness.digest;
+    assert.equal((await call('DELETE', T, { digest }, { token: null })).status, 401);
+    assert.equal((await call('DELETE', T, { digest }, { token: 'wrong' })).status, 403);
+    assert.equal((await call('DELETE', T, { digest: 'sha256:1' })).status, 400);
+    assert.equal((await call('DELETE', T, { digest })).status, 204);
+    assert.equal((await call('DELETE', T, { digest })).status, 404);
+  });
+
+  test('multipart uploads', async () => {
+    const big = fx.index.big;
+    const bigBytes = fx.read('big');
+    const PART = 5 * MIB;
+    const create = (body, options = {}) => call('POST', '/v1/uploads', {}, { body, ...options });
+    assert.equal((await create({ digest: big.digest, size: big.size }, { token: null })).status, 401);
+    assert.equal((await create({ digest: big.digest, size: big.size }, { token: 'wrong' })).status, 403);
+    const badBody = await create({ digest: big.digest });
+    assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
+    const tooBig = await create({ digest: big.digest, size: 17 * MIB });
+    assert.deepEqual([tooBig.status, code(tooBig)], [413, 'limit_size']);
+    const stored = await create({ digest: fx.index.small.digest, size: fx.index.small.size });
+    assert.deepEqual([stored.status, stored.json.created], [200, false]);
+
+    // A tampered packet: assembled, then refused (422).
+    const bad = await create({ digest: big.digest, size: big.size, part_size: PART });
+    assert.equal(bad.status, 201);
+    assert.equal(bad.headers.get('location'), bad.json.location);
+    const tampered = flip(bigBytes, big.members.find((m) => m.path === 'workspace/blob-b.bin').data_offset + 77);
+    const id = bad.json.upload_id;
+    const P = '/v1/uploads/{id}/parts/{number}';
+    for (let n = 1; n <= bad.json.parts; n++) {
+      const r = await call('PUT', P, { id, number: n }, { body: tampered.subarray((n - 1) * PART, n * PART) });
+      assert.equal(r.status, 200);
+      assert.deepEqual(r.json, { upload_id: id, number: n, size: Math.min(PART, big.size - (n - 1) * PART) });
+    }
+    const refused = await call('POST', '/v1/uploads/{id}/complete', { id });
+    assert.deepEqual([refused.status, code(refused)], [422, 'member_digest_mismatch']);
+    assert.equal((await call('GET', '/v1/uploads/{id}', { id })).status, 404, 'a refused upload is gone');
+
+    // A good one, with every refusal on the way.
+    const up = await create({ digest: big.digest, size: big.size, part_size: PART, labels: ['kind=big'] });
+    assert.equal(up.status, 201);
+    const uid = up.json.upload_id;
+    assert.deepEqual(up.json.missing, [1, 2, 3]);
+    assert.equal((await call('PUT', P, { id: uid, number: 1 }, { body: bigBytes.subarray(0, PART), token: null })).status, 401);
+    assert.equal((await call('PUT', P, { id: uid, number: 1 }, { body: bigBytes.subarray(0, PART), token: 'wrong' })).status, 403);
+    const wrongSize = await call('PUT', P, { id: uid, number: 1 }, { body: bigBytes.subarray(0, 10) });
+    assert.deepEqual([wrongSize.status, code(wrongSize)], [400, 'part_size_mismatch']);
+    assert.equal((await call('PUT', P, { id: uid, number: 0 }, { body: 'x' })).status, 400);
+    assert.equal((await call('PUT', P, { id: UNKNOWN_UPLOAD, number: 1 }, { body: 'x' })).status, 404);
+    const chunked = await call('PUT', P, { id: uid, number: 1 }, { body: bigBytes.subarray(0, 1024), chunked: true });
+    assert.deepEqual([chunked.status, code(chunked)], [411, 'length_required']);
+    assert.equal((await call('PUT', P, { id: uid, number: 2 }, { body: bigBytes.subarray(PART, 2 * PART) })).status, 200);
+    const state = await call('GET', '/v1/uploads/{id}', { id: uid });
+    assert.deepEqual([state.status, state.json.missing], [200, [1, 3]]);
+    assert.equal((await call('GET', '/v1/uploads/{id}', { id: UNKNOWN_UPLOAD })).status, 404);
+    const C = '/v1/uploads/{id}/complete';
+    assert.equal((await call('POST', C, { id: uid }, { token: null })).status, 401);
+    assert.equal((await call('POST', C, { id: uid }, { token: 'wrong' })).status, 403);
+    const incomplete = await call('POST', C, { id: uid });
+    assert.deepEqual([incomplete.status, code(incomplete)], [409, 'upload_incomplete']);
+    for (const n of [1, 3]) {
+      assert.equal((await call('PUT', P, { id: uid, number: n }, { body: bigBytes.subarray((n - 1) * PART, n * PART) })).status, 200);
+    }
+    const done = await call('POST', C, { id: uid });
+    assert.equal(done.status, 201);
+    assert.deepEqual([done.json.digest, done.json.created, done.json.labels], [big.digest, true, ['kind=big']]);
+    assert.equal((await call('POST', C, { id: uid })).status, 404, 'a finished upload is gone');
+    const got = await call('GET', '/v1/packets/{digest}', { digest: big.digest });
+    assert.equal(sha256(got.bytes), big.digest);
+
+    // Stored by someone else meanwhile: completing answers 200.
+    const harness = fx.index.harness;
+    const late = await create({ digest: harness.digest, size: harness.size });
+    assert.equal(late.status, 201);
+    assert.equal((await call('PUT', '/v1/packets/{digest}', { digest: harness.digest }, { body: fx.read('harness') })).status, 201);
+    const meanwhile = await call('POST', C, { id: late.json.upload_id });
+    assert.deepEqual([meanwhile.status, meanwhile.json.created], [200, false]);
+
+    // Aborting.
+    const D = '/v1/uploads/{id}';
+    const gone = await create({ digest: UNKNOWN, size: 1000 });
+    assert.equal(gone.status, 201);
+    assert.equal((await call('DELETE', D, { id: gone.json.upload_id }, { token: null })).status, 401);
+    assert.equal((await call('DELETE', D, { id: gone.json.upload_id }, { token: 'wrong' })).status, 403);
+    assert.equal((await call('DELETE', D, { id: gone.json.upload_id })).status, 204);
+    assert.equal((await call('DELETE', D, { id: gone.json.upload_id })).status, 404);
+
+    const huge = await create({ digest: big.digest, size: 1, labels: ['x'.repeat(70 * 1024)] });
+    assert.deepEqual([huge.status, code(huge)], [413, 'body_too_large']);
+  });
+
+  test('reads need the token when READ_ACCESS=token (401 without, 403 with a wrong one)', async () => {
+    const digest = fx.index.small.digest;
+    const reads = [
+      ['GET', '/v1/packets', {}],
+      ['GET', '/v1/packets/{digest}', { digest }],
+      ['HEAD', '/v1/packets/{digest}', { digest }],
+      ['GET', '/v1/packets/{digest}/manifest', { digest }],
+      ['GET', '/v1/packets/{digest}/members/{path}', { digest, path: 'workspace/README.md' }],
+      ['HEAD', '/v1/packets/{digest}/members/{path}', { digest, path: 'workspace/README.md' }],
+      ['GET', '/v1/uploads/{id}', { id: UNKNOWN_UPLOAD }],
+      ['GET', '/v1/refs', {}],
+      ['GET', '/v1/refs/{name}', { name: 'sessions/x' }],
+      ['GET', '/v1/search', {}],
+    ];
+    for (const [method, template, params] of reads) {
+      const anonymous = await callTokenEdge(method, template, params, { token: null });
+      assert.equal(anonymous.status, 401, `${method} ${template}`);
+      const wrong = await callTokenEdge(method, template, params, { token: 'wrong' });
+      assert.equal(wrong.status, 403, `${method} ${template}`);
+      const right = await callTokenEdge(method, template, params);
+      assert.ok(![401, 403].includes(right.status), `${method} ${template} with the token: ${right.status}`);
+    }
+  });
+});
+
+describe('coverage', () => {
+  test('a method a path does not list is 405 with Allow naming the documented methods; OPTIONS is a preflight', async () => {
+    const params = {
+      digest: fx.index.small.digest, path: 'workspace/README.md', id: UNKNOWN_UPLOAD, number: 1, name: 'sessions/x',
+    };
+    const problem = deref({ $ref: '#/components/responses/MethodNotAllowed' });
+    for (const [template, item] of Object.entries(spec.paths)) {
+      const documented = METHODS.filter((m) => item[m] && m !== 'options').map((m) => m.toUpperCase());
+      for (const method of ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'PATCH'].filter((m) => !documented.includes(m))) {
+        const res = await send(edge.url, method, fill(template, params), { token: null });
+        const where = `${method} ${template}`;
+        assert.equal(res.status, 405, where);
+        const allow = res.headers.get('allow').split(',').map((s) => s.trim()).sort();
+        assert.deepEqual(allow, [...documented].sort(), `${where}: Allow`);
+        assert.equal((res.headers.get('content-type') ?? '').split(';')[0], 'application/json', where);
+        if (method !== 'HEAD') validate(problem.content['application/json'].schema, JSON.parse(res.bytes), `${where}: body`);
+      }
+      // The CORS preflight the document's description promises on every path.
+      const preflight = await send(edge.url, 'OPTIONS', fill(template, params), { token: null });
+      assert.equal(preflight.status, 204, `OPTIONS ${template}`);
+      assert.equal(preflight.bytes.length, 0);
+      const allowed = preflight.headers.get('access-control-allow-methods').split(',').map((s) => s.trim());
+      for (const m of documented) assert.ok(allowed.includes(m), `OPTIONS ${template}: ${m} not in ${allowed}`);
+    }
+  });
+
+  test('every operation of the document answered every status it declares', (t) => {
+    const missing = [];
+    for (const [key, op] of operations) {
+      const statuses = seen.get(key) ?? new Set();
+      t.diagnostic(`${key}: ${[...statuses].sort().join(' ')}`);
+      for (const status of Object.keys(op.responses)) {
+        if (!statuses.has(status)) missing.push(`${key} → ${status}`);
+      }
+    }
+    assert.deepEqual(missing, [], 'declared statuses never exercised');
+  });
+});
