@@ -6,7 +6,7 @@ file's path, so a workspace is the same on every machine and every run.
 
     genws.py large DIR        ~1 GB in 2,000 files (4 x 100 MiB, 540 x 1 MiB, 1,456 x 4 KiB), nested
     genws.py small DIR        100,000 files of 0-8 KiB (mean ~2 KiB) in ~5,000 dirs, a few symlinks
-    genws.py members-N DIR    N members (files of 1 KiB, 20 per directory)
+    genws.py members-N DIR    a packet of N members, root included (files of 1 KiB, 20 per directory)
     genws.py bytes-N DIR      N bytes in files of 1 MiB (the last one shorter)
     genws.py tiny DIR         a handful of files, for smoke runs
 """
@@ -60,8 +60,9 @@ def small(root):
 
 
 def members(root, n):
-    # Every member counts: directories too.
-    made, d = 0, 0
+    # Every member of the packet counts: directories too, and the
+    # workspace root itself (so members-250000 is the format's limit).
+    made, d = 1, 0
     while made < n:
         made += 1  # the directory
         for j in range(20):

@@ -352,6 +352,7 @@ def main():
     for b in (PILLBOX, BASELINES):
         if not os.path.exists(b):
             raise SystemExit(f"{b} is missing: build with cargo build --release -p pillbox -p bench-baselines")
+    load_before = os.getloadavg()
     data = args.data or tempfile.mkdtemp(prefix="pillbox-bench-")
     os.makedirs(data, exist_ok=True)
     scratch_dir = os.path.join(data, "scratch")
@@ -397,7 +398,9 @@ def main():
              + (" (what `tar -xf` does for a user other than root)." if os.geteuid() == 0 else "."),
              "The tar + sha256sum + manifest script: `tar -cf - | tee OUT | sha256sum` then `find -type f -exec sha256sum`.",
              "Raw SHA-256: one pass over the packet with the sha2 crate (1 MiB reads, one core), the verify target's reference.", "",
-             f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
+             f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             f"Load average (1 min) at the start: {load_before[0]:.2f}, at the end: {os.getloadavg()[0]:.2f}. Pack, verify",
+             "and unpack use two threads: with a core taken by another process their wall time approaches their CPU time.", ""]
     all_targets = []
     for res in results:
         lines += [f"## {res['label']}: {res['files']} files, packet {res['packet_bytes'] / 1e6:.1f} MB", ""]
