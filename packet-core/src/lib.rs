@@ -15,7 +15,8 @@
 //! | [`digest`] | [`Digest`] (`sha256:<hex>`) and an incremental [`Hasher`] |
 //! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
 //! | [`header`] | the ustar header codec and the one permitted PAX use |
-//! | [`manifest`] | [`Manifest`], its canonical JSON and the member-set rules |
+//! | [`manifest`] | [`Manifest`] and the member-set rules |
+//! | [`canonical`] | the manifest's canonical JSON, written, measured or compared |
 //! | [`exclude`] | credential rules and `--exclude` globs |
 //! | [`diff`] | members added, removed and changed between two manifests |
 //! | [`writer`] | [`Writer`]: manifest + bodies → packet bytes |
@@ -48,6 +49,7 @@
 extern crate alloc;
 
 pub mod build;
+pub mod canonical;
 pub mod diff;
 pub mod digest;
 pub mod error;

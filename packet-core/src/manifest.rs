@@ -7,6 +7,7 @@ use core::cmp::Ordering;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::canonical;
 use crate::digest::Digest;
 use crate::error::{Error, ErrorCode};
 use crate::exclude::credential_rule;
@@ -258,11 +259,27 @@ fn ser_entries<S: Serializer>(entries: &[Entry], s: S) -> Result<S::Ok, S::Error
 }
 
 fn de_entries<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> {
-    use serde::de::Error as _;
-    let raw: Vec<RawEntry> = Vec::deserialize(d)?;
-    raw.into_iter()
-        .map(|r| entry_from_raw(r).map_err(D::Error::custom))
-        .collect()
+    // One entry at a time: no intermediate list of raw entries, which for
+    // 250,000 members would cost as much memory as the entries themselves.
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = Vec<Entry>;
+        fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.write_str("a list of members")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<Entry>, A::Error> {
+            use serde::de::Error as _;
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+            while let Some(raw) = seq.next_element::<RawEntry>()? {
+                out.push(entry_from_raw(raw).map_err(A::Error::custom)?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Entries)
 }
 
 fn entry_from_raw(r: RawEntry) -> Result<Entry, String> {
@@ -342,9 +359,16 @@ impl Manifest {
 
     /// The canonical JSON bytes of `packet.json`.
     pub fn to_canonical_json(&self) -> Vec<u8> {
-        // Serialising these types cannot fail: no maps with non-string keys,
-        // no floats.
-        serde_json::to_vec(self).unwrap_or_default()
+        let mut out = Vec::with_capacity(self.canonical_len() as usize);
+        canonical::write_manifest(self, &mut out);
+        out
+    }
+
+    /// The length of the canonical JSON, without writing it.
+    pub fn canonical_len(&self) -> u64 {
+        let mut counter = canonical::Counter::default();
+        canonical::write_manifest(self, &mut counter);
+        counter.0
     }
 
     /// Parses `packet.json`: typed, closed objects, then byte-for-byte
@@ -379,7 +403,9 @@ impl Manifest {
             )
             .at_path(MANIFEST_PATH));
         }
-        if manifest.to_canonical_json() != bytes {
+        let mut comparer = canonical::Comparer::new(bytes);
+        canonical::write_manifest(&manifest, &mut comparer);
+        if !comparer.matches() {
             return Err(Error::new(
                 ErrorCode::ManifestNotCanonical,
                 "packet.json is not in canonical form (sorted keys, no whitespace, minimal escapes, no trailing newline)",
@@ -394,7 +420,7 @@ impl Manifest {
     /// "Member set"): paths, order, parents, modes, symlinks, credentials,
     /// collisions, harness, totals and size limits.
     pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
-        self.validate_with_len(limits, self.to_canonical_json().len() as u64)
+        self.validate_with_len(limits, self.canonical_len())
     }
 
     fn validate_with_len(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
@@ -523,7 +549,7 @@ impl Manifest {
 
     /// The exact size of the packet these members make, in bytes.
     pub fn packet_size(&self) -> u64 {
-        packet_size(self.to_canonical_json().len() as u64, &self.members)
+        packet_size(self.canonical_len(), &self.members)
     }
 
     fn check_symlinks_through_symlinks(&self, limits: &Limits) -> Result<(), Error> {
@@ -550,23 +576,40 @@ impl Manifest {
     }
 
     fn check_collisions(&self) -> Result<(), Error> {
-        let mut keys: Vec<(String, &str)> = self
+        // A 64-bit hash of each portable key, sorted: 16 bytes a member
+        // rather than a copy of every key. Equal hashes are then confirmed
+        // on the keys themselves.
+        let mut keys: Vec<(u64, usize)> = self
             .members
             .iter()
-            .map(|e| (path::portable_key(&e.path), e.path.as_str()))
+            .enumerate()
+            .map(|(i, e)| (fnv1a(path::portable_key(&e.path).as_bytes()), i))
             .collect();
         keys.sort_unstable();
+        // Of all colliding pairs, name the one whose later member comes
+        // first in archive order (a parent's collision before its children's).
+        let mut found: Option<(usize, usize)> = None;
         for pair in keys.windows(2) {
-            if pair[0].0 == pair[1].0 {
-                return Err(Error::new(
-                    ErrorCode::PathCollision,
-                    alloc::format!(
-                        "{:?} and {:?} are the same file on a case- or normalisation-insensitive file system (macOS, Windows)",
-                        pair[0].1, pair[1].1
-                    ),
-                )
-                .at_path(pair[1].1));
+            if pair[0].0 != pair[1].0 {
+                continue;
             }
+            let (i, j) = (pair[0].1.min(pair[1].1), pair[0].1.max(pair[1].1));
+            let (a, b) = (&self.members[i].path, &self.members[j].path);
+            if found.is_none_or(|(_, best)| j < best)
+                && path::portable_key(a) == path::portable_key(b)
+            {
+                found = Some((i, j));
+            }
+        }
+        if let Some((i, j)) = found {
+            let (first, second) = (&self.members[i].path, &self.members[j].path);
+            return Err(Error::new(
+                ErrorCode::PathCollision,
+                alloc::format!(
+                    "{first:?} and {second:?} are the same file on a case- or normalisation-insensitive file system (macOS, Windows)"
+                ),
+            )
+            .at_path(second.as_str()));
         }
         Ok(())
     }
@@ -660,6 +703,13 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// FNV-1a, 64 bits: a fast, deterministic hash for bucketing keys.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn is_ancestor(dir: &str, path: &str) -> bool {

@@ -140,19 +140,26 @@ impl<'m> Writer<'m> {
     #[allow(clippy::should_implement_trait)] // a lending step, not an Iterator
     pub fn next(&mut self) -> Result<Step<'_>, Error> {
         self.buf.clear();
+        if self.buf.capacity() > 1 << 16 {
+            // Give back what the manifest needed.
+            self.buf = Vec::with_capacity(4 * BLOCK);
+        }
         match self.state {
             State::Start => {
-                let json = self.manifest.to_canonical_json();
+                // The manifest is written straight into the output buffer:
+                // one copy, however many members it lists.
+                let len = self.manifest.canonical_len();
                 let spec = HeaderSpec {
                     path: MANIFEST_PATH,
                     kind: Kind::File,
                     mode: 0o644,
-                    size: json.len() as u64,
+                    size: len,
                     target: "",
                 };
+                self.buf.reserve(BLOCK + len as usize);
                 header::encode(&spec, &mut self.buf);
-                self.buf.extend_from_slice(&json);
-                self.pending_padding = header::padded(json.len() as u64) as usize - json.len();
+                crate::canonical::write_manifest(self.manifest, &mut self.buf);
+                self.pending_padding = (header::padded(len) - len) as usize;
                 self.state = State::Header(0);
                 self.next_header()
             }
