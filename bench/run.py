@@ -25,8 +25,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PILLBOX = os.path.join(ROOT, "target", "release", "pillbox")
-BASELINES = os.path.join(ROOT, "target", "release", "bench-baselines")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+PILLBOX = os.path.join(TARGET, "release", "pillbox")
+BASELINES = os.path.join(TARGET, "release", "bench-baselines")
 GNU_TAR_CREATE = ["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner"]
 # GNU tar run by root also restores owners (a chown per member) and exact
 # modes; pillbox does neither. Compare with `tar -xf` as any other user

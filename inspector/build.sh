@@ -9,7 +9,7 @@ dist="$here/dist"
 
 cd "$root"
 cargo build --release --target wasm32-unknown-unknown -p packet-inspector-wasm
-wasm="$root/target/wasm32-unknown-unknown/release/packet_inspector_wasm.wasm"
+wasm="${CARGO_TARGET_DIR:-$root/target}/wasm32-unknown-unknown/release/packet_inspector_wasm.wasm"
 
 rm -rf "$dist"
 mkdir -p "$dist/pkg"

@@ -39,7 +39,7 @@ ref=sessions/demo/latest
 thread=0199a213-81c0-7800-8aa1-bbab2a035a53
 model=gpt-5.1-codex
 wrangler="$root/node_modules/.bin/wrangler"
-pillbox="$root/target/release/pillbox"
+pillbox="${CARGO_TARGET_DIR:-$root/target}/release/pillbox"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 

@@ -13,6 +13,6 @@ cargo build --quiet --release -p packet-core --example worker_fixtures
 packet="${PILLBOX_1GIB_PACKET:-${TMPDIR:-/tmp}/pillbox-1gib.pkt}"
 if [[ ! -f "$packet" ]]; then
   echo "generating $packet" >&2
-  target/release/examples/worker_fixtures large "$packet" 720 3 >&2
+  "${CARGO_TARGET_DIR:-target}/release/examples/worker_fixtures" large "$packet" 720 3 >&2
 fi
 exec node scripts/worker-1gib.mjs "$packet" "${1:-platform}"

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { ROOT, TOKEN, buildWorker, client, sha256, startEdge } from './edge.mjs';
+import { ROOT, TARGET, TOKEN, buildWorker, client, sha256, startEdge } from './edge.mjs';
 
 const MIB = 1 << 20;
 const LIMITS = {
@@ -23,7 +23,7 @@ const LIMITS = {
   PART_SIZE_BYTES: String(5 * MIB),
   MAX_MEMBERS: '300',
 };
-const PILLBOX = join(ROOT, 'target/release/pillbox');
+const PILLBOX = join(TARGET, 'release/pillbox');
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 
 let edge;

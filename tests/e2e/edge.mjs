@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
+/** Cargo's target directory (CARGO_TARGET_DIR is honoured). */
+export const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(ROOT, 'target');
 const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 export const TOKEN = 'e2e-token-' + Math.random().toString(16).slice(2);
 

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { corpusCases, vectorPackets } from './corpus.mjs';
-import { ROOT, buildWorker, client, coreVerdict, sha256, startEdge } from './edge.mjs';
+import { ROOT, TARGET, buildWorker, client, coreVerdict, sha256, startEdge } from './edge.mjs';
 
 const CONCURRENCY = Number(process.env.LOAD_CONCURRENCY ?? 8);
 const READS = Number(process.env.LOAD_READS ?? 600);
@@ -157,7 +157,7 @@ test('concurrent uploads, reads and range reads: no errors, everything still ver
     verified_after: verified,
   };
   t.diagnostic(JSON.stringify(figures));
-  writeFileSync(join(ROOT, 'target/load-figures.json'), JSON.stringify(figures, null, 1) + '\n');
+  writeFileSync(join(TARGET, 'load-figures.json'), JSON.stringify(figures, null, 1) + '\n');
   assert.deepEqual(stats.errors.slice(0, 20), []);
   assert.equal(figures.error_rate, 0);
 });
