@@ -19,7 +19,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use packet_core::{reader, Event, Reader, ReaderOptions, Step, Writer};
+
+mod common;
 
 const BLOCK: usize = 512;
 
@@ -132,90 +133,9 @@ fn mutate(program: &[u8]) -> Option<Vec<u8>> {
     Some(p)
 }
 
-/// The outcome of reading: Ok(bodies) or the error's code, path and offset.
-type Outcome = Result<(packet_core::Manifest, Vec<Vec<u8>>), (String, Option<String>, Option<u64>)>;
-
-fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
-    let fail = |e: packet_core::Error| {
-        (
-            e.code().as_str().to_string(),
-            e.path().map(str::to_string),
-            e.offset(),
-        )
-    };
-    let mut reader = Reader::new(ReaderOptions::default());
-    let mut bodies: Vec<Vec<u8>> = Vec::new();
-    let mut at = 0;
-    let mut state = chunk_seed;
-    while at < bytes.len() {
-        // Chunk sizes from 1 byte to a few blocks, varying.
-        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-        let size = if chunk_seed == 0 {
-            bytes.len()
-        } else {
-            1 + (state >> 8) % 1500
-        };
-        let mut input = &bytes[at..(at + size).min(bytes.len())];
-        at += input.len();
-        while !input.is_empty() {
-            let (used, event) = reader.feed(input).map_err(fail)?;
-            match event {
-                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
-                Some(Event::Data(d)) => bodies
-                    .last_mut()
-                    .expect("data after a member start")
-                    .extend_from_slice(d),
-                _ => {}
-            }
-            input = &input[used..];
-        }
-    }
-    reader.finish().map_err(fail)?;
-    Ok((
-        reader.into_manifest().expect("a manifest after success"),
-        bodies,
-    ))
-}
-
-fn check(bytes: &[u8]) {
-    let whole = read(bytes, 0);
-    let chunked = read(bytes, bytes.len() | 1);
-    match (&whole, &chunked) {
-        (Ok(a), Ok(b)) => assert!(a == b, "chunking changed the events"),
-        (Err(a), Err(b)) => assert_eq!(a, b, "chunking changed the error"),
-        _ => panic!("chunking changed the outcome: {whole:?} / {chunked:?}"),
-    }
-    let verified = reader::verify(bytes, ReaderOptions::default());
-    assert_eq!(verified.is_ok(), whole.is_ok());
-    if let Ok((manifest, bodies)) = whole {
-        // Accepted: the writer must produce exactly these bytes.
-        let mut writer = Writer::new(&manifest);
-        let mut out = Vec::new();
-        // One MemberStart per member, in order: bodies[i] is member i's.
-        assert_eq!(bodies.len(), manifest.members.len());
-        loop {
-            match writer
-                .next()
-                .expect("the writer accepts a verified manifest")
-            {
-                Step::Bytes(b) => out.extend_from_slice(b),
-                Step::Body { index, .. } => {
-                    writer.body(&bodies[index]).expect("the body fits");
-                    out.extend_from_slice(&bodies[index]);
-                }
-                Step::Done(_) => break,
-            }
-        }
-        assert!(
-            out == bytes,
-            "an accepted packet differs from the writer's encoding"
-        );
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
-    check(data);
+    common::check(data);
     if let Some(mutated) = mutate(data) {
-        check(&mutated);
+        common::check(&mutated);
     }
 });

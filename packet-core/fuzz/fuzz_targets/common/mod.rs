@@ -1,4 +1,4 @@
-//! Shared by the `reader_structured` target: reading a packet whole and in
+//! Shared by the `reader` and `reader_structured` targets: reading a packet whole and in
 //! chunks, the properties every outcome must have, and the raw encoder the
 //! structure-aware mutator uses to write packets the writer would refuse.
 #![allow(dead_code)]
