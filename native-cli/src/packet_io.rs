@@ -138,6 +138,45 @@ pub struct PacketRead {
     pub verified: Verified,
 }
 
+/// A block of packet bytes read from the source, shared (not copied) by
+/// the thread that parses it, the thread that hashes the whole packet and
+/// any consumer of member data (unpack's writing thread). When the last
+/// holder drops it, its buffer goes back to the reading loop for reuse, so
+/// at most [`BLOCKS`] buffers ever exist.
+pub struct Block {
+    data: Vec<u8>,
+    len: usize,
+    home: mpsc::Sender<Vec<u8>>,
+}
+
+impl Block {
+    /// The bytes read into this block.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[..self.len]
+    }
+
+    /// Where `part` (a slice of [`Block::bytes`]) starts in this block, or
+    /// `None` if it is not part of it.
+    pub fn offset_of(&self, part: &[u8]) -> Option<usize> {
+        let start = (part.as_ptr() as usize).checked_sub(self.data.as_ptr() as usize)?;
+        (start + part.len() <= self.len).then_some(start)
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        let _ = self.home.send(std::mem::take(&mut self.data));
+    }
+}
+
+/// The callback of [`read_packet_blocks`]: each event with the manifest
+/// and the block its bytes come from.
+pub type BlockEvents<'a> = dyn FnMut(&Manifest, Event<'_>, &Arc<Block>) -> Result<()> + 'a;
+
+/// Read buffers in circulation: one being parsed, the rest queued for or
+/// being hashed or written on other threads.
+pub const BLOCKS: usize = 8;
+
 /// Reads one pass over a packet with a fresh [`Reader`], calling `on_event`
 /// for every event with the manifest (available from the first event on).
 ///
@@ -151,76 +190,77 @@ pub fn read_packet(
     progress: &Progress,
     on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
 ) -> Result<PacketRead> {
-    read_packet_explained(source, options, progress, on_event, &mut |_, e| e)
+    read_packet_blocks(source, options, progress, &mut |m, e, _| on_event(m, e))
 }
 
-/// [`read_packet`], with `explain` turning a verification failure found
-/// after the manifest (a packet digest mismatch, say) into a more precise
-/// error with the help of this read's manifest.
-pub fn read_packet_explained(
+/// [`read_packet`], also handing `on_event` the block an event's bytes
+/// come from, so that a [`Event::Data`] slice can be passed on to another
+/// thread without a copy (see [`Block::offset_of`]).
+pub fn read_packet_blocks(
     source: &dyn PacketSource,
     options: ReaderOptions,
     progress: &Progress,
-    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
-    explain: &mut dyn FnMut(&Manifest, CliError) -> CliError,
+    on_event: &mut BlockEvents<'_>,
 ) -> Result<PacketRead> {
     let mut input = source.open_packet()?;
     let mut reader = Reader::new(ReaderOptions {
         skip_packet_digest: true,
         ..options
     });
-    let (full_tx, full_rx) = mpsc::sync_channel::<(Arc<Vec<u8>>, usize)>(2);
-    let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
+    let (full_tx, full_rx) = mpsc::sync_channel::<Arc<Block>>(BLOCKS);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    let hashing_stopped = || {
+        CliError::refused(
+            "read_interrupted",
+            None,
+            "the hashing thread stopped unexpectedly",
+            "read the packet again; if it persists, report this bug",
+        )
+    };
     let read = std::thread::scope(|scope| {
         let hasher = scope.spawn(move || {
             let mut hasher = Hasher::new();
-            for (block, used) in full_rx {
-                hasher.update(&block[..used]);
-                let _ = free_tx.send(block);
+            for block in full_rx {
+                hasher.update(block.bytes());
             }
             hasher.finish()
         });
-        let mut blocks = 0;
+        let mut made = 0;
+        let mut last: Option<Arc<Block>> = None;
         let read = (|| -> Result<()> {
             loop {
-                // Three blocks circulate: one being read and fed here, up to
-                // two queued for or being hashed on the other thread.
-                let mut buf = if blocks < 3 {
-                    blocks += 1;
+                let mut data = if made < BLOCKS {
+                    made += 1;
                     vec![0u8; CHUNK]
                 } else {
-                    free_rx
-                        .recv()
-                        .ok()
-                        .and_then(|b| Arc::try_unwrap(b).ok())
-                        .unwrap_or_else(|| vec![0u8; CHUNK])
+                    free_rx.recv().map_err(|_| hashing_stopped())?
                 };
                 let n = loop {
-                    match input.read(&mut buf) {
+                    match input.read(&mut data) {
                         Ok(n) => break n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(CliError::io("read", source.label(), e)),
                     }
                 };
+                let block = Arc::new(Block {
+                    data,
+                    len: n,
+                    home: free_tx.clone(),
+                });
                 if n == 0 {
+                    last = Some(block);
                     return Ok(());
                 }
                 progress.inc(n as u64);
-                let block = Arc::new(buf);
-                if full_tx.send((Arc::clone(&block), n)).is_err() {
-                    return Err(CliError::refused(
-                        "read_interrupted",
-                        None,
-                        "the hashing thread stopped unexpectedly",
-                        "read the packet again; if it persists, report this bug",
-                    ));
+                if full_tx.send(Arc::clone(&block)).is_err() {
+                    return Err(hashing_stopped());
                 }
-                let mut chunk = &block[..n];
+                let mut chunk = block.bytes();
                 while !chunk.is_empty() {
                     let (used, event) = reader.feed(chunk)?;
                     chunk = &chunk[used..];
                     if let Some(event) = event {
-                        dispatch(&reader, event, on_event)?;
+                        dispatch(&reader, event, &block, on_event)?;
                     }
                 }
             }
@@ -229,66 +269,47 @@ pub fn read_packet_explained(
         let digest = hasher.join();
         read?;
         // A member that ended with the last byte read still owes its MemberEnd.
-        while let (_, Some(event @ Event::MemberEnd { .. })) = reader.feed(&[])? {
-            dispatch(&reader, event, on_event)?;
-        }
-        let verified = reader.finish()?;
-        let digest = digest.map_err(|_| {
-            CliError::refused(
-                "read_interrupted",
-                None,
-                "the hashing thread stopped unexpectedly",
-                "read the packet again; if it persists, report this bug",
-            )
-        })?;
-        Ok((verified, digest))
-    });
-    let (mut verified, digest) = match read {
-        Ok(read) => read,
-        // A packet that fails once its manifest was read: let `explain`
-        // look for an earlier cause the checks this read skipped would have
-        // named.
-        Err(e @ CliError::Packet(_)) => {
-            return Err(match reader.manifest() {
-                Some(m) => explain(m, e),
-                None => e,
-            })
-        }
-        Err(e) => return Err(e),
-    };
-    {
-        let manifest = reader.into_manifest().ok_or_else(|| {
-            CliError::Packet(packet_core::Error::new(
-                packet_core::ErrorCode::Truncated,
-                "the packet ends before packet.json",
-            ))
-        })?;
-        if let Some(expected) = options
-            .expected_digest
-            .filter(|_| !options.skip_packet_digest)
-        {
-            if expected != digest {
-                let mismatch = CliError::Packet(packet_core::Error::new(
-                    packet_core::ErrorCode::PacketDigestMismatch,
-                    format!("expected {expected}, the packet is {digest}"),
-                ));
-                return Err(explain(&manifest, mismatch));
+        if let Some(block) = &last {
+            while let (_, Some(event @ Event::MemberEnd { .. })) = reader.feed(&[])? {
+                dispatch(&reader, event, block, on_event)?;
             }
         }
-        if !options.skip_packet_digest {
-            verified.digest = Some(digest);
+        let verified = reader.finish()?;
+        let digest = digest.map_err(|_| hashing_stopped())?;
+        Ok::<_, CliError>((verified, digest))
+    });
+    let (mut verified, digest) = read?;
+    let manifest = reader.into_manifest().ok_or_else(|| {
+        CliError::Packet(packet_core::Error::new(
+            packet_core::ErrorCode::Truncated,
+            "the packet ends before packet.json",
+        ))
+    })?;
+    if let Some(expected) = options
+        .expected_digest
+        .filter(|_| !options.skip_packet_digest)
+    {
+        if expected != digest {
+            return Err(CliError::Packet(packet_core::Error::new(
+                packet_core::ErrorCode::PacketDigestMismatch,
+                format!("expected {expected}, the packet is {digest}"),
+            )));
         }
-        Ok(PacketRead { manifest, verified })
     }
+    if !options.skip_packet_digest {
+        verified.digest = Some(digest);
+    }
+    Ok(PacketRead { manifest, verified })
 }
 
 fn dispatch(
     reader: &Reader,
     event: Event<'_>,
-    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
+    block: &Arc<Block>,
+    on_event: &mut BlockEvents<'_>,
 ) -> Result<()> {
     match reader.manifest() {
-        Some(m) => on_event(m, event),
+        Some(m) => on_event(m, event, block),
         None => Err(CliError::Packet(packet_core::Error::new(
             packet_core::ErrorCode::Usage,
             "the reader yielded an event before the manifest",

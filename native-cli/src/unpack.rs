@@ -1,24 +1,28 @@
-//! `pillbox checkpoint unpack`: pass 1 verifies the whole packet (digest
-//! included) and writes nothing; pass 2 reads it again with a fresh reader
-//! that expects the same digest, writing members into staging folders
-//! created inside each target; only when pass 2 has verified everything are
-//! the staged files renamed into place. Any failure removes the staging
-//! folders (and targets this command created), leaving the targets as they were.
+//! `pillbox checkpoint unpack`: one read of the packet through packet-core's
+//! [`Reader`](packet_core::Reader), which checks every header, member
+//! digest and the packet digest as the bytes stream by, while a second
+//! thread writes the members into staging folders created inside each
+//! target. Only when the whole packet has verified are the staged entries
+//! renamed into place. Any failure removes the staging folders (and the
+//! targets this command created), leaving the targets as they were.
 
 use std::borrow::Cow;
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
+use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
-use packet_core::{Digest, Event, Kind, Manifest, ReaderOptions};
+use packet_core::{Digest, Event, Kind, ReaderOptions};
 use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
 use serde::Serialize;
 use tempfile::TempDir;
 
 use crate::error::{CliError, Result};
 use crate::harness::{self, RestorePlan};
-use crate::packet_io::{self, PacketSource};
+use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
 
@@ -93,40 +97,25 @@ pub fn unpack(
     progress: &Progress,
 ) -> Result<UnpackReport> {
     check_target(&request.into)?;
-    let first = packet_io::verify(source, request.expected, progress)?;
-    let digest = first.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
-    })?;
-    let (size, totals) = (first.verified.size, first.manifest.totals);
     let mut created = Created::default();
-    let result = place(
-        source,
-        request,
-        first.manifest,
-        digest,
-        progress,
-        &mut created,
-    );
+    let result = place(source, request, progress, &mut created);
+    progress.finish();
     match result {
-        Ok((workspace, harness)) => {
-            progress.finish();
+        Ok(placed) => {
+            let totals = placed.read.manifest.totals;
             Ok(UnpackReport {
                 schema: "pillbox.checkpoint.unpack/1",
-                digest: digest.to_string(),
+                digest: placed.digest.to_string(),
                 digest_checked: request.expected.is_some(),
-                size,
+                size: placed.read.verified.size,
                 members: totals.members,
                 totals,
-                workspace: workspace.display().to_string(),
-                harness,
+                workspace: placed.workspace.display().to_string(),
+                harness: placed.harness,
             })
         }
         Err(e) => {
             created.undo();
-            progress.finish();
             Err(e)
         }
     }
@@ -161,73 +150,126 @@ fn check_target(target: &Path) -> Result<()> {
     }
 }
 
-/// Where harness members go during pass 2, and then for good.
+/// Where harness members go while the packet is read, and then for good.
 struct HarnessTarget {
     prefix: String,
     staging: TempDir,
     plan: RestorePlan,
 }
 
-/// Takes the manifest pass 1 verified by value: it is dropped before pass 2,
-/// whose reader parses its own, so that only one is held at a time.
+/// What [`place`] established.
+struct Placed {
+    read: packet_io::PacketRead,
+    digest: Digest,
+    workspace: PathBuf,
+    harness: Option<HarnessReport>,
+}
+
+/// Reads the packet once, verifying it as it streams while a second
+/// thread writes its members into staging folders; moves the staged
+/// entries into place only once the whole packet verified.
 fn place(
     source: &dyn PacketSource,
     request: &UnpackRequest,
-    manifest: Manifest,
-    digest: Digest,
     progress: &Progress,
     created: &mut Created,
-) -> Result<(PathBuf, Option<HarnessReport>)> {
+) -> Result<Placed> {
     created.dir_all(&request.into)?;
     let workspace =
         fs::canonicalize(&request.into).map_err(|e| CliError::io("open", &request.into, e))?;
     let ws_staging = staging_in(&workspace)?;
-
-    let mut harness_target = None;
-    if let Some(h) = &manifest.harness {
-        let home = match h.kind {
-            packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
-            packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
-        };
-        if let Some(home) = home {
-            created.dir_all(home)?;
-            let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-            let plan = harness::adapter(h.kind).restore_plan(&home, h, &manifest, &workspace)?;
-            harness_target = Some(HarnessTarget {
-                prefix: format!("harness/{}/", h.kind.as_str()),
-                staging: staging_in(&home)?,
-                plan,
-            });
-        }
-    }
-
-    // Pass 2: a fresh read that must hash to the digest pass 1 saw. Pass 1
-    // checked every member's sha256, so a read with the same packet digest
-    // holds the same bodies: they are not hashed again, and nothing staged
-    // is moved into place before this read's digest matched.
     let options = ReaderOptions {
-        expected_digest: Some(digest),
-        skip_member_digests: true,
+        expected_digest: request.expected,
         ..ReaderOptions::default()
     };
     progress.phase("unpack", source.size_hint().unwrap_or(0));
-    let mut roots = vec![("workspace/", ws_staging.path().to_path_buf())];
-    if let Some(t) = &harness_target {
-        roots.push((t.prefix.as_str(), t.staging.path().to_path_buf()));
-    }
-    let harness_descriptor = manifest.harness.clone();
-    drop(manifest);
-    let mut writer = StagingWriter::new(roots)?;
-    packet_io::read_packet_explained(
-        source,
-        options,
-        progress,
-        &mut |m, event| writer.on_event(m, event),
-        &mut |m, e| explain_second_pass_mismatch(e, m, &ws_staging, harness_target.as_ref()),
-    )?;
-    drop(writer);
+    let mut harness_target: Option<HarnessTarget> = None;
+    let (ops, queue) = mpsc::sync_channel::<Op>(OPS);
+    let stop = AtomicBool::new(false);
+    let read = std::thread::scope(|scope| {
+        let ws_root = ws_staging.path().to_path_buf();
+        let stop = &stop;
+        let writing = scope.spawn(move || -> Result<()> {
+            let mut writer = StagingWriter::new(vec![("workspace/".to_owned(), ws_root)])?;
+            for op in queue {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                writer.apply(op)?;
+            }
+            Ok(())
+        });
+        let send = |op: Op| ops.send(op).map_err(|_| writer_stopped());
+        let read =
+            packet_io::read_packet_blocks(source, options, progress, &mut |m, event, block| {
+                match event {
+                    Event::Manifest => {
+                        let Some(h) = &m.harness else {
+                            return Ok(());
+                        };
+                        let home = match h.kind {
+                            packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
+                            packet_core::HarnessKind::Claude => {
+                                request.claude_config_dir.as_deref()
+                            }
+                        };
+                        let Some(home) = home else {
+                            return Ok(());
+                        };
+                        created.dir_all(home)?;
+                        let home =
+                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+                        let plan =
+                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
+                        let target = HarnessTarget {
+                            prefix: format!("harness/{}/", h.kind.as_str()),
+                            staging: staging_in(&home)?,
+                            plan,
+                        };
+                        send(Op::Root(
+                            target.prefix.clone(),
+                            target.staging.path().to_path_buf(),
+                        ))?;
+                        harness_target = Some(target);
+                        Ok(())
+                    }
+                    Event::MemberStart { index, .. } => {
+                        let e = &m.members[index];
+                        send(Op::Start(Member {
+                            path: e.path.clone(),
+                            kind: e.kind,
+                            mode: e.mode,
+                            target: e.target.clone(),
+                        }))
+                    }
+                    Event::Data(bytes) => send(match block.offset_of(bytes) {
+                        Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
+                        None => Op::Bytes(bytes.to_vec()),
+                    }),
+                    Event::MemberEnd { .. } => send(Op::End),
+                }
+            });
+        drop(ops);
+        if read.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let written = writing.join().unwrap_or_else(|_| Err(writer_stopped()));
+        match (read, written) {
+            // The writer's own error explains why it stopped taking work.
+            (Err(e), Err(w)) if e.code() == WRITER_STOPPED => Err(w),
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(w)) => Err(w),
+            (Ok(read), Ok(())) => Ok(read),
+        }
+    })?;
+    let digest = read.verified.digest.ok_or_else(|| {
+        CliError::Packet(packet_core::Error::new(
+            packet_core::ErrorCode::Usage,
+            "the reader computed no digest",
+        ))
+    })?;
 
-    // Everything matched: move into place, undoing the moves on failure.
+    // Everything verified: move into place, undoing the moves on failure.
     let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
     let result = move_into_place(
         &ws_staging,
@@ -242,7 +284,7 @@ fn place(
         }
         return Err(e);
     }
-    let harness = harness_descriptor.as_ref().map(|h| {
+    let harness = read.manifest.harness.as_ref().map(|h| {
         let mut r = HarnessReport::of(h);
         r.restored = Some(harness_target.is_some());
         r.rollout_path = Some(
@@ -252,63 +294,51 @@ fn place(
         );
         r
     });
-    Ok((workspace, harness))
+    Ok(Placed {
+        read,
+        digest,
+        workspace,
+        harness,
+    })
 }
 
-/// Pass 2 hashes only the whole packet. When it fails (its digest differs
-/// from the one pass 1 verified, or a later header is damaged), the packet
-/// changed in between: name the first member whose staged bytes (the bytes
-/// pass 2 read, fully written) disagree with the sha256 in pass 2's
-/// manifest, as a check of member digests in pass 2 would have.
-fn explain_second_pass_mismatch(
-    error: CliError,
-    manifest: &Manifest,
-    ws_staging: &TempDir,
-    harness: Option<&HarnessTarget>,
-) -> CliError {
-    if !matches!(error, CliError::Packet(_)) {
-        return error;
-    }
-    let mut roots = vec![("workspace/", ws_staging.path())];
-    if let Some(t) = harness {
-        roots.push((t.prefix.as_str(), t.staging.path()));
-    }
-    let mut buf = vec![0u8; packet_io::CHUNK];
-    for entry in manifest.members.iter().filter(|e| e.kind == Kind::File) {
-        let (Some(expected), Some(staged)) = (
-            entry.sha256,
-            roots
-                .iter()
-                .find_map(|(prefix, root)| entry.path.strip_prefix(prefix).map(|r| root.join(r))),
-        ) else {
-            continue;
-        };
-        let Ok(mut f) = File::open(&staged) else {
-            continue;
-        };
-        // A member cut short by the failure is not evidence.
-        if f.metadata().map_or(true, |m| m.len() != entry.size) {
-            continue;
-        }
-        let mut hasher = packet_core::Hasher::new();
-        let read_whole = loop {
-            match f.read(&mut buf) {
-                Ok(0) => break true,
-                Ok(n) => hasher.update(&buf[..n]),
-                Err(_) => break false,
-            }
-        };
-        if read_whole && hasher.finish() != expected {
-            return CliError::Packet(
-                packet_core::Error::new(
-                    packet_core::ErrorCode::MemberDigestMismatch,
-                    "the packet changed after it was verified: this member's bytes no longer match its sha256",
-                )
-                .at_path(&entry.path),
-            );
-        }
-    }
-    error
+/// The code of the error the reading thread gets when the writing thread
+/// stopped taking work (its own error is reported instead).
+const WRITER_STOPPED: &str = "unpack_interrupted";
+
+fn writer_stopped() -> CliError {
+    CliError::refused(
+        WRITER_STOPPED,
+        None,
+        "the writing thread stopped unexpectedly",
+        "unpack again; if it persists, report this bug",
+    )
+}
+
+/// Operations queued for the writing thread, each at most a few hundred
+/// bytes: member data travels as a shared read block.
+const OPS: usize = 4096;
+
+/// What the writing thread needs of a member.
+struct Member {
+    path: String,
+    kind: Kind,
+    mode: u32,
+    target: Option<String>,
+}
+
+/// One step for the writing thread, in the packet's order.
+enum Op {
+    /// Members under this prefix go below this staging folder.
+    Root(String, PathBuf),
+    /// A member starts.
+    Start(Member),
+    /// Bytes of the current file, as a range of a read block.
+    Data(Arc<Block>, Range<usize>),
+    /// Bytes of the current file, copied.
+    Bytes(Vec<u8>),
+    /// The current member ends.
+    End,
 }
 
 fn staging_in(dir: &Path) -> Result<TempDir> {
@@ -376,8 +406,8 @@ struct OpenDir {
 }
 
 /// A staging root: members under `prefix` go below `path`.
-struct Root<'a> {
-    prefix: &'a str,
+struct Root {
+    prefix: String,
     path: PathBuf,
     fd: OwnedFd,
 }
@@ -388,18 +418,18 @@ struct Root<'a> {
 /// created new (`O_EXCL`, `O_NOFOLLOW`), and packet-core has already
 /// refused members below symlinks. The packet's order puts every folder
 /// right before its subtree, so the folders of the current path are a stack.
-struct StagingWriter<'a> {
-    roots: Vec<Root<'a>>,
+struct StagingWriter {
+    roots: Vec<Root>,
     dirs: Vec<OpenDir>,
-    /// The file being written and its member index.
-    current: Option<(File, usize)>,
+    /// The file being written and its staging path.
+    current: Option<(File, PathBuf)>,
     /// The process's file creation mask: modes it would strip are set
     /// explicitly after creation.
     umask: u32,
 }
 
-impl<'a> StagingWriter<'a> {
-    fn new(roots: Vec<(&'a str, PathBuf)>) -> Result<StagingWriter<'a>> {
+impl StagingWriter {
+    fn new(roots: Vec<(String, PathBuf)>) -> Result<StagingWriter> {
         let roots = roots
             .into_iter()
             .map(|(prefix, path)| {
@@ -418,14 +448,6 @@ impl<'a> StagingWriter<'a> {
         })
     }
 
-    /// The staging path of a member, or `None` for roots and harness
-    /// members that are not restored.
-    fn staging_path(&self, member: &str) -> Option<PathBuf> {
-        self.roots
-            .iter()
-            .find_map(|r| member.strip_prefix(r.prefix).map(|rest| r.path.join(rest)))
-    }
-
     /// The folder to create `member` in, as (descriptor, name relative to
     /// it, staging path of the member); `Ok(None)` when the member is not
     /// written.
@@ -433,7 +455,11 @@ impl<'a> StagingWriter<'a> {
         &mut self,
         member: &'m str,
     ) -> Result<Option<(BorrowedFd<'_>, Cow<'m, Path>, PathBuf)>> {
-        let Some(root) = self.roots.iter().position(|r| member.starts_with(r.prefix)) else {
+        let Some(root) = self
+            .roots
+            .iter()
+            .position(|r| member.starts_with(r.prefix.as_str()))
+        else {
             return Ok(None);
         };
         let rest = &member[self.roots[root].prefix.len()..];
@@ -472,73 +498,81 @@ impl<'a> StagingWriter<'a> {
         mode & self.umask != 0
     }
 
-    fn on_event(&mut self, manifest: &Manifest, event: Event<'_>) -> Result<()> {
-        match event {
-            Event::Manifest => Ok(()),
-            Event::MemberStart { index, .. } => {
-                let entry = &manifest.members[index];
-                let umask_strips = self.stripped(match entry.kind {
-                    Kind::Dir => DIR_MODE,
-                    _ => entry.mode,
-                });
-                let Some((at, name, path)) = self.locate(&entry.path)? else {
-                    return Ok(());
-                };
-                match entry.kind {
-                    Kind::Dir => {
-                        let mode = Mode::from_raw_mode(DIR_MODE);
-                        mkdirat(at, &*name, mode)
-                            .map_err(|e| CliError::io("create", &path, e.into()))?;
-                        let fd = open_dir(at, &name).map_err(|e| CliError::io("open", &path, e))?;
-                        if umask_strips {
-                            fchmod(&fd, mode)
-                                .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
-                        }
-                        let fd = (self.dirs.len() < MAX_OPEN_DIRS).then_some(fd);
-                        self.dirs.push(OpenDir {
-                            member: entry.path.clone(),
-                            path,
-                            fd,
-                        });
-                    }
-                    Kind::Symlink => {
-                        let target = entry.target.as_deref().unwrap_or("");
-                        symlinkat(target, at, &*name)
-                            .map_err(|e| CliError::io("create the symlink", &path, e.into()))?;
-                    }
-                    Kind::File => {
-                        let mode = Mode::from_raw_mode(entry.mode);
-                        let flags = OFlags::WRONLY
-                            | OFlags::CREATE
-                            | OFlags::EXCL
-                            | OFlags::NOFOLLOW
-                            | OFlags::CLOEXEC;
-                        let fd = openat(at, &*name, flags, mode)
-                            .map_err(|e| CliError::io("create", &path, e.into()))?;
-                        if umask_strips {
-                            fchmod(&fd, mode)
-                                .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
-                        }
-                        self.current = Some((File::from(fd), index));
-                    }
-                }
-                Ok(())
-            }
-            Event::Data(bytes) => {
-                let Some((f, index)) = &mut self.current else {
-                    return Ok(());
-                };
-                let index = *index;
-                f.write_all(bytes).map_err(|e| {
-                    let member = &manifest.members[index].path;
-                    CliError::io("write", self.staging_path(member).unwrap_or_default(), e)
-                })
-            }
-            Event::MemberEnd { .. } => {
+    /// Adds a staging root (harness state, known once the manifest is read).
+    fn add_root(&mut self, prefix: String, path: PathBuf) -> Result<()> {
+        let fd = open_dir(CWD, &path).map_err(|e| CliError::io("open", &path, e))?;
+        self.roots.push(Root { prefix, path, fd });
+        Ok(())
+    }
+
+    fn apply(&mut self, op: Op) -> Result<()> {
+        match op {
+            Op::Root(prefix, path) => self.add_root(prefix, path),
+            Op::Start(entry) => self.start(entry),
+            Op::Data(block, range) => self.write(&block.bytes()[range]),
+            Op::Bytes(bytes) => self.write(&bytes),
+            Op::End => {
                 self.current = None;
                 Ok(())
             }
         }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        match &mut self.current {
+            Some((f, path)) => f
+                .write_all(bytes)
+                .map_err(|e| CliError::io("write", &*path, e)),
+            None => Ok(()),
+        }
+    }
+
+    fn start(&mut self, entry: Member) -> Result<()> {
+        let umask_strips = self.stripped(match entry.kind {
+            Kind::Dir => DIR_MODE,
+            _ => entry.mode,
+        });
+        let Some((at, name, path)) = self.locate(&entry.path)? else {
+            return Ok(());
+        };
+        match entry.kind {
+            Kind::Dir => {
+                let mode = Mode::from_raw_mode(DIR_MODE);
+                mkdirat(at, &*name, mode).map_err(|e| CliError::io("create", &path, e.into()))?;
+                let fd = open_dir(at, &name).map_err(|e| CliError::io("open", &path, e))?;
+                if umask_strips {
+                    fchmod(&fd, mode)
+                        .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
+                }
+                let fd = (self.dirs.len() < MAX_OPEN_DIRS).then_some(fd);
+                self.dirs.push(OpenDir {
+                    member: entry.path,
+                    path,
+                    fd,
+                });
+            }
+            Kind::Symlink => {
+                let target = entry.target.as_deref().unwrap_or("");
+                symlinkat(target, at, &*name)
+                    .map_err(|e| CliError::io("create the symlink", &path, e.into()))?;
+            }
+            Kind::File => {
+                let mode = Mode::from_raw_mode(entry.mode);
+                let flags = OFlags::WRONLY
+                    | OFlags::CREATE
+                    | OFlags::EXCL
+                    | OFlags::NOFOLLOW
+                    | OFlags::CLOEXEC;
+                let fd = openat(at, &*name, flags, mode)
+                    .map_err(|e| CliError::io("create", &path, e.into()))?;
+                if umask_strips {
+                    fchmod(&fd, mode)
+                        .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
+                }
+                self.current = Some((File::from(fd), path));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -551,10 +585,9 @@ fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet_io::test_support::Bytes;
     use packet_core::build::{build, Source};
     use packet_core::Limits;
-    use std::cell::Cell;
-    use std::io::Read;
 
     fn packet(body: &[u8]) -> packet_core::build::Built {
         build(
@@ -575,61 +608,28 @@ mod tests {
         .unwrap()
     }
 
-    /// A source whose second read differs from its first, as a file
-    /// rewritten between the two passes would.
-    struct ChangesAfterFirstPass {
-        first: Vec<u8>,
-        second: Vec<u8>,
-        opened: Cell<u32>,
-    }
-
-    impl PacketSource for ChangesAfterFirstPass {
-        fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
-            let n = self.opened.get();
-            self.opened.set(n + 1);
-            Ok(Box::new(if n == 0 {
-                &self.first[..]
-            } else {
-                &self.second[..]
-            }))
-        }
-        fn label(&self) -> String {
-            "changing".into()
-        }
-        fn size_hint(&self) -> Option<u64> {
-            None
-        }
-    }
-
-    fn unpack_changing(
-        first: Vec<u8>,
-        second: Vec<u8>,
+    fn unpack_bytes(
+        bytes: Vec<u8>,
+        into: PathBuf,
         expected: Option<Digest>,
-    ) -> (CliError, tempfile::TempDir) {
-        let t = tempfile::tempdir().unwrap();
-        let source = ChangesAfterFirstPass {
-            first,
-            second,
-            opened: Cell::new(0),
-        };
+    ) -> Result<UnpackReport> {
         let request = UnpackRequest {
-            into: t.path().join("ws"),
+            into,
             expected,
             codex_home: None,
             claude_config_dir: None,
         };
-        let err = unpack(&source, &request, &Progress::new(true)).unwrap_err();
-        assert_eq!(source.opened.get(), 2, "both passes ran");
-        (err, t)
+        unpack(&Bytes(bytes), &request, &Progress::new(true))
     }
 
     #[test]
-    fn a_body_tampered_after_the_first_pass_is_caught_and_nothing_is_left() {
+    fn a_tampered_body_is_caught_and_nothing_is_left() {
         let good = packet(b"the original contents");
         let mut tampered = good.bytes.clone();
         let at = tampered.windows(8).position(|w| w == b"original").unwrap();
         tampered[at] = b'O';
-        let (err, t) = unpack_changing(good.bytes, tampered, Some(good.digest));
+        let t = tempfile::tempdir().unwrap();
+        let err = unpack_bytes(tampered, t.path().join("ws"), None).unwrap_err();
         assert_eq!(err.code(), "member_digest_mismatch");
         assert_eq!(err.report().path.as_deref(), Some("workspace/data.txt"));
         assert!(
@@ -639,10 +639,11 @@ mod tests {
     }
 
     #[test]
-    fn a_packet_swapped_after_the_first_pass_is_caught_even_without_a_digest() {
+    fn a_packet_with_another_digest_is_caught_after_its_members_were_staged() {
         let good = packet(b"one");
         let other = packet(b"two");
-        let (err, t) = unpack_changing(good.bytes, other.bytes, None);
+        let t = tempfile::tempdir().unwrap();
+        let err = unpack_bytes(other.bytes, t.path().join("ws"), Some(good.digest)).unwrap_err();
         assert_eq!(err.code(), "packet_digest_mismatch");
         assert!(!t.path().join("ws").exists());
     }
@@ -651,18 +652,22 @@ mod tests {
     fn an_empty_existing_target_is_left_empty_on_failure() {
         let good = packet(b"abc");
         let t = tempfile::tempdir().unwrap();
-        let source = ChangesAfterFirstPass {
-            first: good.bytes.clone(),
-            second: packet(b"abd").bytes,
-            opened: Cell::new(0),
-        };
-        let request = UnpackRequest {
-            into: t.path().to_path_buf(),
-            expected: Some(good.digest),
-            codex_home: None,
-            claude_config_dir: None,
-        };
-        assert!(unpack(&source, &request, &Progress::new(true)).is_err());
+        let err = unpack_bytes(
+            packet(b"abd").bytes,
+            t.path().to_path_buf(),
+            Some(good.digest),
+        );
+        assert!(err.is_err());
         assert_eq!(fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_verified_packet_is_placed() {
+        let good = packet(b"abc");
+        let t = tempfile::tempdir().unwrap();
+        let report = unpack_bytes(good.bytes, t.path().join("ws"), Some(good.digest)).unwrap();
+        assert_eq!(report.digest, good.digest.to_string());
+        assert_eq!(fs::read(t.path().join("ws/data.txt")).unwrap(), b"abc");
+        assert_eq!(fs::read_dir(t.path().join("ws")).unwrap().count(), 1);
     }
 }

@@ -96,7 +96,7 @@ fn unpack_cmd(packet: &Path, d: &str, target: &Path) -> Command {
     c
 }
 
-/// Waits until a staging folder appears in `target` (pass 2 started).
+/// Waits until a staging folder appears in `target` (the read has started).
 fn wait_for_staging(child: &mut Child, target: &Path) -> bool {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(30) {
@@ -219,8 +219,8 @@ fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
     let (ws, packet, d) = packet_with(t.path(), 64 << 20);
     let expected = snapshot(&ws);
     let mut seen = Vec::new();
-    // Kill before pass 2 (after 1 and 15 ms) and during pass 2 at several
-    // delays after its staging folder appeared.
+    // Kill early (after 1 and 15 ms) and at several delays after the
+    // staging folder appeared, while members are written.
     let plan: &[(bool, u64)] = &[
         (false, 1),
         (false, 15),
@@ -230,13 +230,13 @@ fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
         (true, 60),
         (true, 120),
     ];
-    for (i, &(in_pass_2, ms)) in plan.iter().enumerate() {
+    for (i, &(once_staging, ms)) in plan.iter().enumerate() {
         let target = t.path().join(format!("target{i}"));
         let mut child = unpack_cmd(&packet, &d, &target).spawn().unwrap();
-        if in_pass_2 {
+        if once_staging {
             assert!(
                 wait_for_staging(&mut child, &target),
-                "pass 2 never started"
+                "the unpack never started writing"
             );
         }
         sleep(Duration::from_millis(ms));
@@ -289,23 +289,23 @@ fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
     eprintln!("states after kills: {seen:?}");
     assert!(
         seen.contains(&AfterKill::Staging),
-        "no kill landed in pass 2: {seen:?}"
+        "no kill landed while members were written: {seen:?}"
     );
     assert!(seen.contains(&AfterKill::Nothing), "{seen:?}");
 }
 
-/// Starts an unpack, applies `change` to the packet file once pass 2 has
-/// started (or right away), and checks the unpack is refused and leaves
-/// nothing.
-fn changed_while_reading(change: &dyn Fn(&Path), in_pass_2: bool) -> String {
+/// Starts an unpack, applies `change` to the packet file once its staging
+/// folder exists (or right away), and checks the unpack is refused and
+/// leaves nothing.
+fn changed_while_reading(change: &dyn Fn(&Path), once_staging: bool) -> String {
     let t = tmp();
     let (_, packet, d) = packet_with(t.path(), 96 << 20);
     let target = t.path().join("target");
     let mut child = unpack_cmd(&packet, &d, &target).spawn().unwrap();
-    if in_pass_2 {
+    if once_staging {
         assert!(
             wait_for_staging(&mut child, &target),
-            "pass 2 never started"
+            "the unpack never started writing"
         );
     }
     change(&packet);
@@ -337,8 +337,8 @@ fn overwrite_near_the_end(p: &Path) {
 
 #[test]
 fn a_packet_truncated_while_unpacking_is_refused() {
-    for in_pass_2 in [false, true] {
-        let code = changed_while_reading(&truncate_to_half, in_pass_2);
+    for once_staging in [false, true] {
+        let code = changed_while_reading(&truncate_to_half, once_staging);
         assert!(
             ["truncated", "packet_digest_mismatch"].contains(&code.as_str()),
             "{code}"
@@ -348,8 +348,8 @@ fn a_packet_truncated_while_unpacking_is_refused() {
 
 #[test]
 fn a_packet_changed_while_unpacking_is_refused() {
-    for in_pass_2 in [false, true] {
-        let code = changed_while_reading(&overwrite_near_the_end, in_pass_2);
+    for once_staging in [false, true] {
+        let code = changed_while_reading(&overwrite_near_the_end, once_staging);
         assert!(
             [
                 "member_digest_mismatch",
