@@ -1,14 +1,20 @@
-//! `pillbox checkpoint pack`: pass 1 walks the workspace (and harness
-//! state) and hashes every file in parallel, streaming, to build the
-//! manifest; pass 2 drives packet-core's [`Writer`], streaming each file
-//! again and refusing a file that is not, unchanged, the one pass 1 hashed
-//! (its inode, size and change times; see `Stamp::check`). The packet
-//! digest is computed on a second thread while the packet is written.
+//! `pillbox checkpoint pack`: the workspace (and harness state) is walked
+//! first. Into a file (the usual case), each file is then read once, on
+//! all cores, hashed and written at its place in the packet, laid out in
+//! advance (see `in_place`); the manifest goes in last and the whole
+//! packet is hashed. To standard output, which cannot seek, pass 1 hashes
+//! every file in parallel to build the manifest, and pass 2 drives
+//! packet-core's [`Writer`], streaming each file again and refusing a file
+//! that is not, unchanged, the one pass 1 hashed (its inode, size and
+//! change times; see `Stamp::check`), while a second thread computes the
+//! packet digest.
+
+mod in_place;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -118,17 +124,13 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness_descriptor = Some(located.harness);
     }
 
-    let (entries, sources) = hash_all(std::mem::take(&mut walk.planned), progress)?;
-    let manifest = Manifest::build(
-        entries,
-        harness_descriptor,
-        walk.exclusion_records(),
-        &Limits::FORMAT,
-    )
-    .map_err(CliError::Unpackable)?;
-    let size = manifest.packet_size();
-    progress.phase("write", manifest.totals.bytes);
-    let (digest, output) = if request.output == Path::new("-") {
+    let planned = std::mem::take(&mut walk.planned);
+    let exclusions = walk.exclusion_records();
+    let (manifest, digest, output) = if request.output == Path::new("-") {
+        let (entries, sources) = hash_all(planned, progress)?;
+        let manifest = Manifest::build(entries, harness_descriptor, exclusions, &Limits::FORMAT)
+            .map_err(CliError::Unpackable)?;
+        progress.phase("write", manifest.totals.bytes);
         let stdout = io::stdout();
         let digest = write_packet(
             &manifest,
@@ -137,10 +139,17 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
             progress,
             "standard output",
         )?;
-        (digest, "-".to_owned())
+        (manifest, digest, "-".to_owned())
     } else {
-        write_to_file(&manifest, &sources, &request.output, progress)?
+        in_place::pack_to_file(
+            planned,
+            harness_descriptor,
+            exclusions,
+            &request.output,
+            progress,
+        )?
     };
+    let size = manifest.packet_size();
     progress.finish();
     walk.skipped
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
@@ -293,6 +302,7 @@ fn hash_all(
                 member,
                 source,
                 executable,
+                ..
             } => {
                 let (stamp, digest) = match results.next().flatten() {
                     Some(r) => r?,
@@ -377,44 +387,6 @@ fn hash_file(opener: &mut Opener, path: &Path, buf: &mut [u8], progress: &Progre
     // Bytes that arrive after this read, or a short read cut short, leave
     // the size or ctime different in pass 2, which refuses the file.
     Ok((Stamp::of(&meta, size), hasher.finish()))
-}
-
-/// Writes to a temporary file beside `output`, then renames it into place,
-/// so the path never holds a partial packet. No fsync: every reader checks
-/// the packet's digest, so a packet cut short by a crash is refused, not
-/// trusted.
-fn write_to_file(
-    manifest: &Manifest,
-    sources: &[BodySource],
-    output: &Path,
-    progress: &Progress,
-) -> Result<(Digest, String)> {
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".pillbox-pack-")
-        .tempfile_in(&dir)
-        .map_err(|e| CliError::io("create a temporary file in", &dir, e))?;
-    let file = tmp
-        .as_file()
-        .try_clone()
-        .map_err(|e| CliError::io("write", tmp.path(), e))?;
-    let digest = write_packet(
-        manifest,
-        sources,
-        file,
-        progress,
-        &output.display().to_string(),
-    )?;
-    let f = tmp.as_file();
-    f.set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(|e| CliError::io("set permissions of", tmp.path(), e))?;
-    tmp.persist(output)
-        .map_err(|e| CliError::io("rename into place", output, e.error))?;
-    let abs = fs::canonicalize(output).map_err(|e| CliError::io("open", output, e))?;
-    Ok((digest, abs.display().to_string()))
 }
 
 /// A full block shared with the hashing thread, and how many of its bytes are used.
@@ -641,6 +613,7 @@ mod tests {
                 member: "workspace/f.txt".into(),
                 source: file.clone(),
                 executable: false,
+                size: 10,
             },
         ];
         let (entries, sources) = hash_all(planned, &Progress::new(true)).unwrap();

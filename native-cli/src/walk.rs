@@ -33,6 +33,8 @@ pub enum Planned {
         source: PathBuf,
         /// Whether the owner may execute it (mode 0755 rather than 0644).
         executable: bool,
+        /// Its size when it was listed.
+        size: u64,
     },
     /// A symlink, packed as a link (never followed).
     Symlink {
@@ -133,16 +135,15 @@ pub fn walk_tree(
             let ft = entry
                 .file_type()
                 .map_err(|e| CliError::io("inspect", &source, e))?;
-            let mode = if ft.is_file() {
-                entry
+            let (mode, size) = if ft.is_file() {
+                let meta = entry
                     .metadata()
-                    .map_err(|e| CliError::io("inspect", &source, e))?
-                    .permissions()
-                    .mode()
+                    .map_err(|e| CliError::io("inspect", &source, e))?;
+                (meta.permissions().mode(), meta.len())
             } else {
-                0
+                (0, 0)
             };
-            if let Some(next) = visit(&source, ft, mode, member, options, walk)? {
+            if let Some(next) = visit(&source, ft, (mode, size), member, options, walk)? {
                 stack.push(next);
             }
         }
@@ -164,7 +165,7 @@ fn member_path(parent: &str, name: &OsStr) -> Result<String> {
 fn visit(
     source: &Path,
     ft: fs::FileType,
-    mode: u32,
+    (mode, size): (u32, u64),
     member: String,
     options: &WalkOptions,
     walk: &mut Walk,
@@ -211,6 +212,7 @@ fn visit(
             member,
             source: source.to_path_buf(),
             executable: mode & 0o100 != 0,
+            size,
         });
         return Ok(None);
     }

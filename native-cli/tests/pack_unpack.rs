@@ -521,3 +521,69 @@ fn memory_stays_bounded_whatever_the_file_size() {
     );
     assert_eq!(fs::metadata(out.join("big.bin")).unwrap().len(), 48 << 20);
 }
+
+/// Packing into a file lays the packet out in advance and writes small
+/// bodies out of order; to standard output it streams. Both must give the
+/// same bytes, whatever the sizes, path lengths and member kinds.
+#[test]
+fn a_file_and_standard_output_get_the_same_bytes() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    let sizes = [
+        0usize,
+        1,
+        511,
+        512,
+        513,
+        (256 << 10) - 1,
+        256 << 10,
+        (256 << 10) + 1,
+        (3 << 20) + 7,
+    ];
+    for (i, size) in sizes.iter().enumerate() {
+        let body: Vec<u8> = (0..*size).map(|b| (b * 31 + i) as u8).collect();
+        fs::write(ws.join(format!("f{i}.bin")), body).unwrap();
+    }
+    // Enough small files for several runs of headers and bodies.
+    for d in 0..8 {
+        let dir = ws.join(format!("many/d{d}"));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..150 {
+            fs::write(
+                dir.join(format!("{f}.txt")),
+                vec![b'a' + (f % 26) as u8; f * 37],
+            )
+            .unwrap();
+        }
+    }
+    // A path past ustar's 100-byte name (split into prefix), and one past
+    // 255 bytes (a PAX record).
+    let split = ws.join("a".repeat(60)).join("b".repeat(60));
+    fs::create_dir_all(&split).unwrap();
+    fs::write(split.join("c.txt"), b"split").unwrap();
+    let long = ws.join("x".repeat(200)).join("y".repeat(200));
+    fs::create_dir_all(&long).unwrap();
+    fs::write(long.join("z.bin"), vec![9u8; 300 << 10]).unwrap();
+    symlink("f1.bin", ws.join("link")).unwrap();
+    fs::create_dir_all(ws.join("empty")).unwrap();
+
+    let file = t.path().join("p.tar");
+    let from_file = pack(&ws, &file, &[]);
+    let r = checkpoint(&["pack", s(&ws), "-o", "-", "--quiet"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(fs::read(&file).unwrap(), r.stdout);
+    assert_eq!(from_file["digest"], r.stderr_json()["digest"]);
+    let d = digest(&from_file);
+    let out = t.path().join("out");
+    ok(&[
+        "unpack",
+        s(&file),
+        "--digest",
+        &d,
+        "--into",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_eq!(snapshot(&ws), snapshot(&out));
+}

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
-use super::{for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan};
+use super::{
+    file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
+};
 use crate::error::{CliError, Result};
 use crate::walk::{walk_tree, Planned, Walk};
 
@@ -80,6 +82,7 @@ impl Adapter for Claude {
                 member: member.clone(),
                 source: source.clone(),
                 executable: false,
+                size: file_size(&source)?,
             },
         ];
         let mut walk = Walk::default();

@@ -9,7 +9,8 @@ use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
 use super::{
-    ancestors, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
+    ancestors, file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move,
+    RestorePlan,
 };
 use crate::error::{CliError, Result};
 use crate::walk::{Planned, Walk};
@@ -51,6 +52,7 @@ impl Adapter for Codex {
             member: member.clone(),
             source: source.clone(),
             executable: false,
+            size: file_size(&source)?,
         });
         Ok(Located {
             planned,

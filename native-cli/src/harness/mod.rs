@@ -207,6 +207,13 @@ pub fn refuse_existing(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The size of a harness file about to be packed (not following a symlink).
+pub fn file_size(path: &Path) -> Result<u64> {
+    std::fs::symlink_metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| CliError::io("inspect", path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,714 @@
+//! Packing into a file, reading each small file once.
+//!
+//! Every member's size is known from the walk and every sha256 is written
+//! as 64 hex digits, so the manifest's length, and with it every member's
+//! offset, is known before any file is read. packet-core's [`Writer`],
+//! driven over the manifest with placeholder digests (bodies not fed),
+//! gives every header and offset.
+//!
+//! Phase 1, on every core: each small file is read once, hashed, and
+//! written with its neighbours' headers at their offsets in a temporary
+//! file beside the output; each large file is only hashed (its stamp is
+//! kept). The manifest, now complete, is written at the start.
+//!
+//! Phase 2: one thread goes through the packet in order, reading back what
+//! phase 1 wrote and copying each large file into place (refusing one that
+//! is not, unchanged, the file phase 1 hashed: see `Stamp::check`), while
+//! this thread hashes the same blocks for the packet digest. The whole
+//! packet digest cannot start before the manifest is known, and the
+//! manifest needs every member's digest: the copying of large files is
+//! what overlaps with it.
+//!
+//! The bytes are those the streaming writer produces (tests compare the
+//! two).
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+
+use packet_core::{
+    Digest, Entry, ErrorCode, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Step, Writer,
+    WriterOptions,
+};
+
+use super::{Opener, Stamp};
+use crate::error::{CliError, Result};
+use crate::packet_io::CHUNK;
+use crate::progress::Progress;
+use crate::walk::Planned;
+
+/// Bodies up to this size are read into their job's buffer and written
+/// with the headers around them; larger ones are streamed on their own.
+const SMALL: u64 = 256 << 10;
+
+/// A run of packet bytes is handed to a worker once it holds this much.
+const RUN_BYTES: usize = 512 << 10;
+
+/// Stands for a digest not computed yet: it is written with the same
+/// number of characters as any other, so the layout does not move.
+const PLACEHOLDER: Digest = Digest([0; 32]);
+
+/// A body to read from `source` into the packet.
+#[derive(Clone)]
+struct Slot {
+    /// Member index.
+    index: usize,
+    source: PathBuf,
+    /// Where the body starts: in the run's bytes, or in the packet.
+    at: u64,
+    size: u64,
+}
+
+/// Work for a worker thread.
+enum Job {
+    /// Packet bytes from `offset` on (headers, padding and room for the
+    /// small bodies in `slots`).
+    Run {
+        offset: u64,
+        bytes: Vec<u8>,
+        slots: Vec<Slot>,
+    },
+    /// One large body, hashed in phase 1 and copied in phase 2.
+    Large(Slot),
+}
+
+/// A stretch of the packet, for phase 2.
+enum Region {
+    /// Bytes phase 1 wrote: `start..end`.
+    Written(u64, u64),
+    /// A large body, copied from its source.
+    Large(Slot),
+}
+
+/// What phase 1 learnt of one body.
+struct Hashed {
+    index: usize,
+    digest: Digest,
+    /// For a large body: what it was when hashed.
+    stamp: Option<Stamp>,
+}
+
+/// What the workers established: every body's digest, and the failure
+/// with the lowest member index (so the error does not depend on timing).
+struct Outcome {
+    digests: Vec<Option<Digest>>,
+    stamps: std::collections::BTreeMap<usize, Stamp>,
+    failure: Option<(usize, CliError)>,
+}
+
+impl Outcome {
+    fn fail(&mut self, index: usize, error: CliError) {
+        if self.failure.as_ref().is_none_or(|(i, _)| index < *i) {
+            self.failure = Some((index, error));
+        }
+    }
+}
+
+/// Packs `planned` into `output` (through a temporary file renamed into
+/// place); returns the manifest, the packet digest and the output's
+/// absolute path.
+pub fn pack_to_file(
+    planned: Vec<Planned>,
+    harness: Option<Harness>,
+    exclusions: Vec<Exclusion>,
+    output: &Path,
+    progress: &Progress,
+) -> Result<(Manifest, Digest, String)> {
+    pack_with(planned, harness, exclusions, output, progress, &mut || {})
+}
+
+/// [`pack_to_file`], calling `between` after phase 1 (tests change files there).
+fn pack_with(
+    mut planned: Vec<Planned>,
+    harness: Option<Harness>,
+    exclusions: Vec<Exclusion>,
+    output: &Path,
+    progress: &Progress,
+    between: &mut dyn FnMut(),
+) -> Result<(Manifest, Digest, String)> {
+    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    let mut sources = Vec::with_capacity(planned.len());
+    let mut entries = Vec::with_capacity(planned.len());
+    for p in planned {
+        match p {
+            Planned::Dir { member } => {
+                entries.push(Entry::dir(member));
+                sources.push(None);
+            }
+            Planned::Symlink { member, target } => {
+                entries.push(Entry::symlink(member, target));
+                sources.push(None);
+            }
+            Planned::File {
+                member,
+                source,
+                executable,
+                size,
+            } => {
+                let digest = if size == 0 {
+                    Digest::EMPTY
+                } else {
+                    PLACEHOLDER
+                };
+                entries.push(Entry::file(member, size, digest, executable));
+                sources.push(Some(source));
+            }
+        }
+    }
+    let mut manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
+        .map_err(CliError::Unpackable)?;
+    if manifest.members.len() != sources.len() {
+        return Err(usage("the manifest does not list the members walked"));
+    }
+    let head = head_len(&manifest);
+
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".pillbox-pack-")
+        .tempfile_in(&dir)
+        .map_err(|e| CliError::io("create a temporary file in", &dir, e))?;
+    let out = tmp.as_file();
+    let out_path = tmp.path();
+
+    progress.phase("pack", manifest.totals.bytes);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(2 * threads);
+    let jobs_rx = Mutex::new(jobs_rx);
+    let stop = AtomicBool::new(false);
+    let outcome = Mutex::new(Outcome {
+        digests: vec![None; manifest.members.len()],
+        stamps: Default::default(),
+        failure: None,
+    });
+    let laid_out = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut worker = Worker {
+                    manifest: &manifest,
+                    out,
+                    out_path,
+                    progress,
+                    opener: Opener::default(),
+                };
+                loop {
+                    let job = match jobs_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else {
+                        return;
+                    };
+                    if stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    match worker.run(job) {
+                        Ok(hashed) => {
+                            if let Ok(mut o) = outcome.lock() {
+                                for h in hashed {
+                                    o.digests[h.index] = Some(h.digest);
+                                    if let Some(stamp) = h.stamp {
+                                        o.stamps.insert(h.index, stamp);
+                                    }
+                                }
+                            }
+                        }
+                        Err(failure) => {
+                            let (index, e) = *failure;
+                            stop.store(true, Ordering::Relaxed);
+                            if let Ok(mut o) = outcome.lock() {
+                                o.fail(index, e);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let laid_out = lay_out(&manifest, &sources, head, &jobs_tx, &stop);
+        drop(jobs_tx);
+        laid_out
+    });
+    let outcome = outcome
+        .into_inner()
+        .map_err(|_| usage("a packing thread stopped unexpectedly"))?;
+    if let Some((_, e)) = outcome.failure {
+        return Err(e);
+    }
+    let regions = laid_out?;
+
+    for ((entry, source), digest) in manifest
+        .members
+        .iter_mut()
+        .zip(&sources)
+        .zip(outcome.digests)
+    {
+        if entry.kind != Kind::File || source.is_none() || entry.size == 0 {
+            continue;
+        }
+        entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
+    }
+    // The manifest, now with every digest, in front of the members.
+    let mut writer = Writer::with_options(
+        &manifest,
+        WriterOptions {
+            packet_digest: false,
+            verify_bodies: false,
+        },
+    );
+    match writer.next().map_err(CliError::Unpackable)? {
+        Step::Bytes(bytes) if bytes.len() as u64 >= head => out
+            .write_all_at(&bytes[..head as usize], 0)
+            .map_err(|e| CliError::io("write", out_path, e))?,
+        _ => return Err(usage("the manifest changed length once digested")),
+    }
+    drop(writer);
+    if head_len(&manifest) != head {
+        return Err(usage("the manifest changed length once digested"));
+    }
+
+    between();
+    progress.phase("write", manifest.packet_size());
+    let digest = copy_and_hash(
+        &manifest,
+        &regions,
+        &outcome.stamps,
+        out,
+        out_path,
+        progress,
+    )?;
+    out.set_permissions(fs::Permissions::from_mode(0o644))
+        .map_err(|e| CliError::io("set permissions of", out_path, e))?;
+    tmp.persist(output)
+        .map_err(|e| CliError::io("rename into place", output, e.error))?;
+    let abs = fs::canonicalize(output).map_err(|e| CliError::io("open", output, e))?;
+    Ok((manifest, digest, abs.display().to_string()))
+}
+
+fn usage(message: &str) -> CliError {
+    CliError::Unpackable(packet_core::Error::new(ErrorCode::Usage, message))
+}
+
+/// The length of `packet.json` in the packet: its header and padded body.
+fn head_len(manifest: &Manifest) -> u64 {
+    512 + manifest.canonical_len().div_ceil(512) * 512
+}
+
+/// Adds `start..end`, written in phase 1, to the regions.
+fn written(start: u64, end: u64, regions: &mut Vec<Region>) {
+    if start == end {
+        return;
+    }
+    match regions.last_mut() {
+        Some(Region::Written(_, last)) if *last == start => *last = end,
+        _ => regions.push(Region::Written(start, end)),
+    }
+}
+
+/// Drives the writer over the manifest with placeholder digests and hands
+/// the workers the packet in runs of about [`RUN_BYTES`] (from the first
+/// member on), and each large body on its own; returns the packet's
+/// regions in order, for phase 2.
+fn lay_out(
+    manifest: &Manifest,
+    sources: &[Option<PathBuf>],
+    head: u64,
+    jobs: &mpsc::SyncSender<Job>,
+    stop: &AtomicBool,
+) -> Result<Vec<Region>> {
+    let mut regions = vec![Region::Written(0, head)];
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let send = |job: Job| {
+        jobs.send(job)
+            .map_err(|_| usage("the packing threads stopped unexpectedly"))
+    };
+    let new_run = |offset: u64| Job::Run {
+        offset,
+        bytes: Vec::with_capacity(RUN_BYTES + (16 << 10)),
+        slots: Vec::new(),
+    };
+    let mut writer = Writer::with_options(
+        manifest,
+        WriterOptions {
+            packet_digest: false,
+            verify_bodies: false,
+        },
+    );
+    let mut run = new_run(head);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(regions);
+        }
+        let at = writer.offset();
+        let Job::Run { bytes, slots, .. } = &mut run else {
+            return Err(usage("the layout lost its run"));
+        };
+        match writer.next().map_err(CliError::Unpackable)? {
+            Step::Bytes(b) => {
+                // packet.json comes first and is written last.
+                let skip = head.saturating_sub(at).min(b.len() as u64) as usize;
+                bytes.extend_from_slice(&b[skip..]);
+            }
+            Step::Body {
+                index,
+                size,
+                offset,
+            } => {
+                let source = sources
+                    .get(index)
+                    .cloned()
+                    .flatten()
+                    .ok_or_else(|| usage("no source file for this member"))?;
+                if size <= SMALL {
+                    let at = bytes.len();
+                    bytes.resize(at + size as usize, 0);
+                    slots.push(Slot {
+                        index,
+                        source,
+                        at: at as u64,
+                        size,
+                    });
+                } else {
+                    let full = std::mem::replace(&mut run, new_run(offset + size));
+                    if let Job::Run { offset, bytes, .. } = &full {
+                        written(*offset, *offset + bytes.len() as u64, &mut regions);
+                    }
+                    send(full)?;
+                    let slot = Slot {
+                        index,
+                        source,
+                        at: offset,
+                        size,
+                    };
+                    regions.push(Region::Large(slot.clone()));
+                    send(Job::Large(slot))?;
+                }
+                let mut left = size;
+                while left > 0 {
+                    let n = left.min(ZEROS.len() as u64) as usize;
+                    writer.body(&ZEROS[..n]).map_err(CliError::Unpackable)?;
+                    left -= n as u64;
+                }
+            }
+            Step::Done(_) => break,
+        }
+        if let Job::Run { offset, bytes, .. } = &run {
+            if bytes.len() >= RUN_BYTES {
+                written(*offset, *offset + bytes.len() as u64, &mut regions);
+                let full = std::mem::replace(&mut run, new_run(writer.offset()));
+                send(full)?;
+            }
+        }
+    }
+    if let Job::Run { offset, bytes, .. } = &run {
+        written(*offset, *offset + bytes.len() as u64, &mut regions);
+    }
+    send(run)?;
+    Ok(regions)
+}
+
+/// A worker thread's state.
+struct Worker<'a> {
+    manifest: &'a Manifest,
+    out: &'a File,
+    out_path: &'a Path,
+    progress: &'a Progress,
+    opener: Opener,
+}
+
+/// A failure and the member it concerns (for ordering failures).
+type Failure = Box<(usize, CliError)>;
+
+impl Worker<'_> {
+    fn run(&mut self, job: Job) -> std::result::Result<Vec<Hashed>, Failure> {
+        match job {
+            Job::Run {
+                offset,
+                mut bytes,
+                slots,
+            } => {
+                let mut digests = Vec::with_capacity(slots.len());
+                for slot in &slots {
+                    let body = &mut bytes[slot.at as usize..(slot.at + slot.size) as usize];
+                    let digest = self
+                        .read_small(slot, body)
+                        .map_err(|e| Box::new((slot.index, e)))?;
+                    digests.push(Hashed {
+                        index: slot.index,
+                        digest,
+                        stamp: None,
+                    });
+                }
+                let first = slots.first().map_or(usize::MAX, |s| s.index);
+                self.out
+                    .write_all_at(&bytes, offset)
+                    .map_err(|e| Box::new((first, CliError::io("write", self.out_path, e))))?;
+                Ok(digests)
+            }
+            Job::Large(slot) => {
+                let (digest, stamp) = self
+                    .hash_large(&slot)
+                    .map_err(|e| Box::new((slot.index, e)))?;
+                Ok(vec![Hashed {
+                    index: slot.index,
+                    digest,
+                    stamp: Some(stamp),
+                }])
+            }
+        }
+    }
+
+    fn member(&self, index: usize) -> &str {
+        self.manifest
+            .members
+            .get(index)
+            .map_or("", |e| e.path.as_str())
+    }
+
+    /// Reads a whole small file into `body`, its place in the run.
+    fn read_small(&mut self, slot: &Slot, body: &mut [u8]) -> Result<Digest> {
+        let path = slot.source.as_path();
+        let mut f = self
+            .opener
+            .open(path)
+            .map_err(|e| CliError::io("read", path, e))?;
+        let mut filled = 0;
+        while filled < body.len() {
+            match f.read(&mut body[filled..]) {
+                Ok(0) => return Err(self.changed(slot.index, "shrank")),
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CliError::io("read", path, e)),
+            }
+        }
+        self.check_size(&f, slot)?;
+        self.progress.inc(slot.size);
+        Ok(Digest::of(body))
+    }
+
+    /// Hashes a large file; returns its digest and what it was then.
+    fn hash_large(&mut self, slot: &Slot) -> Result<(Digest, Stamp)> {
+        let path = slot.source.as_path();
+        let mut f = self
+            .opener
+            .open(path)
+            .map_err(|e| CliError::io("read", path, e))?;
+        let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut hasher = Hasher::new();
+        let mut done = 0u64;
+        while done < slot.size {
+            let want = (slot.size - done).min(CHUNK as u64) as usize;
+            let n = match f.read(&mut buf[..want]) {
+                Ok(0) => return Err(self.changed(slot.index, "shrank")),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(CliError::io("read", path, e)),
+            };
+            hasher.update(&buf[..n]);
+            done += n as u64;
+            self.progress.inc(n as u64);
+        }
+        self.check_size(&f, slot)?;
+        Ok((hasher.finish(), Stamp::of(&meta, slot.size)))
+    }
+
+    /// Refuses a file that grew after it was listed: its size is in the
+    /// layout already.
+    fn check_size(&self, f: &File, slot: &Slot) -> Result<()> {
+        let len = f
+            .metadata()
+            .map_err(|e| CliError::io("read", &slot.source, e))?
+            .len();
+        if len == slot.size {
+            Ok(())
+        } else if len < slot.size {
+            Err(self.changed(slot.index, "shrank"))
+        } else {
+            Err(self.changed(slot.index, "grew"))
+        }
+    }
+
+    fn changed(&self, index: usize, how: &str) -> CliError {
+        CliError::Unpackable(
+            packet_core::Error::new(
+                ErrorCode::MemberMismatch,
+                format!("the file {how} while it was being packed"),
+            )
+            .at_path(self.member(index)),
+        )
+    }
+}
+
+/// Phase 2: the packet's bytes in order, read back from the file or (for
+/// large bodies) copied from their sources, hashed on this thread while a
+/// second one reads and copies.
+fn copy_and_hash(
+    manifest: &Manifest,
+    regions: &[Region],
+    stamps: &std::collections::BTreeMap<usize, Stamp>,
+    out: &File,
+    out_path: &Path,
+    progress: &Progress,
+) -> Result<Digest> {
+    const BUFFERS: usize = 4;
+    let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..BUFFERS {
+        let _ = free_tx.send(vec![0u8; CHUNK]);
+    }
+    std::thread::scope(|scope| {
+        let copier = scope.spawn(move || -> Result<()> {
+            let mut opener = Opener::default();
+            for region in regions {
+                match region {
+                    Region::Written(start, end) => {
+                        let mut at = *start;
+                        while at < *end {
+                            let Ok(mut buf) = free_rx.recv() else {
+                                return Ok(());
+                            };
+                            let n = (*end - at).min(CHUNK as u64) as usize;
+                            out.read_exact_at(&mut buf[..n], at)
+                                .map_err(|e| CliError::io("read back", out_path, e))?;
+                            at += n as u64;
+                            if full_tx.send((buf, n)).is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Region::Large(slot) => {
+                        let member = manifest
+                            .members
+                            .get(slot.index)
+                            .map_or("", |e| e.path.as_str());
+                        let path = slot.source.as_path();
+                        let mut f = opener
+                            .open(path)
+                            .map_err(|e| CliError::io("read", path, e))?;
+                        let mut done = 0u64;
+                        while done < slot.size {
+                            let Ok(mut buf) = free_rx.recv() else {
+                                return Ok(());
+                            };
+                            let want = (slot.size - done).min(CHUNK as u64) as usize;
+                            let n = loop {
+                                match f.read(&mut buf[..want]) {
+                                    Ok(n) => break n,
+                                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                                    Err(e) => return Err(CliError::io("read", path, e)),
+                                }
+                            };
+                            if n == 0 {
+                                return Err(CliError::Unpackable(
+                                    packet_core::Error::new(
+                                        ErrorCode::MemberMismatch,
+                                        "the file shrank while it was being packed",
+                                    )
+                                    .at_path(member),
+                                ));
+                            }
+                            out.write_all_at(&buf[..n], slot.at + done)
+                                .map_err(|e| CliError::io("write", out_path, e))?;
+                            done += n as u64;
+                            progress.inc(n as u64);
+                            if full_tx.send((buf, n)).is_err() {
+                                return Ok(());
+                            }
+                        }
+                        // The open file must still be the one phase 1
+                        // hashed, as it was then.
+                        let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
+                        let stamp = stamps
+                            .get(&slot.index)
+                            .ok_or_else(|| usage("a large file was not hashed"))?;
+                        stamp.check(&Stamp::of(&meta, meta.len()), member)?;
+                    }
+                }
+            }
+            Ok(())
+        });
+        let mut hasher = Hasher::new();
+        for (buf, used) in full_rx {
+            hasher.update(&buf[..used]);
+            let _ = free_tx.send(buf);
+        }
+        copier
+            .join()
+            .unwrap_or_else(|_| Err(usage("the copying thread stopped unexpectedly")))?;
+        Ok(hasher.finish())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned_file(dir: &Path, name: &str, size: u64) -> Planned {
+        Planned::File {
+            member: format!("workspace/{name}"),
+            source: dir.join(name),
+            executable: false,
+            size,
+        }
+    }
+
+    /// Packs a workspace of one small and one large file, letting
+    /// `change` alter the files between the phases.
+    fn pack_changing(change: &dyn Fn(&Path)) -> Result<(Manifest, Digest, Vec<u8>)> {
+        let t = tempfile::tempdir().unwrap();
+        let big = vec![7u8; (SMALL + 1) as usize];
+        fs::write(t.path().join("big.bin"), &big).unwrap();
+        fs::write(t.path().join("small.txt"), b"small").unwrap();
+        let planned = vec![
+            Planned::Dir {
+                member: "workspace".into(),
+            },
+            planned_file(t.path(), "big.bin", SMALL + 1),
+            planned_file(t.path(), "small.txt", 5),
+        ];
+        let dir = t.path().to_path_buf();
+        pack_with(
+            planned,
+            None,
+            vec![],
+            &t.path().join("p.tar"),
+            &Progress::new(true),
+            &mut || change(&dir),
+        )
+        .map(|(m, d, output)| (m, d, fs::read(output).unwrap()))
+    }
+
+    #[test]
+    fn a_large_file_changed_between_the_phases_is_refused() {
+        let e = pack_changing(&|d| {
+            let mut big = fs::read(d.join("big.bin")).unwrap();
+            big[SMALL as usize] = 8;
+            fs::write(d.join("big.bin"), big).unwrap();
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "member_digest_mismatch");
+        assert_eq!(e.report().path.as_deref(), Some("workspace/big.bin"));
+        let e = pack_changing(&|d| {
+            fs::write(d.join("big.bin"), b"short").unwrap();
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "member_mismatch");
+    }
+
+    #[test]
+    fn a_small_file_changed_after_it_was_read_does_not_matter() {
+        // Its bytes were hashed and written together in phase 1.
+        let (manifest, digest, bytes) = pack_changing(&|d| {
+            fs::write(d.join("small.txt"), b"SMALL").unwrap();
+        })
+        .unwrap();
+        assert_eq!(Digest::of(&bytes), digest);
+        let small = manifest.find("workspace/small.txt").unwrap().1;
+        assert_eq!(small.sha256, Some(Digest::of(b"small")));
+    }
+}
