@@ -11,6 +11,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 
 use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
 use serde::Serialize;
@@ -121,34 +122,152 @@ pub fn walk_tree(
     walk.planned.push(Planned::Dir {
         member: root_member.to_owned(),
     });
-    let mut stack = vec![(dir.to_path_buf(), root_member.to_owned())];
-    while let Some((dir, member_dir)) = stack.pop() {
-        let entries = fs::read_dir(&dir).map_err(|e| CliError::io("list", &dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| CliError::io("list", &dir, e))?;
-            let name = entry.file_name();
-            let source = entry.path();
-            let member = member_path(&member_dir, &name)?;
-            // The type from the directory listing (no stat where the file
-            // system reports it); a file's mode from a stat relative to
-            // the open directory.
-            let ft = entry
-                .file_type()
-                .map_err(|e| CliError::io("inspect", &source, e))?;
-            let (mode, size) = if ft.is_file() {
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| CliError::io("inspect", &source, e))?;
-                (meta.permissions().mode(), meta.len())
-            } else {
-                (0, 0)
-            };
-            if let Some(next) = visit(&source, ft, (mode, size), member, options, walk)? {
-                stack.push(next);
+    let queue = Queue {
+        state: Mutex::new(QueueState {
+            dirs: vec![(dir.to_path_buf(), root_member.to_owned())],
+            busy: 0,
+        }),
+        ready: Condvar::new(),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    // Folders are listed on every core; each thread keeps its own findings,
+    // merged below (the planned members are sorted later anyway).
+    let found: Vec<(Walk, Option<(String, CliError)>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut local = Walk::default();
+                    let mut first_error: Option<(String, CliError)> = None;
+                    while let Some((dir, member_dir)) = queue.next() {
+                        match list_dir(&dir, &member_dir, options, &mut local) {
+                            Ok(subdirs) => queue.done(subdirs),
+                            Err(e) => {
+                                queue.done(Vec::new());
+                                if first_error
+                                    .as_ref()
+                                    .is_none_or(|(at, _)| path::compare(&member_dir, at).is_lt())
+                                {
+                                    first_error = Some((member_dir, e));
+                                }
+                            }
+                        }
+                    }
+                    (local, first_error)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    let e = CliError::refused(
+                        "pack_interrupted",
+                        None,
+                        "a walking thread stopped unexpectedly",
+                        "pack again; if it persists, report this bug",
+                    );
+                    (Walk::default(), Some((String::new(), e)))
+                })
+            })
+            .collect()
+    });
+    // Every folder is listed even after a failure, so the error reported
+    // (the one in the first folder, in packet order) does not depend on
+    // timing.
+    let mut first_error: Option<(String, CliError)> = None;
+    for (local, error) in found {
+        walk.planned.extend(local.planned);
+        for (k, v) in local.exclusions {
+            *walk.exclusions.entry(k).or_default() += v;
+        }
+        walk.skipped.extend(local.skipped);
+        if let Some((at, e)) = error {
+            if first_error
+                .as_ref()
+                .is_none_or(|(first, _)| path::compare(&at, first).is_lt())
+            {
+                first_error = Some((at, e));
             }
         }
     }
-    Ok(())
+    match first_error {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Folders waiting to be listed, shared by the walking threads.
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+struct QueueState {
+    /// (source folder, its member path).
+    dirs: Vec<(PathBuf, String)>,
+    /// Folders being listed (which may add more).
+    busy: usize,
+}
+
+impl Queue {
+    /// The next folder to list; `None` once all are listed.
+    fn next(&self) -> Option<(PathBuf, String)> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(dir) = state.dirs.pop() {
+                state.busy += 1;
+                return Some(dir);
+            }
+            if state.busy == 0 {
+                return None;
+            }
+            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A folder was listed; `subdirs` are its folders to descend into.
+    fn done(&self, subdirs: Vec<(PathBuf, String)>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.dirs.extend(subdirs);
+        state.busy -= 1;
+        drop(state);
+        self.ready.notify_all();
+    }
+}
+
+/// Lists one folder; returns its subfolders to descend into.
+fn list_dir(
+    dir: &Path,
+    member_dir: &str,
+    options: &WalkOptions,
+    walk: &mut Walk,
+) -> Result<Vec<(PathBuf, String)>> {
+    let mut subdirs = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| CliError::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| CliError::io("list", dir, e))?;
+        let name = entry.file_name();
+        let source = entry.path();
+        let member = member_path(member_dir, &name)?;
+        // The type from the directory listing (no stat where the file
+        // system reports it); a file's mode and size from a stat relative
+        // to the open directory.
+        let ft = entry
+            .file_type()
+            .map_err(|e| CliError::io("inspect", &source, e))?;
+        let (mode, size) = if ft.is_file() {
+            let meta = entry
+                .metadata()
+                .map_err(|e| CliError::io("inspect", &source, e))?;
+            (meta.permissions().mode(), meta.len())
+        } else {
+            (0, 0)
+        };
+        if let Some(next) = visit(&source, ft, (mode, size), member, options, walk)? {
+            subdirs.push(next);
+        }
+    }
+    Ok(subdirs)
 }
 
 fn member_path(parent: &str, name: &OsStr) -> Result<String> {
