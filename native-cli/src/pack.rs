@@ -1,13 +1,13 @@
 //! `pillbox checkpoint pack`: the workspace (and harness state) is walked
-//! first. Into a file (the usual case), each file is then read once, on
-//! all cores, hashed and written at its place in the packet, laid out in
-//! advance (see `in_place`); the manifest goes in last and the whole
-//! packet is hashed. To standard output, which cannot seek, pass 1 hashes
-//! every file in parallel to build the manifest, and pass 2 drives
-//! packet-core's [`Writer`], streaming each file again and refusing a file
-//! that is not, unchanged, the one pass 1 hashed (its inode, size and
-//! change times; see `Stamp::check`), while a second thread computes the
-//! packet digest.
+//! first, on every core. Into a file (the usual case) the packet is laid
+//! out in advance: each small file is then read once, on every core,
+//! hashed and written at its place; each large file is hashed, then copied
+//! while the whole packet is hashed (see `in_place`). To standard output,
+//! which cannot seek, pass 1 hashes every file in parallel to build the
+//! manifest, and pass 2 drives packet-core's [`Writer`], streaming each
+//! file again and refusing a file that is not, unchanged, the one pass 1
+//! hashed (its inode, size and change times; see `Stamp::check`), while a
+//! second thread computes the packet digest.
 
 mod in_place;
 
