@@ -127,7 +127,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     let planned = std::mem::take(&mut walk.planned);
     let exclusions = walk.exclusion_records();
     let (manifest, digest, output) = if request.output == Path::new("-") {
-        let (entries, sources) = hash_all(planned, progress)?;
+        let (entries, sources) = hash_all(&workspace, planned, progress)?;
         let manifest = Manifest::build(entries, harness_descriptor, exclusions, &Limits::FORMAT)
             .map_err(CliError::Unpackable)?;
         progress.phase("write", manifest.totals.bytes);
@@ -142,6 +142,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         (manifest, digest, "-".to_owned())
     } else {
         in_place::pack_to_file(
+            &workspace,
             planned,
             harness_descriptor,
             exclusions,
@@ -238,19 +239,18 @@ type HashResult = Result<(Stamp, Digest)>;
 /// 1 MiB buffer per thread); returns the manifest entries and, for each
 /// file member in the packet's order, its source and stamp.
 fn hash_all(
+    workspace: &Path,
     mut planned: Vec<Planned>,
     progress: &Progress,
 ) -> Result<(Vec<Entry>, Vec<BodySource>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
     planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
-    let files: Vec<&Path> = planned
+    let files: Vec<PathBuf> = planned
         .iter()
-        .filter_map(|p| match p {
-            Planned::File { source, .. } => Some(source.as_path()),
-            _ => None,
-        })
-        .collect();
+        .filter(|p| matches!(p, Planned::File { .. }))
+        .map(|p| p.source(workspace).ok_or_else(first_error_or_usage))
+        .collect::<Result<_>>()?;
     if progress.is_shown() {
         let total: u64 = files
             .iter()
@@ -290,29 +290,26 @@ fn hash_all(
             });
         }
     });
-    drop(files);
     let mut results = results.into_inner().unwrap_or_default().into_iter();
     let mut entries = Vec::with_capacity(planned.len());
     let mut sources = Vec::new();
+    let mut files = files.into_iter();
     for p in planned {
         match p {
             Planned::Dir { member } => entries.push(Entry::dir(member)),
             Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
             Planned::File {
-                member,
-                source,
-                executable,
-                ..
+                member, executable, ..
             } => {
                 let (stamp, digest) = match results.next().flatten() {
                     Some(r) => r?,
                     None => return Err(first_error_or_usage()),
                 };
+                let Some(path) = files.next() else {
+                    return Err(first_error_or_usage());
+                };
                 entries.push(Entry::file(member, stamp.size, digest, executable));
-                sources.push(BodySource {
-                    path: source,
-                    stamp,
-                });
+                sources.push(BodySource { path, stamp });
             }
         }
     }
@@ -611,12 +608,12 @@ mod tests {
             },
             Planned::File {
                 member: "workspace/f.txt".into(),
-                source: file.clone(),
+                source: Some(file.clone()),
                 executable: false,
                 size: 10,
             },
         ];
-        let (entries, sources) = hash_all(planned, &Progress::new(true)).unwrap();
+        let (entries, sources) = hash_all(t.path(), planned, &Progress::new(true)).unwrap();
         let manifest = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap();
         change(&file);
         write_packet(

@@ -26,12 +26,15 @@ pub enum Planned {
         /// Member path.
         member: String,
     },
-    /// A regular file (hardlinks included), read from `source`.
+    /// A regular file (hardlinks included), read from `source`, or, when
+    /// `source` is `None`, from the workspace at the member's own path
+    /// (see [`Planned::source`]: a large workspace keeps no second copy of
+    /// every path).
     File {
         /// Member path.
         member: String,
-        /// Where its bytes are.
-        source: PathBuf,
+        /// Where its bytes are, when not at its member path in the workspace.
+        source: Option<PathBuf>,
         /// Whether the owner may execute it (mode 0755 rather than 0644).
         executable: bool,
         /// Its size when it was listed.
@@ -47,6 +50,18 @@ pub enum Planned {
 }
 
 impl Planned {
+    /// Where a file's bytes are, given the workspace folder.
+    pub fn source(&self, workspace: &Path) -> Option<PathBuf> {
+        match self {
+            Planned::File {
+                source: Some(source),
+                ..
+            } => Some(source.clone()),
+            Planned::File { member, .. } => workspace_source(workspace, member),
+            _ => None,
+        }
+    }
+
     /// The member path.
     pub fn member(&self) -> &str {
         match self {
@@ -130,6 +145,8 @@ pub fn walk_tree(
         ready: Condvar::new(),
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    // Workspace files are found again from their member paths.
+    let derived = root_member == path::WORKSPACE_ROOT;
     // Folders are listed on every core; each thread keeps its own findings,
     // merged below (the planned members are sorted later anyway).
     let found: Vec<(Walk, Option<(String, CliError)>)> = std::thread::scope(|scope| {
@@ -139,7 +156,7 @@ pub fn walk_tree(
                     let mut local = Walk::default();
                     let mut first_error: Option<(String, CliError)> = None;
                     while let Some((dir, member_dir)) = queue.next() {
-                        match list_dir(&dir, &member_dir, options, &mut local) {
+                        match list_dir(&dir, &member_dir, options, derived, &mut local) {
                             Ok(subdirs) => queue.done(subdirs),
                             Err(e) => {
                                 queue.done(Vec::new());
@@ -235,11 +252,21 @@ impl Queue {
     }
 }
 
+/// Where a workspace member's bytes are: `workspace` joined with the
+/// member path below `workspace/`.
+pub fn workspace_source(workspace: &Path, member: &str) -> Option<PathBuf> {
+    member
+        .strip_prefix(path::WORKSPACE_ROOT)
+        .and_then(|m| m.strip_prefix('/'))
+        .map(|relative| workspace.join(relative))
+}
+
 /// Lists one folder; returns its subfolders to descend into.
 fn list_dir(
     dir: &Path,
     member_dir: &str,
     options: &WalkOptions,
+    derived: bool,
     walk: &mut Walk,
 ) -> Result<Vec<(PathBuf, String)>> {
     let mut subdirs = Vec::new();
@@ -263,7 +290,13 @@ fn list_dir(
         } else {
             (0, 0)
         };
-        if let Some(next) = visit(&source, ft, (mode, size), member, options, walk)? {
+        let stat = Stat {
+            ft,
+            mode,
+            size,
+            derived,
+        };
+        if let Some(next) = visit(&source, stat, member, options, walk)? {
             subdirs.push(next);
         }
     }
@@ -280,11 +313,24 @@ fn member_path(parent: &str, name: &OsStr) -> Result<String> {
         .map_err(CliError::Unpackable)
 }
 
+/// What the listing told of one entry.
+struct Stat {
+    ft: fs::FileType,
+    mode: u32,
+    size: u64,
+    /// Whether a file's source is found again from its member path.
+    derived: bool,
+}
+
 /// Decides what one directory entry becomes; returns a directory to descend into.
 fn visit(
     source: &Path,
-    ft: fs::FileType,
-    (mode, size): (u32, u64),
+    Stat {
+        ft,
+        mode,
+        size,
+        derived,
+    }: Stat,
     member: String,
     options: &WalkOptions,
     walk: &mut Walk,
@@ -329,7 +375,7 @@ fn visit(
         }
         walk.planned.push(Planned::File {
             member,
-            source: source.to_path_buf(),
+            source: (!derived).then(|| source.to_path_buf()),
             executable: mode & 0o100 != 0,
             size,
         });

@@ -80,7 +80,7 @@ impl Adapter for Claude {
             },
             Planned::File {
                 member: member.clone(),
-                source: source.clone(),
+                source: Some(source.clone()),
                 executable: false,
                 size: file_size(&source)?,
             },

@@ -50,7 +50,7 @@ impl Adapter for Codex {
         let mut planned = ancestors(&member);
         planned.push(Planned::File {
             member: member.clone(),
-            source: source.clone(),
+            source: Some(source.clone()),
             executable: false,
             size: file_size(&source)?,
         });

@@ -22,6 +22,7 @@
 //! The bytes are those the streaming writer produces (tests compare the
 //! two).
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, PermissionsExt};
@@ -38,7 +39,7 @@ use super::{Opener, Stamp};
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
-use crate::walk::Planned;
+use crate::walk::{workspace_source, Planned};
 
 /// Bodies up to this size are read into their job's buffer and written
 /// with the headers around them; larger ones are streamed on their own.
@@ -50,6 +51,29 @@ const RUN_BYTES: usize = 512 << 10;
 /// Stands for a digest not computed yet: it is written with the same
 /// number of characters as any other, so the layout does not move.
 const PLACEHOLDER: Digest = Digest([0; 32]);
+
+/// Where each file member's bytes are: below the workspace, at the
+/// member's own path (not stored, so that a large workspace does not keep
+/// a second copy of every path), or, for harness files, recorded by member
+/// index.
+struct Sources {
+    workspace: PathBuf,
+    elsewhere: BTreeMap<usize, PathBuf>,
+}
+
+impl Sources {
+    /// The source of file member `index`.
+    fn of(&self, manifest: &Manifest, index: usize) -> Option<PathBuf> {
+        if let Some(p) = self.elsewhere.get(&index) {
+            return Some(p.clone());
+        }
+        let entry = manifest.members.get(index)?;
+        if entry.kind != Kind::File {
+            return None;
+        }
+        workspace_source(&self.workspace, &entry.path)
+    }
+}
 
 /// A body to read from `source` into the packet.
 #[derive(Clone)]
@@ -95,7 +119,7 @@ struct Hashed {
 /// with the lowest member index (so the error does not depend on timing).
 struct Outcome {
     digests: Vec<Option<Digest>>,
-    stamps: std::collections::BTreeMap<usize, Stamp>,
+    stamps: BTreeMap<usize, Stamp>,
     failure: Option<(usize, CliError)>,
 }
 
@@ -111,17 +135,27 @@ impl Outcome {
 /// place); returns the manifest, the packet digest and the output's
 /// absolute path.
 pub fn pack_to_file(
+    workspace: &Path,
     planned: Vec<Planned>,
     harness: Option<Harness>,
     exclusions: Vec<Exclusion>,
     output: &Path,
     progress: &Progress,
 ) -> Result<(Manifest, Digest, String)> {
-    pack_with(planned, harness, exclusions, output, progress, &mut || {})
+    pack_with(
+        workspace,
+        planned,
+        harness,
+        exclusions,
+        output,
+        progress,
+        &mut || {},
+    )
 }
 
 /// [`pack_to_file`], calling `between` after phase 1 (tests change files there).
 fn pack_with(
+    workspace: &Path,
     mut planned: Vec<Planned>,
     harness: Option<Harness>,
     exclusions: Vec<Exclusion>,
@@ -130,18 +164,15 @@ fn pack_with(
     between: &mut dyn FnMut(),
 ) -> Result<(Manifest, Digest, String)> {
     planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
-    let mut sources = Vec::with_capacity(planned.len());
+    let mut sources = Sources {
+        workspace: workspace.to_path_buf(),
+        elsewhere: BTreeMap::new(),
+    };
     let mut entries = Vec::with_capacity(planned.len());
-    for p in planned {
+    for (index, p) in planned.into_iter().enumerate() {
         match p {
-            Planned::Dir { member } => {
-                entries.push(Entry::dir(member));
-                sources.push(None);
-            }
-            Planned::Symlink { member, target } => {
-                entries.push(Entry::symlink(member, target));
-                sources.push(None);
-            }
+            Planned::Dir { member } => entries.push(Entry::dir(member)),
+            Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
             Planned::File {
                 member,
                 source,
@@ -153,14 +184,17 @@ fn pack_with(
                 } else {
                     PLACEHOLDER
                 };
+                if let Some(source) = source {
+                    sources.elsewhere.insert(index, source);
+                }
                 entries.push(Entry::file(member, size, digest, executable));
-                sources.push(Some(source));
             }
         }
     }
+    let walked = entries.len();
     let mut manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
         .map_err(CliError::Unpackable)?;
-    if manifest.members.len() != sources.len() {
+    if manifest.members.len() != walked {
         return Err(usage("the manifest does not list the members walked"));
     }
     let head = head_len(&manifest);
@@ -241,13 +275,8 @@ fn pack_with(
     }
     let regions = laid_out?;
 
-    for ((entry, source), digest) in manifest
-        .members
-        .iter_mut()
-        .zip(&sources)
-        .zip(outcome.digests)
-    {
-        if entry.kind != Kind::File || source.is_none() || entry.size == 0 {
+    for (entry, digest) in manifest.members.iter_mut().zip(outcome.digests) {
+        if entry.kind != Kind::File || entry.size == 0 {
             continue;
         }
         entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
@@ -315,7 +344,7 @@ fn written(start: u64, end: u64, regions: &mut Vec<Region>) {
 /// regions in order, for phase 2.
 fn lay_out(
     manifest: &Manifest,
-    sources: &[Option<PathBuf>],
+    sources: &Sources,
     head: u64,
     jobs: &mpsc::SyncSender<Job>,
     stop: &AtomicBool,
@@ -359,9 +388,7 @@ fn lay_out(
                 offset,
             } => {
                 let source = sources
-                    .get(index)
-                    .cloned()
-                    .flatten()
+                    .of(manifest, index)
                     .ok_or_else(|| usage("no source file for this member"))?;
                 if size <= SMALL {
                     let at = bytes.len();
@@ -550,7 +577,7 @@ impl Worker<'_> {
 fn copy_and_hash(
     manifest: &Manifest,
     regions: &[Region],
-    stamps: &std::collections::BTreeMap<usize, Stamp>,
+    stamps: &BTreeMap<usize, Stamp>,
     out: &File,
     out_path: &Path,
     progress: &Progress,
@@ -648,10 +675,10 @@ fn copy_and_hash(
 mod tests {
     use super::*;
 
-    fn planned_file(dir: &Path, name: &str, size: u64) -> Planned {
+    fn planned_file(name: &str, size: u64) -> Planned {
         Planned::File {
             member: format!("workspace/{name}"),
-            source: dir.join(name),
+            source: None,
             executable: false,
             size,
         }
@@ -668,11 +695,12 @@ mod tests {
             Planned::Dir {
                 member: "workspace".into(),
             },
-            planned_file(t.path(), "big.bin", SMALL + 1),
-            planned_file(t.path(), "small.txt", 5),
+            planned_file("big.bin", SMALL + 1),
+            planned_file("small.txt", 5),
         ];
         let dir = t.path().to_path_buf();
         pack_with(
+            t.path(),
             planned,
             None,
             vec![],
