@@ -11,6 +11,7 @@ use alloc::vec::Vec;
 
 use crate::header::Kind;
 use crate::manifest::{Entry, Exclusion, Harness, Manifest, Totals};
+use crate::scan;
 
 /// Where canonical JSON goes.
 pub trait Sink {
@@ -181,6 +182,11 @@ fn write_totals(t: &Totals, out: &mut impl Sink) {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Whether a JSON string escapes this byte: `"`, `\\` and the C0 controls.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
 fn number(mut v: u64, out: &mut impl Sink) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
@@ -199,6 +205,12 @@ fn number(mut v: u64, out: &mut impl Sink) {
 fn string(s: &str, out: &mut impl Sink) {
     out.put(b"\"");
     let bytes = s.as_bytes();
+    // Most strings need no escape: settle that first, in one fast scan.
+    if !scan::any(bytes, needs_escape) {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let escape: Option<&[u8]> = match b {

@@ -33,23 +33,43 @@ impl Digest {
             ));
         }
         let mut out = [0u8; 32];
-        for (i, pair) in b.chunks_exact(2).enumerate() {
-            out[i] = (hex_val(pair[0])? << 4) | hex_val(pair[1])?;
+        // Invalid digits map to 0xff; one OR over every digit finds them.
+        let mut seen = 0u8;
+        for (byte, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+            let (hi, lo) = (
+                HEX_VALUE[usize::from(pair[0])],
+                HEX_VALUE[usize::from(pair[1])],
+            );
+            seen |= hi | lo;
+            *byte = (hi << 4) | (lo & 0x0f);
+        }
+        if seen > 0x0f {
+            return Err(Error::new(
+                ErrorCode::DigestSyntax,
+                "a sha256 is written in lowercase hex digits (0-9, a-f)",
+            ));
         }
         Ok(Digest(out))
     }
+
+    /// The digest of no bytes, which every empty file has.
+    pub const EMPTY: Digest = Digest([
+        0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9,
+        0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52,
+        0xb8, 0x55,
+    ]);
 }
 
-fn hex_val(c: u8) -> Result<u8, Error> {
-    match c {
-        b'0'..=b'9' => Ok(c - b'0'),
-        b'a'..=b'f' => Ok(c - b'a' + 10),
-        _ => Err(Error::new(
-            ErrorCode::DigestSyntax,
-            "a sha256 is written in lowercase hex digits (0-9, a-f)",
-        )),
+/// The value of each lowercase hex digit; 0xff for every other byte.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 16 {
+        table[b"0123456789abcdef"[i] as usize] = i as u8;
+        i += 1;
     }
-}
+    table
+};
 
 /// Display adapter for the bare hex form.
 pub struct HexDigest<'a>(&'a [u8; 32]);
@@ -108,5 +128,40 @@ impl Hasher {
     /// The digest of everything added.
     pub fn finish(self) -> Digest {
         Digest(self.0.finalize().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_the_digest_of_no_bytes() {
+        assert_eq!(Digest::EMPTY, Digest::of(b""));
+        assert_eq!(Digest::EMPTY, Hasher::new().finish());
+    }
+
+    #[test]
+    fn hex_round_trip_and_refusals() {
+        let d = Digest::of(b"x");
+        let hex = alloc::string::ToString::to_string(&d.hex());
+        assert_eq!(Digest::from_hex(&hex).unwrap(), d);
+        for bad in [
+            0u8, b'/', b':', b'@', b'A', b'F', b'G', b'`', b'g', 0x80, 0xff,
+        ] {
+            for at in [0, 1, 62, 63] {
+                let mut b = hex.clone().into_bytes();
+                b[at] = bad;
+                let s = alloc::string::String::from_utf8_lossy(&b).into_owned();
+                if s.len() == 64 {
+                    let e = Digest::from_hex(&s).unwrap_err();
+                    assert_eq!(e.code(), ErrorCode::DigestSyntax);
+                }
+            }
+        }
+        for c in 0..=255u8 {
+            let valid = c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+            assert_eq!(HEX_VALUE[usize::from(c)] != 0xff, valid);
+        }
     }
 }

@@ -132,34 +132,172 @@ pub const CREDENTIAL_RULES: &[CredentialRule] = &[
 ];
 
 /// The credential rule that matches a path relative to its root, if any.
+///
+/// Every member of every packet goes through here, so the patterns are
+/// classified once, at compile time ([`CREDENTIAL_MATCHERS`]), and a path
+/// is first compared on its last component, which rejects almost every
+/// path without looking further.
 pub fn credential_rule(relative: &str) -> Option<&'static CredentialRule> {
-    CREDENTIAL_RULES
+    let name = last_component(relative);
+    CREDENTIAL_MATCHERS
         .iter()
-        .find(|rule| rule.patterns.iter().any(|p| glob_match(p, relative)))
+        .find(|(_, shape)| match *shape {
+            Shape::Tail {
+                literal,
+                name: tail,
+            } => quick_eq(name, tail) && ends_with_components(relative, literal),
+            Shape::Within(inner) => within_components(relative, inner),
+            Shape::Exact(literal) => quick_eq(relative, literal),
+            Shape::Glob(pattern) => match_components(Some(pattern), Some(relative)),
+        })
+        .map(|&(rule, _)| &CREDENTIAL_RULES[rule])
+}
+
+/// `a == b`, deciding on the length and the first byte when they differ,
+/// as they do for nearly every path and credential pattern.
+fn quick_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.as_bytes().first() == b.as_bytes().first() && a == b
+}
+
+/// Every credential pattern with the index of its rule, in rule order.
+static CREDENTIAL_MATCHERS: [(usize, Shape<'static>); CREDENTIAL_PATTERNS] = {
+    let mut out = [(0, Shape::Glob("")); CREDENTIAL_PATTERNS];
+    let (mut rule, mut n) = (0, 0);
+    while rule < CREDENTIAL_RULES.len() {
+        let patterns = CREDENTIAL_RULES[rule].patterns;
+        let mut i = 0;
+        while i < patterns.len() {
+            let shape = shape(patterns[i]);
+            if let Shape::Within(inner) = shape {
+                // `within_components` looks only where a component starts;
+                // that finds every occurrence of an inner literal that
+                // cannot overlap itself, as the credential ones cannot.
+                assert!(!has_border(inner));
+            }
+            out[n] = (rule, shape);
+            n += 1;
+            i += 1;
+        }
+        rule += 1;
+    }
+    out
+};
+
+/// How many patterns the credential rules hold in all.
+const CREDENTIAL_PATTERNS: usize = {
+    let (mut rule, mut n) = (0, 0);
+    while rule < CREDENTIAL_RULES.len() {
+        n += CREDENTIAL_RULES[rule].patterns.len();
+        rule += 1;
+    }
+    n
+};
+
+/// What matching a pattern takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape<'a> {
+    /// `**/<literal>` without wildcards: the path's last components are
+    /// the literal's. `name` is the literal's last component.
+    Tail { literal: &'a str, name: &'a str },
+    /// `**/<inner>/**` without wildcards in `inner`: the literal's
+    /// components appear, in a row, somewhere in the path.
+    Within(&'a str),
+    /// No wildcards at all: the path is the pattern.
+    Exact(&'a str),
+    /// Anything else, matched component by component (already trimmed of
+    /// leading and trailing `/`).
+    Glob(&'a str),
+}
+
+/// Classifies a pattern (see [`Shape`]). A `const fn` so that the
+/// credential patterns are classified at compile time.
+const fn shape(pattern: &str) -> Shape<'_> {
+    let pattern = trim_slashes(pattern);
+    let Some(literal) = strip_prefix(pattern, "**/") else {
+        // Without wildcards each component matches only itself.
+        return if has_wildcard(pattern) {
+            Shape::Glob(pattern)
+        } else {
+            Shape::Exact(pattern)
+        };
+    };
+    if !has_wildcard(literal) {
+        let name = match last_slash(literal) {
+            Some(at) => literal.split_at(at + 1).1,
+            None => literal,
+        };
+        return Shape::Tail { literal, name };
+    }
+    if let Some(inner) = strip_suffix(literal, "/**") {
+        if !has_wildcard(inner) {
+            return Shape::Within(inner);
+        }
+    }
+    Shape::Glob(pattern)
 }
 
 /// Whether a glob pattern (see the module docs) matches a relative path.
 pub fn glob_match(pattern: &str, path: &str) -> bool {
-    let pattern = pattern.trim_matches('/');
-    // Most credential patterns are `**/` then literal components: the
-    // path's last components are those, which needs no component walk.
-    if let Some(literal) = pattern.strip_prefix("**/") {
-        if !literal.contains(['*', '?']) {
-            return ends_with_components(path, literal);
-        }
+    match shape(pattern) {
+        // Most credential patterns are `**/` then literal components: the
+        // path's last components are those, which needs no component walk.
+        Shape::Tail { literal, .. } => ends_with_components(path, literal),
         // `**/<literal>/**`: the literal components anywhere in the path.
-        if let Some(inner) = literal.strip_suffix("/**") {
-            if !inner.contains(['*', '?']) {
-                return path.match_indices(inner).any(|(at, _)| {
-                    let before = &path[..at];
-                    let after = &path[at + inner.len()..];
-                    (before.is_empty() || before.ends_with('/'))
-                        && (after.is_empty() || after.starts_with('/'))
-                });
-            }
+        Shape::Within(inner) => path.match_indices(inner).any(|(at, _)| {
+            let before = &path[..at];
+            let after = &path[at + inner.len()..];
+            (before.is_empty() || before.ends_with('/'))
+                && (after.is_empty() || after.starts_with('/'))
+        }),
+        Shape::Exact(literal) => path == literal,
+        Shape::Glob(pattern) => match_components(Some(pattern), Some(path)),
+    }
+}
+
+/// The last `/`-separated component of a path.
+fn last_component(path: &str) -> &str {
+    match path.as_bytes().iter().rposition(|&b| b == b'/') {
+        Some(at) => &path[at + 1..],
+        None => path,
+    }
+}
+
+/// Whether `inner`'s components appear, in a row, in `path`: whether
+/// `inner` occurs in `path` starting where a component starts and ending
+/// where one ends.
+fn within_components(path: &str, inner: &str) -> bool {
+    let (path, inner) = (path.as_bytes(), inner.as_bytes());
+    let mut start = 0;
+    loop {
+        let rest = &path[start..];
+        // The first byte alone rules out nearly every component.
+        if rest.first() == inner.first()
+            && rest.starts_with(inner)
+            && rest.get(inner.len()).is_none_or(|&b| b == b'/')
+        {
+            return true;
+        }
+        match rest.iter().position(|&b| b == b'/') {
+            Some(slash) => start += slash + 1,
+            None => return false,
         }
     }
-    match_components(Some(pattern), Some(path))
+}
+
+/// Whether a proper prefix of `s` is also a suffix of it, so that two
+/// occurrences of `s` can overlap.
+const fn has_border(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut len = 1;
+    while len < b.len() {
+        let (prefix, _) = b.split_at(len);
+        let (_, suffix) = b.split_at(b.len() - len);
+        if bytes_eq(prefix, suffix) {
+            return true;
+        }
+        len += 1;
+    }
+    false
 }
 
 /// Whether the last components of `path` are those of `literal`.
@@ -228,6 +366,83 @@ fn match_one(pat: &[u8], s: &[u8]) -> bool {
         }
     }
     pat[p..].iter().all(|&c| c == b'*')
+}
+
+// The helpers below work on bytes at ASCII `/`, `*` and `?` positions,
+// which are always character boundaries, and are `const fn` for `shape`.
+
+const fn trim_slashes(s: &str) -> &str {
+    let b = s.as_bytes();
+    let (mut start, mut end) = (0, b.len());
+    while start < end && b[start] == b'/' {
+        start += 1;
+    }
+    while end > start && b[end - 1] == b'/' {
+        end -= 1;
+    }
+    s.split_at(end).0.split_at(start).1
+}
+
+const fn strip_prefix<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    if s.len() < prefix.len() {
+        return None;
+    }
+    let (head, tail) = s.split_at(prefix.len());
+    if bytes_eq(head.as_bytes(), prefix.as_bytes()) {
+        Some(tail)
+    } else {
+        None
+    }
+}
+
+const fn strip_suffix<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
+    if s.len() < suffix.len() {
+        return None;
+    }
+    let (head, tail) = s.split_at(s.len() - suffix.len());
+    if bytes_eq(tail.as_bytes(), suffix.as_bytes()) {
+        Some(head)
+    } else {
+        None
+    }
+}
+
+const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn has_wildcard(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'*' || b[i] == b'?' {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+const fn last_slash(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = b.len();
+    while i > 0 {
+        i -= 1;
+        if b[i] == b'/' {
+            return Some(i);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -324,6 +539,82 @@ mod tests {
                     glob_match(p, path),
                     reference(p, path),
                     "{p:?} against {path:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn credential_rule_agrees_with_matching_each_pattern() {
+        let by_pattern = |matches: fn(&str, &str) -> bool, path: &str| {
+            CREDENTIAL_RULES
+                .iter()
+                .find(|rule| rule.patterns.iter().any(|p| matches(p, path)))
+                .map(|rule| rule.id)
+        };
+        let mut paths: alloc::vec::Vec<alloc::string::String> = alloc::vec::Vec::new();
+        for rule in CREDENTIAL_RULES {
+            for pattern in rule.patterns {
+                let literal = pattern.trim_start_matches("**/").trim_end_matches("/**");
+                for variant in [
+                    alloc::string::String::from(literal),
+                    alloc::format!("a/{literal}"),
+                    alloc::format!("a/b/{literal}/c"),
+                    alloc::format!("{literal}/c/d"),
+                    alloc::format!("x{literal}"),
+                    alloc::format!("a/x{literal}"),
+                    alloc::format!("{literal}x"),
+                    alloc::format!("{literal}x/y"),
+                    alloc::format!("a/{literal}.bak"),
+                    alloc::string::String::from(&literal[1..]),
+                    alloc::string::String::from(&literal[..literal.len() - 1]),
+                ] {
+                    paths.push(variant);
+                }
+            }
+        }
+        paths.extend(
+            [
+                "",
+                "a",
+                "a/",
+                "/",
+                "//",
+                "src/main.rs",
+                "codex/auth.json/x",
+                "x/codex/auth.json",
+            ]
+            .map(alloc::string::String::from),
+        );
+        for path in &paths {
+            let found = credential_rule(path).map(|rule| rule.id);
+            assert_eq!(found, by_pattern(glob_match, path), "{path:?}");
+            assert_eq!(found, by_pattern(reference, path), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn within_finds_what_the_component_reference_finds() {
+        for (_, shape) in &CREDENTIAL_MATCHERS {
+            let Shape::Within(inner) = *shape else {
+                continue;
+            };
+            let pattern = alloc::format!("**/{inner}/**");
+            for path in [
+                alloc::string::String::from(inner),
+                alloc::format!("{inner}/"),
+                alloc::format!("/{inner}"),
+                alloc::format!("a/{inner}/b"),
+                alloc::format!("a{inner}/b"),
+                alloc::format!("a/{inner}b"),
+                alloc::format!("{inner}{inner}"),
+                alloc::format!("{inner}/{inner}"),
+                alloc::format!("x{inner}/{inner}"),
+            ] {
+                assert_eq!(
+                    within_components(&path, inner),
+                    reference(&pattern, &path),
+                    "{inner:?} in {path:?}"
                 );
             }
         }

@@ -10,6 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::{Error, ErrorCode};
+use crate::scan;
 
 /// The tar block size.
 pub const BLOCK: usize = 512;
@@ -173,8 +174,30 @@ fn push_record(out: &mut Vec<u8>, key: &str, value: &str) {
     out.extend_from_slice(alloc::format!("{len} {key}={value}\n").as_bytes());
 }
 
+/// The canonical header of a member that needs no PAX header (its path
+/// fits the name and prefix fields, its link target the linkname field):
+/// then [`encode`] appends exactly this block. `None` when it needs one.
+pub fn single_block(spec: &HeaderSpec<'_>) -> Option<[u8; BLOCK]> {
+    let symlink = spec.kind == Kind::Symlink;
+    if symlink && needs_pax_linkpath(spec.target) {
+        return None;
+    }
+    let (prefix, name) = split_ustar(spec.path)?;
+    let link = if symlink { spec.target } else { "" };
+    Some(ustar_block(
+        spec,
+        spec.kind.typeflag(),
+        (prefix, name),
+        link,
+    ))
+}
+
 /// Appends the canonical encoding of one member's header(s) to `out`.
 pub fn encode(spec: &HeaderSpec<'_>, out: &mut Vec<u8>) {
+    if let Some(block) = single_block(spec) {
+        out.extend_from_slice(&block);
+        return;
+    }
     let pax_path = needs_pax_path(spec.path);
     let pax_link = spec.kind == Kind::Symlink && needs_pax_linkpath(spec.target);
     if pax_path || pax_link {
@@ -224,20 +247,37 @@ pub fn pax_header_block(size: u64) -> [u8; BLOCK] {
     ustar_block(&spec, TYPE_PAX, ("", PAX_HEADER_NAME), "")
 }
 
-fn put(block: &mut [u8; BLOCK], field: (usize, usize), value: &[u8]) {
-    block[field.0..field.0 + value.len()].copy_from_slice(value);
+const fn put(block: &mut [u8; BLOCK], field: (usize, usize), value: &[u8]) {
+    let (_, tail) = block.split_at_mut(field.0);
+    tail.split_at_mut(value.len()).0.copy_from_slice(value);
 }
 
-fn put_octal(block: &mut [u8; BLOCK], field: (usize, usize), value: u64) {
+const fn put_octal(block: &mut [u8; BLOCK], field: (usize, usize), value: u64) {
     // width-1 zero-padded octal digits, then NUL.
     let digits = field.1 - 1;
     let mut v = value;
-    for i in (0..digits).rev() {
+    let mut i = digits;
+    while i > 0 {
+        i -= 1;
         block[field.0 + i] = b'0' + (v & 7) as u8;
         v >>= 3;
     }
     block[field.0 + digits] = 0;
 }
+
+/// The fields every canonical header holds whatever its member: zero
+/// ids, times and device numbers, the magic and the version.
+const TEMPLATE: [u8; BLOCK] = {
+    let mut b = [0u8; BLOCK];
+    put_octal(&mut b, UID, 0);
+    put_octal(&mut b, GID, 0);
+    put_octal(&mut b, MTIME, 0);
+    put(&mut b, MAGIC, b"ustar\0");
+    put(&mut b, VERSION, b"00");
+    put_octal(&mut b, DEVMAJOR, 0);
+    put_octal(&mut b, DEVMINOR, 0);
+    b
+};
 
 fn ustar_block(
     spec: &HeaderSpec<'_>,
@@ -245,19 +285,12 @@ fn ustar_block(
     (prefix, name): (&str, &str),
     link: &str,
 ) -> [u8; BLOCK] {
-    let mut b = [0u8; BLOCK];
+    let mut b = TEMPLATE;
     put(&mut b, NAME, name.as_bytes());
     put_octal(&mut b, MODE, u64::from(spec.mode));
-    put_octal(&mut b, UID, 0);
-    put_octal(&mut b, GID, 0);
     put_octal(&mut b, SIZE, spec.size);
-    put_octal(&mut b, MTIME, 0);
     b[TYPEFLAG] = typeflag;
     put(&mut b, LINKNAME, link.as_bytes());
-    put(&mut b, MAGIC, b"ustar\0");
-    put(&mut b, VERSION, b"00");
-    put_octal(&mut b, DEVMAJOR, 0);
-    put_octal(&mut b, DEVMINOR, 0);
     put(&mut b, PREFIX, prefix.as_bytes());
     let sum = checksum(&b);
     // Six octal digits, NUL, space: the traditional checksum layout.
@@ -266,23 +299,27 @@ fn ustar_block(
     b
 }
 
+/// The header checksum: the sum of the block's bytes, with the checksum
+/// field's eight bytes counted as spaces.
 fn checksum(block: &[u8; BLOCK]) -> u32 {
-    block
-        .iter()
-        .enumerate()
-        .map(|(i, &byte)| {
-            if (CHKSUM.0..CHKSUM.0 + CHKSUM.1).contains(&i) {
-                u32::from(b' ')
-            } else {
-                u32::from(byte)
-            }
-        })
-        .sum()
+    let all: u32 = block.iter().map(|&b| u32::from(b)).sum();
+    let field: u32 = field(block, CHKSUM).iter().map(|&b| u32::from(b)).sum();
+    all - field + CHKSUM.1 as u32 * u32::from(b' ')
 }
 
 /// Whether a block is all zero (an end-of-archive block).
 pub fn is_zero_block(block: &[u8]) -> bool {
-    block.iter().all(|&b| b == 0)
+    all_zero(block)
+}
+
+/// Whether every byte of `bytes` is zero.
+pub(crate) fn all_zero(bytes: &[u8]) -> bool {
+    !scan::any(bytes, |b| b != 0)
+}
+
+/// The offset of the first non-zero byte of `bytes`, if any.
+pub(crate) fn first_nonzero(bytes: &[u8]) -> Option<usize> {
+    scan::position(bytes, |b| b != 0)
 }
 
 /// A header decoded just far enough to identify its member. The reader then
@@ -307,16 +344,20 @@ fn field(block: &[u8; BLOCK], f: (usize, usize)) -> &[u8] {
 
 /// A string field: the bytes up to the first NUL; everything after it must
 /// be NUL too.
-fn string_field(block: &[u8; BLOCK], f: (usize, usize), what: &str) -> Result<Vec<u8>, Error> {
+fn string_field<'a>(
+    block: &'a [u8; BLOCK],
+    f: (usize, usize),
+    what: &str,
+) -> Result<&'a [u8], Error> {
     let raw = field(block, f);
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    if raw[end..].iter().any(|&b| b != 0) {
+    if !all_zero(&raw[end..]) {
         return Err(Error::new(
             ErrorCode::HeaderNotCanonical,
             alloc::format!("the {what} field has bytes after its terminating NUL"),
         ));
     }
-    Ok(raw[..end].to_vec())
+    Ok(&raw[..end])
 }
 
 /// Parses a numeric field in the one form the format writes: width-1
@@ -343,10 +384,74 @@ fn octal_field(block: &[u8; BLOCK], f: (usize, usize), what: &str) -> Result<u64
         .fold(0u64, |acc, d| (acc << 3) | u64::from(d - b'0')))
 }
 
+/// The numeric fields that must be zero, with their names.
+const ZERO_FIELDS: [((usize, usize), &str); 5] = [
+    (UID, "uid"),
+    (GID, "gid"),
+    (MTIME, "mtime"),
+    (DEVMAJOR, "devmajor"),
+    (DEVMINOR, "devminor"),
+];
+
+/// A header decoded in place: what [`RawHeader`] holds, borrowed from the
+/// block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fields<'a> {
+    pub(crate) typeflag: u8,
+    pub(crate) name: &'a [u8],
+    pub(crate) prefix: &'a [u8],
+    pub(crate) linkname: &'a [u8],
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+}
+
+impl Fields<'_> {
+    /// `prefix/name` (or `name`) as stored.
+    pub(crate) fn path(&self) -> Vec<u8> {
+        if self.prefix.is_empty() {
+            self.name.to_vec()
+        } else {
+            let mut p = Vec::with_capacity(self.prefix.len() + 1 + self.name.len());
+            p.extend_from_slice(self.prefix);
+            p.push(b'/');
+            p.extend_from_slice(self.name);
+            p
+        }
+    }
+
+    /// Whether [`Fields::path`] would be empty.
+    pub(crate) fn path_is_empty(&self) -> bool {
+        self.prefix.is_empty() && self.name.is_empty()
+    }
+
+    /// Whether [`Fields::path`] equals `path`, without building it.
+    pub(crate) fn path_is(&self, path: &[u8]) -> bool {
+        if self.prefix.is_empty() {
+            return self.name == path;
+        }
+        let (prefix, name) = (self.prefix, self.name);
+        path.len() == prefix.len() + 1 + name.len()
+            && path.starts_with(prefix)
+            && path[prefix.len()] == b'/'
+            && path.ends_with(name)
+    }
+}
+
 /// Decodes one non-zero header block: magic, checksum, typeflag, numeric
 /// fields and the fields that must be zero. Path, mode and size are returned
 /// for the caller to check against the manifest and re-encode.
 pub fn decode(block: &[u8; BLOCK]) -> Result<RawHeader, Error> {
+    decode_fields(block).map(|f| RawHeader {
+        typeflag: f.typeflag,
+        path: f.path(),
+        linkname: f.linkname.to_vec(),
+        mode: f.mode,
+        size: f.size,
+    })
+}
+
+/// [`decode`], borrowing the string fields from the block.
+pub(crate) fn decode_fields(block: &[u8; BLOCK]) -> Result<Fields<'_>, Error> {
     if field(block, MAGIC) != b"ustar\0" || field(block, VERSION) != b"00" {
         return Err(Error::new(
             ErrorCode::HeaderMagic,
@@ -358,22 +463,25 @@ pub fn decode(block: &[u8; BLOCK]) -> Result<RawHeader, Error> {
         ));
     }
     let stored = {
-        let raw = field(block, CHKSUM);
-        let digits: Vec<u8> = raw
-            .iter()
-            .copied()
-            .filter(|b| *b != 0 && *b != b' ')
-            .collect();
-        if digits.is_empty() || digits.iter().any(|d| !(b'0'..=b'7').contains(d)) {
+        // The octal digits of the field, NULs and spaces skipped.
+        let (mut value, mut digits, mut octal) = (0u32, 0, true);
+        for &b in field(block, CHKSUM) {
+            match b {
+                0 | b' ' => {}
+                b'0'..=b'7' => {
+                    value = (value << 3) | u32::from(b - b'0');
+                    digits += 1;
+                }
+                _ => octal = false,
+            }
+        }
+        if digits == 0 || !octal {
             return Err(Error::new(
                 ErrorCode::HeaderChecksum,
                 "the checksum field is not an octal number",
             ));
         }
-        digits
-            .iter()
-            .take(8)
-            .fold(0u32, |acc, d| (acc << 3) | u32::from(d - b'0'))
+        value
     };
     let computed = checksum(block);
     if stored != computed {
@@ -394,22 +502,21 @@ pub fn decode(block: &[u8; BLOCK]) -> Result<RawHeader, Error> {
     }
     let mode = octal_field(block, MODE, "mode")?;
     let size = octal_field(block, SIZE, "size")?;
-    for (f, what) in [
-        (UID, "uid"),
-        (GID, "gid"),
-        (MTIME, "mtime"),
-        (DEVMAJOR, "devmajor"),
-        (DEVMINOR, "devminor"),
-    ] {
-        if octal_field(block, f, what)? != 0 {
-            return Err(Error::new(
-                ErrorCode::HeaderNotCanonical,
-                alloc::format!("the {what} field must be zero"),
-            ));
+    // A field reads as zero exactly when it holds the canonical zero, so
+    // comparing with the template settles the common case at once.
+    let canonical_zero = |f: (usize, usize)| field(block, f) == field(&TEMPLATE, f);
+    if !ZERO_FIELDS.iter().all(|&(f, _)| canonical_zero(f)) {
+        for (f, what) in ZERO_FIELDS {
+            if octal_field(block, f, what)? != 0 {
+                return Err(Error::new(
+                    ErrorCode::HeaderNotCanonical,
+                    alloc::format!("the {what} field must be zero"),
+                ));
+            }
         }
     }
     for (f, what) in [(UNAME, "uname"), (GNAME, "gname"), (PAD, "padding")] {
-        if field(block, f).iter().any(|&b| b != 0) {
+        if !all_zero(field(block, f)) {
             return Err(Error::new(
                 ErrorCode::HeaderNotCanonical,
                 alloc::format!("the {what} field must be empty"),
@@ -419,17 +526,10 @@ pub fn decode(block: &[u8; BLOCK]) -> Result<RawHeader, Error> {
     let name = string_field(block, NAME, "name")?;
     let prefix = string_field(block, PREFIX, "prefix")?;
     let linkname = string_field(block, LINKNAME, "linkname")?;
-    let path = if prefix.is_empty() {
-        name
-    } else {
-        let mut p = prefix;
-        p.push(b'/');
-        p.extend_from_slice(&name);
-        p
-    };
-    Ok(RawHeader {
+    Ok(Fields {
         typeflag,
-        path,
+        name,
+        prefix,
         linkname,
         mode: mode as u32,
         size,
@@ -509,6 +609,31 @@ pub fn decode_pax(body: &[u8]) -> Result<PaxValues, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_counts_its_own_field_as_spaces() {
+        let reference = |block: &[u8; BLOCK]| -> u32 {
+            block
+                .iter()
+                .enumerate()
+                .map(|(i, &byte)| {
+                    if (CHKSUM.0..CHKSUM.0 + CHKSUM.1).contains(&i) {
+                        u32::from(b' ')
+                    } else {
+                        u32::from(byte)
+                    }
+                })
+                .sum()
+        };
+        let mut block = [0u8; BLOCK];
+        assert_eq!(checksum(&block), reference(&block));
+        for (i, b) in block.iter_mut().enumerate() {
+            *b = (i * 37 % 256) as u8;
+        }
+        assert_eq!(checksum(&block), reference(&block));
+        block = [0xff; BLOCK];
+        assert_eq!(checksum(&block), reference(&block));
+    }
 
     #[test]
     fn split_rule() {

@@ -59,6 +59,7 @@ pub mod limits;
 pub mod manifest;
 pub mod path;
 pub mod reader;
+mod scan;
 pub mod writer;
 
 pub use digest::{Digest, Hasher};

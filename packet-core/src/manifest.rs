@@ -583,7 +583,7 @@ impl Manifest {
             .members
             .iter()
             .enumerate()
-            .map(|(i, e)| (fnv1a(path::portable_key(&e.path).as_bytes()), i))
+            .map(|(i, e)| (portable_key_hash(&e.path), i))
             .collect();
         keys.sort_unstable();
         // Of all colliding pairs, name the one whose later member comes
@@ -706,10 +706,20 @@ impl Manifest {
 }
 
 /// FNV-1a, 64 bits: a fast, deterministic hash for bucketing keys.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// `fnv1a` of [`path::portable_key`], without building the key when the
+/// path is ASCII (its key is then its ASCII lowercase).
+fn portable_key_hash(p: &str) -> u64 {
+    if p.is_ascii() {
+        fnv1a(p.bytes().map(|b| b.to_ascii_lowercase()))
+    } else {
+        fnv1a(path::portable_key(p).bytes())
+    }
 }
 
 fn is_ancestor(dir: &str, path: &str) -> bool {
@@ -719,7 +729,7 @@ fn is_ancestor(dir: &str, path: &str) -> bool {
 /// Checks one entry on its own: path, mode for its type, fields for its
 /// type, credentials.
 pub fn check_entry(entry: &Entry, limits: &Limits) -> Result<(), Error> {
-    let path = path::check_member_path(entry.path.as_bytes(), limits.max_path_bytes)?;
+    let path = path::check_member_path_str(&entry.path, limits.max_path_bytes)?;
     let mode_ok = match entry.kind {
         Kind::File => entry.mode == 0o644 || entry.mode == 0o755,
         Kind::Dir => entry.mode == 0o755,

@@ -8,6 +8,7 @@ use core::cmp::Ordering;
 use unicode_normalization::UnicodeNormalization;
 
 use crate::error::{Error, ErrorCode};
+use crate::scan;
 
 /// The manifest's member path; always the first member.
 pub const MANIFEST_PATH: &str = "packet.json";
@@ -39,11 +40,17 @@ impl Root {
 
 /// The root a canonical path lies in (a root is in itself), if any.
 pub fn root_of(path: &str) -> Option<Root> {
-    let first = path.split('/').next().unwrap_or("");
-    match first {
-        WORKSPACE_ROOT => Some(Root::Workspace),
-        HARNESS_ROOT => Some(Root::Harness),
-        _ => None,
+    // The first component is `root` when the path is `root` or `root/...`.
+    let first_is = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    if first_is(WORKSPACE_ROOT) {
+        Some(Root::Workspace)
+    } else if first_is(HARNESS_ROOT) {
+        Some(Root::Harness)
+    } else {
+        None
     }
 }
 
@@ -63,18 +70,48 @@ pub fn file_name(path: &str) -> &str {
 pub fn compare(a: &str, b: &str) -> Ordering {
     let key = |c: u8| if c == b'/' { 0u8 } else { c };
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    for (x, y) in a.iter().zip(b.iter()) {
-        match key(*x).cmp(&key(*y)) {
-            Ordering::Equal => continue,
-            other => return other,
+    // Equal bytes have equal keys: skip them in bulk, then compare keys
+    // where the bytes differ (`/` and NUL differ but share a key).
+    let mut at = 0;
+    loop {
+        at += common_prefix_len(&a[at..], &b[at..]);
+        match (a.get(at), b.get(at)) {
+            (Some(&x), Some(&y)) => match key(x).cmp(&key(y)) {
+                Ordering::Equal => at += 1,
+                other => return other,
+            },
+            _ => return a.len().cmp(&b.len()),
         }
     }
-    a.len().cmp(&b.len())
 }
 
-fn is_control(c: char) -> bool {
-    // C0, DEL and C1 controls.
-    (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32))
+/// The number of leading bytes `a` and `b` share.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 16;
+    let chunks = a
+        .chunks_exact(CHUNK)
+        .zip(b.chunks_exact(CHUNK))
+        .take_while(|(x, y)| x == y)
+        .count();
+    let at = chunks * CHUNK;
+    at + a[at..]
+        .iter()
+        .zip(&b[at..])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// Whether `s` holds a C0, DEL or C1 control character. Read as bytes:
+/// C0 and DEL are themselves, C1 (U+0080 to U+009F) is `C2 80` to `C2 9F`,
+/// and in UTF-8 a `C2` byte only ever starts a character.
+fn has_control(s: &str) -> bool {
+    let b = s.as_bytes();
+    if !scan::any(b, |c| c < 0x20 || c == 0x7f || c == 0xc2) {
+        return false;
+    }
+    b.iter().enumerate().any(|(i, &c)| {
+        c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&n| n <= 0x9f))
+    })
 }
 
 /// Checks that `bytes` is a canonical path of at most `max_len` bytes and
@@ -85,6 +122,11 @@ pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
         Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
             .at_path(String::from_utf8_lossy(bytes))
     })?;
+    check_canonical_str(path, max_len)
+}
+
+/// [`check_canonical`] for a path already known to be UTF-8.
+fn check_canonical_str(path: &str, max_len: usize) -> Result<&str, Error> {
     if path.len() > max_len {
         return Err(Error::new(
             ErrorCode::PathTooLong,
@@ -92,7 +134,7 @@ pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
         )
         .at_path(truncate_for_display(path)));
     }
-    if path.chars().any(is_control) {
+    if has_control(path) {
         return Err(Error::new(
             ErrorCode::PathControlChar,
             "path holds NUL or another control character",
@@ -102,14 +144,16 @@ pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
     if path.starts_with('/') {
         return Err(Error::new(ErrorCode::PathAbsolute, "path is absolute").at_path(path));
     }
-    for component in path.split('/') {
-        if component.is_empty() || component == "." || component == ".." {
-            return Err(Error::new(
-                ErrorCode::PathNotCanonical,
-                "path has an empty, \".\" or \"..\" component or a trailing \"/\"",
-            )
-            .at_path(path));
-        }
+    let not_canonical = path
+        .as_bytes()
+        .split(|&b| b == b'/')
+        .any(|component| matches!(component, b"" | b"." | b".."));
+    if not_canonical {
+        return Err(Error::new(
+            ErrorCode::PathNotCanonical,
+            "path has an empty, \".\" or \"..\" component or a trailing \"/\"",
+        )
+        .at_path(path));
     }
     Ok(path)
 }
@@ -118,6 +162,16 @@ pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
 /// `workspace` or `harness` (a root itself included).
 pub fn check_member_path(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
     let path = check_canonical(bytes, max_len)?;
+    check_in_roots(path)
+}
+
+/// [`check_member_path`] for a path already known to be UTF-8.
+pub(crate) fn check_member_path_str(path: &str, max_len: usize) -> Result<&str, Error> {
+    let path = check_canonical_str(path, max_len)?;
+    check_in_roots(path)
+}
+
+fn check_in_roots(path: &str) -> Result<&str, Error> {
     if root_of(path).is_none() {
         return Err(Error::new(
             ErrorCode::PathOutsideRoots,
@@ -172,7 +226,7 @@ pub fn resolve_symlink_target(
         )
         .at_path(link));
     }
-    if target.chars().any(is_control) {
+    if has_control(target) {
         return Err(invalid(
             "symlink target holds NUL or another control character",
         ));
@@ -246,6 +300,11 @@ fn is_ignorable(c: char) -> bool {
 /// normalisation-insensitive file system (macOS APFS and HFS+, Windows
 /// NTFS for case): NFD, ignorable code points removed, lowercased.
 pub fn portable_key(path: &str) -> String {
+    if path.is_ascii() {
+        // NFD leaves ASCII as it is, no ASCII character is ignorable and
+        // ASCII lowercases to ASCII: the key is the ASCII lowercase.
+        return path.to_ascii_lowercase();
+    }
     path.nfd()
         .filter(|c| !is_ignorable(*c))
         .flat_map(char::to_lowercase)
@@ -306,6 +365,81 @@ mod tests {
         let r = resolve_symlink_target("workspace/l", "./x/", 4096).unwrap();
         assert_eq!(r.resolved, "workspace/x");
         assert!(r.through.is_empty());
+    }
+
+    /// The member order as first specified: byte by byte, `/` lowest.
+    fn compare_reference(a: &str, b: &str) -> Ordering {
+        let key = |c: u8| if c == b'/' { 0u8 } else { c };
+        for (x, y) in a.bytes().zip(b.bytes()) {
+            match key(x).cmp(&key(y)) {
+                Ordering::Equal => continue,
+                other => return other,
+            }
+        }
+        a.len().cmp(&b.len())
+    }
+
+    #[test]
+    fn compare_agrees_with_the_bytewise_reference() {
+        // Short strings over an alphabet with `/`, NUL (same key as `/`)
+        // and neighbours, at lengths around the 16-byte chunk.
+        let alphabet = ["/", "\0", "a", "b", "-", "."];
+        let mut strings = alloc::vec![String::new()];
+        for len in 1..=3 {
+            let mut next = Vec::new();
+            for s in strings.iter().filter(|s| s.len() == len - 1) {
+                for c in alphabet {
+                    next.push(alloc::format!("{s}{c}"));
+                }
+            }
+            strings.extend(next);
+        }
+        let long = "workspace/src/module/";
+        let mut all = strings.clone();
+        for s in &strings {
+            all.push(alloc::format!("{long}{s}"));
+            all.push(alloc::format!("{long}{long}{s}"));
+        }
+        for a in &all {
+            for b in &all {
+                assert_eq!(compare(a, b), compare_reference(a, b), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn control_characters_are_found_as_chars_would_find_them() {
+        let is_control = |c: char| (c as u32) < 0x20 || (0x7f..=0x9f).contains(&(c as u32));
+        for c in (0..0x800)
+            .filter_map(char::from_u32)
+            .chain(['\u{fffd}', '\u{10ffff}'])
+        {
+            for s in [
+                alloc::format!("{c}"),
+                alloc::format!("a{c}b"),
+                alloc::format!("\u{e9}{c}"),
+            ] {
+                assert_eq!(has_control(&s), s.chars().any(is_control), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_portable_keys_are_the_full_computation() {
+        let full = |p: &str| -> String {
+            p.nfd()
+                .filter(|c| !is_ignorable(*c))
+                .flat_map(char::to_lowercase)
+                .collect::<String>()
+                .nfd()
+                .collect()
+        };
+        let ascii: String = (0u8..0x80).map(char::from).collect();
+        assert_eq!(portable_key(&ascii), full(&ascii));
+        assert_eq!(
+            portable_key("workspace/\u{212A}"),
+            full("workspace/\u{212A}")
+        );
     }
 
     #[test]

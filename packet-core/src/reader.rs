@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 
 use crate::digest::{Digest, Hasher};
 use crate::error::{Error, ErrorCode};
-use crate::header::{self, Kind, RawHeader, BLOCK, TYPE_PAX};
+use crate::header::{self, Fields, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
 use crate::manifest::Manifest;
 use crate::path::{self, MANIFEST_PATH};
@@ -263,7 +263,7 @@ impl Reader {
                 let used = self.fill_vec(input, padded, true);
                 if (self.pax_raw.len() - BLOCK) as u64 == padded {
                     let start = BLOCK + size as usize;
-                    if let Some(i) = self.pax_raw[start..].iter().position(|&b| b != 0) {
+                    if let Some(i) = header::first_nonzero(&self.pax_raw[start..]) {
                         // Errors carry the offending byte's offset, which
                         // does not depend on how the input was chunked.
                         return Err(Error::new(
@@ -282,10 +282,7 @@ impl Reader {
                     // packet.json's body starts right after its header,
                     // the first block of the packet.
                     let body_start = BLOCK as u64;
-                    if let Some(i) = self.manifest_buf[size as usize..]
-                        .iter()
-                        .position(|&b| b != 0)
-                    {
+                    if let Some(i) = header::first_nonzero(&self.manifest_buf[size as usize..]) {
                         return Err(Error::new(
                             ErrorCode::PaddingNotZero,
                             "the padding after packet.json is not zero",
@@ -346,7 +343,7 @@ impl Reader {
             }
             State::Padding { remaining } => {
                 let n = (remaining.min(input.len() as u64)) as usize;
-                if let Some(i) = input[..n].iter().position(|&b| b != 0) {
+                if let Some(i) = header::first_nonzero(&input[..n]) {
                     let path = self
                         .manifest
                         .as_ref()
@@ -427,14 +424,16 @@ impl Reader {
                 "the end-of-archive marker is one zero block followed by a non-zero block",
             ));
         }
-        let raw = header::decode(&self.block)?;
+        // A copy, so that the decoded fields borrow it rather than `self`.
+        let block = self.block;
+        let raw = header::decode_fields(&block)?;
         if raw.typeflag == TYPE_PAX {
-            return self.on_pax_header(raw).map(|()| None);
+            return self.on_pax_header(&raw).map(|()| None);
         }
         if self.manifest.is_none() {
-            return self.on_manifest_header(raw).map(|()| None);
+            return self.on_manifest_header(&raw).map(|()| None);
         }
-        self.on_member_header(raw).map(Some)
+        self.on_member_header(&raw).map(Some)
     }
 
     fn on_zero_block(&mut self) -> Result<Option<Event<'static>>, Error> {
@@ -465,7 +464,7 @@ impl Reader {
         Ok(None)
     }
 
-    fn on_pax_header(&mut self, raw: RawHeader) -> Result<(), Error> {
+    fn on_pax_header(&mut self, raw: &Fields<'_>) -> Result<(), Error> {
         if !self.pax_raw.is_empty() {
             return Err(Error::new(
                 ErrorCode::PaxInvalid,
@@ -497,7 +496,7 @@ impl Reader {
         Ok(())
     }
 
-    fn on_manifest_header(&mut self, raw: RawHeader) -> Result<(), Error> {
+    fn on_manifest_header(&mut self, raw: &Fields<'_>) -> Result<(), Error> {
         if !self.pax_raw.is_empty() {
             // docs/session-packet.md §4: packet.json never needs a PAX header.
             return Err(Error::new(
@@ -505,12 +504,12 @@ impl Reader {
                 "a PAX header precedes the first member: packet.json never has one",
             ));
         }
-        if raw.path != MANIFEST_PATH.as_bytes() || raw.typeflag != header::TYPE_FILE {
+        if !raw.path_is(MANIFEST_PATH.as_bytes()) || raw.typeflag != header::TYPE_FILE {
             return Err(Error::new(
                 ErrorCode::ManifestNotFirst,
                 alloc::format!(
                     "the first member is {:?}, it must be the regular file packet.json",
-                    alloc::string::String::from_utf8_lossy(&raw.path)
+                    alloc::string::String::from_utf8_lossy(&raw.path())
                 ),
             ));
         }
@@ -551,7 +550,7 @@ impl Reader {
         Ok(())
     }
 
-    fn on_member_header(&mut self, raw: RawHeader) -> Result<Event<'static>, Error> {
+    fn on_member_header(&mut self, raw: &Fields<'_>) -> Result<Event<'static>, Error> {
         let manifest = self
             .manifest
             .take()
@@ -564,7 +563,7 @@ impl Reader {
     fn check_member_header(
         &mut self,
         manifest: &Manifest,
-        raw: RawHeader,
+        raw: &Fields<'_>,
     ) -> Result<Event<'static>, Error> {
         let limits = self.options.limits;
         let pax = if self.pax_raw.is_empty() {
@@ -574,24 +573,35 @@ impl Reader {
                 let pax_block: &[u8; BLOCK] = self.pax_raw[..BLOCK]
                     .try_into()
                     .map_err(|_| Error::new(ErrorCode::Usage, "PAX buffer shorter than a block"))?;
-                header::decode(pax_block)?.size as usize
+                header::decode_fields(pax_block)?.size as usize
             };
             Some(header::decode_pax(&self.pax_raw[BLOCK..BLOCK + size])?)
         };
-        let path_bytes = match pax.as_ref().and_then(|p| p.path.as_ref()) {
-            Some(p) => {
-                if !raw.path.is_empty() {
-                    return Err(Error::new(
-                        ErrorCode::PaxInvalid,
-                        "a PAX path is given, so the ustar name and prefix must be empty",
-                    ));
-                }
-                p.clone()
-            }
-            None => raw.path.clone(),
+        let pax_path = pax.as_ref().and_then(|p| p.path.as_deref());
+        if pax_path.is_some() && !raw.path_is_empty() {
+            return Err(Error::new(
+                ErrorCode::PaxInvalid,
+                "a PAX path is given, so the ustar name and prefix must be empty",
+            ));
+        }
+        let expected = manifest.members.get(self.next_index);
+        let stored_path = |path: &[u8]| match pax_path {
+            Some(p) => p == path,
+            None => raw.path_is(path),
         };
-        let path = path::check_member_path(&path_bytes, limits.max_path_bytes)?;
-        let Some(entry) = manifest.members.get(self.next_index) else {
+        let path_buf;
+        let path = match expected {
+            // The manifest's paths passed the same check when it was read.
+            Some(entry) if stored_path(entry.path.as_bytes()) => entry.path.as_str(),
+            _ => match pax_path {
+                Some(p) => path::check_member_path(p, limits.max_path_bytes)?,
+                None => {
+                    path_buf = raw.path();
+                    path::check_member_path(&path_buf, limits.max_path_bytes)?
+                }
+            },
+        };
+        let Some(entry) = expected else {
             return Err(Error::new(
                 ErrorCode::MemberUnexpected,
                 "the archive holds a member after the last one the manifest lists",
@@ -674,7 +684,7 @@ impl Reader {
                     )
                     .at_path(&entry.path))
                 }
-                None => raw.linkname.as_slice(),
+                None => raw.linkname,
             };
             if Some(target_bytes) != entry.target.as_deref().map(str::as_bytes) {
                 return Err(mismatch(alloc::format!(
@@ -696,11 +706,20 @@ impl Reader {
                 .at_path(&entry.path));
             }
         }
-        let mut expected = Vec::with_capacity(self.pax_raw.len() + BLOCK);
-        header::encode(&entry.header_spec(), &mut expected);
-        let mut seen = core::mem::take(&mut self.pax_raw);
-        seen.extend_from_slice(&self.block);
-        if expected != seen {
+        // The header bytes seen (PAX header, if any, then this block) must
+        // be the member's one encoding.
+        let spec = entry.header_spec();
+        let had_pax = !self.pax_raw.is_empty();
+        let canonical = if had_pax {
+            let mut expected = Vec::with_capacity(self.pax_raw.len() + BLOCK);
+            header::encode(&spec, &mut expected);
+            let mut seen = core::mem::take(&mut self.pax_raw);
+            seen.extend_from_slice(&self.block);
+            expected == seen
+        } else {
+            header::single_block(&spec).is_some_and(|b| b == self.block)
+        };
+        if !canonical {
             return Err(Error::new(
                 ErrorCode::HeaderNotCanonical,
                 "the header differs from the format's one encoding of this member",
@@ -710,7 +729,7 @@ impl Reader {
         let index = self.next_index;
         self.next_index += 1;
         let data_offset = self.block_start + BLOCK as u64;
-        let header_offset = if seen.len() > BLOCK {
+        let header_offset = if had_pax {
             self.pax_offset
         } else {
             self.block_start
@@ -722,7 +741,7 @@ impl Reader {
                 remaining: entry.size,
             };
         } else {
-            if kind == Kind::File && entry.sha256 != Some(Hasher::new().finish()) {
+            if kind == Kind::File && entry.sha256 != Some(Digest::EMPTY) {
                 return Err(Error::new(
                     ErrorCode::MemberDigestMismatch,
                     "the file is empty but the manifest's sha256 is not that of no bytes",

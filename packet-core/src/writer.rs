@@ -219,7 +219,7 @@ impl<'m> Writer<'m> {
                     self.state = State::Header(index + 1);
                     if entry.kind == Kind::File && self.options.verify_bodies {
                         // An empty file: its digest is that of no bytes.
-                        if entry.sha256 != Some(Hasher::new().finish()) {
+                        if entry.sha256 != Some(Digest::EMPTY) {
                             return Err(Error::new(
                                 ErrorCode::MemberDigestMismatch,
                                 "the file changed while it was being packed",
