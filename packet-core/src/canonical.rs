@@ -127,7 +127,7 @@ fn write_harness(h: &Harness, out: &mut impl Sink) {
     out.put(b"}");
 }
 
-fn write_entry(e: &Entry, out: &mut impl Sink) {
+pub(crate) fn write_entry(e: &Entry, out: &mut impl Sink) {
     out.put(b"{\"mode\":\"");
     let mode = [
         b'0',

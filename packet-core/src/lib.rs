@@ -57,6 +57,7 @@ pub mod exclude;
 pub mod header;
 pub mod limits;
 pub mod manifest;
+mod manifest_stream;
 pub mod path;
 pub mod reader;
 mod scan;

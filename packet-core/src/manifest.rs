@@ -217,7 +217,7 @@ impl<T: for<'a> Deserialize<'a>> PresentOnly for Vec<T> {
 /// The JSON shape of one entry, keys in bytewise order.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawEntry {
+pub(crate) struct RawEntry {
     mode: String,
     path: String,
     #[serde(
@@ -282,7 +282,7 @@ fn de_entries<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Entry>, D::Error> {
     d.deserialize_seq(Entries)
 }
 
-fn entry_from_raw(r: RawEntry) -> Result<Entry, String> {
+pub(crate) fn entry_from_raw(r: RawEntry) -> Result<Entry, String> {
     let kind = match r.kind.as_str() {
         "file" => Kind::File,
         "dir" => Kind::Dir,
@@ -423,7 +423,11 @@ impl Manifest {
         self.validate_with_len(limits, self.canonical_len())
     }
 
-    fn validate_with_len(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
+    pub(crate) fn validate_with_len(
+        &self,
+        limits: &Limits,
+        manifest_len: u64,
+    ) -> Result<(), Error> {
         let limits = limits.clamped();
         if self.members.len() as u64 > limits.max_members {
             return Err(Error::new(

@@ -1,7 +1,8 @@
 //! The strict streaming reader and verifier: a push parser in the manner of
 //! csv-core. Feed it input in chunks of any size; it consumes some bytes
-//! and may yield an [`Event`]. Memory stays bounded by the manifest (at most
-//! [`Limits::max_manifest_bytes`]) and one header, whatever the packet size.
+//! and may yield an [`Event`]. Memory stays bounded by the parsed manifest
+//! and one header, whatever the packet size: `packet.json` is parsed as it
+//! arrives, member by member, and its text is not kept.
 //!
 //! ```
 //! use packet_core::{Event, Reader, ReaderOptions};
@@ -30,6 +31,7 @@ use crate::error::{Error, ErrorCode};
 use crate::header::{self, Fields, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
 use crate::manifest::Manifest;
+use crate::manifest_stream::ManifestStream;
 use crate::path::{self, MANIFEST_PATH};
 
 /// How a [`Reader`] checks a packet.
@@ -115,7 +117,12 @@ pub struct Reader {
     /// body), compared with the canonical encoding of the member it serves.
     pax_raw: Vec<u8>,
     pax_offset: u64,
-    manifest_buf: Vec<u8>,
+    /// `packet.json`'s text as it arrives, and how many bytes of its
+    /// padded body were consumed, and where its padding first held a
+    /// non-zero byte.
+    manifest_text: Option<ManifestStream>,
+    manifest_read: u64,
+    manifest_padding_nonzero: Option<u64>,
     manifest: Option<Manifest>,
     next_index: usize,
     pending_end: Option<usize>,
@@ -140,7 +147,9 @@ impl Reader {
             block_start: 0,
             pax_raw: Vec::new(),
             pax_offset: 0,
-            manifest_buf: Vec::new(),
+            manifest_text: None,
+            manifest_read: 0,
+            manifest_padding_nonzero: None,
             manifest: None,
             next_index: 0,
             pending_end: None,
@@ -260,7 +269,7 @@ impl Reader {
                 Ok((used, event))
             }
             State::Pax { size, padded } => {
-                let used = self.fill_vec(input, padded, true);
+                let used = self.fill_pax(input, padded);
                 if (self.pax_raw.len() - BLOCK) as u64 == padded {
                     let start = BLOCK + size as usize;
                     if let Some(i) = header::first_nonzero(&self.pax_raw[start..]) {
@@ -277,23 +286,39 @@ impl Reader {
                 Ok((used, None))
             }
             State::Manifest { size, padded } => {
-                let used = self.fill_vec(input, padded, false);
-                if self.manifest_buf.len() as u64 == padded {
+                let n = ((padded - self.manifest_read).min(input.len() as u64)) as usize;
+                let text_left = size.saturating_sub(self.manifest_read) as usize;
+                let (text, padding) = input[..n].split_at(n.min(text_left));
+                if let Some(stream) = &mut self.manifest_text {
+                    stream.feed(text);
+                }
+                if self.manifest_padding_nonzero.is_none() {
+                    if let Some(i) = header::first_nonzero(padding) {
+                        let at = self.manifest_read + text.len() as u64 + i as u64;
+                        self.manifest_padding_nonzero = Some(at);
+                    }
+                }
+                self.manifest_read += n as u64;
+                let used = n;
+                if self.manifest_read == padded {
                     // packet.json's body starts right after its header,
                     // the first block of the packet.
                     let body_start = BLOCK as u64;
-                    if let Some(i) = header::first_nonzero(&self.manifest_buf[size as usize..]) {
+                    if let Some(at) = self.manifest_padding_nonzero {
                         return Err(Error::new(
                             ErrorCode::PaddingNotZero,
                             "the padding after packet.json is not zero",
                         )
                         .at_path(MANIFEST_PATH)
-                        .at_offset(body_start + size + i as u64));
+                        .at_offset(body_start + at));
                     }
-                    self.manifest_buf.truncate(size as usize);
-                    let manifest = Manifest::parse(&self.manifest_buf, &self.options.limits)
+                    let stream = self
+                        .manifest_text
+                        .take()
+                        .unwrap_or_else(ManifestStream::new);
+                    let manifest = stream
+                        .finish(&self.options.limits, size)
                         .map_err(|e| e.at_offset(body_start))?;
-                    self.manifest_buf = Vec::new();
                     self.manifest = Some(manifest);
                     self.state = State::Header;
                     return Ok((used, Some(Event::Manifest)));
@@ -395,17 +420,11 @@ impl Reader {
         n
     }
 
-    /// Appends to the PAX or manifest buffer until it holds `padded` body
-    /// bytes.
-    fn fill_vec(&mut self, input: &[u8], padded: u64, pax: bool) -> usize {
-        let buf = if pax {
-            &mut self.pax_raw
-        } else {
-            &mut self.manifest_buf
-        };
-        let have = if pax { buf.len() - BLOCK } else { buf.len() } as u64;
+    /// Appends to the PAX buffer until it holds `padded` body bytes.
+    fn fill_pax(&mut self, input: &[u8], padded: u64) -> usize {
+        let have = (self.pax_raw.len() - BLOCK) as u64;
         let n = ((padded - have).min(input.len() as u64)) as usize;
-        buf.extend_from_slice(&input[..n]);
+        self.pax_raw.extend_from_slice(&input[..n]);
         n
     }
 
@@ -542,7 +561,9 @@ impl Reader {
             )
             .at_path(MANIFEST_PATH));
         }
-        self.manifest_buf = Vec::new();
+        self.manifest_text = Some(ManifestStream::new());
+        self.manifest_read = 0;
+        self.manifest_padding_nonzero = None;
         self.state = State::Manifest {
             size: raw.size,
             padded: header::padded(raw.size),

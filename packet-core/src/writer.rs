@@ -61,6 +61,32 @@ pub enum Step<'w> {
     Done(Option<Digest>),
 }
 
+/// The header of `packet.json` for a manifest of `len` bytes.
+fn manifest_spec(len: u64) -> HeaderSpec<'static> {
+    HeaderSpec {
+        path: MANIFEST_PATH,
+        kind: Kind::File,
+        mode: 0o644,
+        size: len,
+        target: "",
+    }
+}
+
+/// Writes the `packet.json` member (header, canonical JSON and zero
+/// padding: the bytes a [`Writer`] starts with) into `sink`, without
+/// holding the JSON in memory; returns how many bytes it wrote, the offset
+/// at which [`Writer::after_manifest`] starts.
+pub fn write_manifest_member(manifest: &Manifest, sink: &mut impl crate::canonical::Sink) -> u64 {
+    let len = manifest.canonical_len();
+    let mut head = Vec::with_capacity(BLOCK);
+    header::encode(&manifest_spec(len), &mut head);
+    sink.put(&head);
+    crate::canonical::write_manifest(manifest, sink);
+    let padding = (header::padded(len) - len) as usize;
+    sink.put(&[0u8; BLOCK][..padding]);
+    BLOCK as u64 + header::padded(len)
+}
+
 /// Options for [`Writer`].
 #[derive(Clone, Copy, Debug)]
 pub struct WriterOptions {
@@ -130,6 +156,24 @@ impl<'m> Writer<'m> {
         }
     }
 
+    /// A writer that starts right after `packet.json`, at the first
+    /// member's header: for a caller that lays the packet out before every
+    /// digest is known and writes `packet.json` last, with
+    /// [`write_manifest_member`]. The manifest's JSON is never held in
+    /// memory. It computes no packet digest, whatever `options` say.
+    pub fn after_manifest(manifest: &'m Manifest, options: WriterOptions) -> Writer<'m> {
+        let mut writer = Self::with_options(
+            manifest,
+            WriterOptions {
+                packet_digest: false,
+                ..options
+            },
+        );
+        writer.state = State::Header(0);
+        writer.offset = BLOCK as u64 + header::padded(manifest.canonical_len());
+        writer
+    }
+
     /// Bytes produced so far (headers, bodies and padding).
     pub fn offset(&self) -> u64 {
         self.offset
@@ -149,15 +193,8 @@ impl<'m> Writer<'m> {
                 // The manifest is written straight into the output buffer:
                 // one copy, however many members it lists.
                 let len = self.manifest.canonical_len();
-                let spec = HeaderSpec {
-                    path: MANIFEST_PATH,
-                    kind: Kind::File,
-                    mode: 0o644,
-                    size: len,
-                    target: "",
-                };
                 self.buf.reserve(BLOCK + len as usize);
-                header::encode(&spec, &mut self.buf);
+                header::encode(&manifest_spec(len), &mut self.buf);
                 crate::canonical::write_manifest(self.manifest, &mut self.buf);
                 self.pending_padding = (header::padded(len) - len) as usize;
                 self.state = State::Header(0);

@@ -240,6 +240,40 @@ fn write_chunked(built: &Built, sources: &[Source], sizes: &[usize]) -> Vec<u8> 
     out
 }
 
+/// Writes as a caller that lays the packet out before the digests are
+/// known does: members from [`Writer::after_manifest`] at their offsets,
+/// then `packet.json` in front with [`packet_core::writer::write_manifest_member`].
+fn write_manifest_last(built: &Built, sources: &[Source]) -> Vec<u8> {
+    let options = WriterOptions {
+        packet_digest: true,
+        verify_bodies: true,
+    };
+    let mut writer = Writer::after_manifest(&built.manifest, options);
+    let start = writer.offset() as usize;
+    let mut out = vec![0xAA; start];
+    loop {
+        match writer.next().unwrap() {
+            Step::Bytes(b) => out.extend_from_slice(b),
+            Step::Body { index, offset, .. } => {
+                assert_eq!(offset, out.len() as u64);
+                let body = contents_of(sources, &built.manifest.members[index].path);
+                writer.body(body).unwrap();
+                out.extend_from_slice(body);
+            }
+            Step::Done(d) => {
+                assert_eq!(d, None, "no packet digest without packet.json");
+                break;
+            }
+        }
+    }
+    let mut head = Vec::new();
+    let len = packet_core::writer::write_manifest_member(&built.manifest, &mut head);
+    assert_eq!(len as usize, start);
+    assert_eq!(head.len(), start);
+    out[..start].copy_from_slice(&head);
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 96,
@@ -279,6 +313,12 @@ proptest! {
         let whole = read(&b.bytes, ReaderOptions::default(), &[usize::MAX]).unwrap();
         let chunked = read(&b.bytes, ReaderOptions::default(), &sizes).unwrap();
         prop_assert_eq!(whole, chunked);
+    }
+
+    #[test]
+    fn writing_the_manifest_last_gives_the_same_bytes(sources in member_set()) {
+        let b = built(&sources);
+        prop_assert!(write_manifest_last(&b, &sources) == b.bytes);
     }
 
     #[test]
