@@ -30,6 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
+use packet_core::canonical::Sink;
+use packet_core::writer::write_manifest_member;
 use packet_core::{
     Digest, Entry, ErrorCode, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Step, Writer,
     WriterOptions,
@@ -197,7 +199,11 @@ fn pack_with(
     if manifest.members.len() != walked {
         return Err(usage("the manifest does not list the members walked"));
     }
-    let head = head_len(&manifest);
+    let options = WriterOptions {
+        packet_digest: false,
+        verify_bodies: false,
+    };
+    let head = Writer::after_manifest(&manifest, options).offset();
 
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -281,22 +287,20 @@ fn pack_with(
         }
         entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
     }
-    // The manifest, now with every digest, in front of the members.
-    let mut writer = Writer::with_options(
-        &manifest,
-        WriterOptions {
-            packet_digest: false,
-            verify_bodies: false,
-        },
-    );
-    match writer.next().map_err(CliError::Unpackable)? {
-        Step::Bytes(bytes) if bytes.len() as u64 >= head => out
-            .write_all_at(&bytes[..head as usize], 0)
-            .map_err(|e| CliError::io("write", out_path, e))?,
-        _ => return Err(usage("the manifest changed length once digested")),
+    // The manifest, now with every digest, in front of the members,
+    // streamed into the file rather than held in memory.
+    let mut head_out = FileSink {
+        file: out,
+        at: 0,
+        buf: Vec::with_capacity(CHUNK),
+        error: None,
+    };
+    let written = write_manifest_member(&manifest, &mut head_out);
+    head_out.flush();
+    if let Some(e) = head_out.error {
+        return Err(CliError::io("write", out_path, e));
     }
-    drop(writer);
-    if head_len(&manifest) != head {
+    if written != head {
         return Err(usage("the manifest changed length once digested"));
     }
 
@@ -322,9 +326,39 @@ fn usage(message: &str) -> CliError {
     CliError::Unpackable(packet_core::Error::new(ErrorCode::Usage, message))
 }
 
-/// The length of `packet.json` in the packet: its header and padded body.
-fn head_len(manifest: &Manifest) -> u64 {
-    512 + manifest.canonical_len().div_ceil(512) * 512
+/// Writes into a file from offset 0 on, through a 1 MiB buffer; the first
+/// error is kept (a [`Sink`] cannot fail) and later writes are dropped.
+struct FileSink<'a> {
+    file: &'a File,
+    at: u64,
+    buf: Vec<u8>,
+    error: Option<io::Error>,
+}
+
+impl FileSink<'_> {
+    fn flush(&mut self) {
+        if self.error.is_none() && !self.buf.is_empty() {
+            match self.file.write_all_at(&self.buf, self.at) {
+                Ok(()) => self.at += self.buf.len() as u64,
+                Err(e) => self.error = Some(e),
+            }
+        }
+        self.buf.clear();
+    }
+}
+
+impl Sink for FileSink<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        if self.buf.len() + bytes.len() > CHUNK {
+            self.flush();
+        }
+        if bytes.len() > CHUNK {
+            self.buf.extend_from_slice(bytes);
+            self.flush();
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
 }
 
 /// Adds `start..end`, written in phase 1, to the regions.
@@ -360,7 +394,8 @@ fn lay_out(
         bytes: Vec::with_capacity(RUN_BYTES + (16 << 10)),
         slots: Vec::new(),
     };
-    let mut writer = Writer::with_options(
+    // packet.json comes first and is written last.
+    let mut writer = Writer::after_manifest(
         manifest,
         WriterOptions {
             packet_digest: false,
@@ -372,16 +407,11 @@ fn lay_out(
         if stop.load(Ordering::Relaxed) {
             return Ok(regions);
         }
-        let at = writer.offset();
         let Job::Run { bytes, slots, .. } = &mut run else {
             return Err(usage("the layout lost its run"));
         };
         match writer.next().map_err(CliError::Unpackable)? {
-            Step::Bytes(b) => {
-                // packet.json comes first and is written last.
-                let skip = head.saturating_sub(at).min(b.len() as u64) as usize;
-                bytes.extend_from_slice(&b[skip..]);
-            }
+            Step::Bytes(b) => bytes.extend_from_slice(b),
             Step::Body {
                 index,
                 size,
