@@ -184,24 +184,45 @@ fn place(
     };
     progress.phase("unpack", source.size_hint().unwrap_or(0));
     let mut harness_target: Option<HarnessTarget> = None;
-    let (ops, queue) = mpsc::sync_channel::<Op>(OPS);
+    let (ops, queue) = mpsc::sync_channel::<Vec<Op>>(BATCHES);
     let stop = AtomicBool::new(false);
     let read = std::thread::scope(|scope| {
         let ws_root = ws_staging.path().to_path_buf();
         let stop = &stop;
         let writing = scope.spawn(move || -> Result<()> {
             let mut writer = StagingWriter::new(vec![("workspace/".to_owned(), ws_root)])?;
-            for op in queue {
+            for batch in queue {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                writer.apply(op)?;
+                for op in batch {
+                    writer.apply(op)?;
+                }
             }
             Ok(())
         });
-        let send = |op: Op| ops.send(op).map_err(|_| writer_stopped());
+        // Operations go to the writing thread in batches: one per read
+        // block at most (so that the reading thread never holds more than
+        // the block it is parsing), and at most BATCH long.
+        let mut batch: Vec<Op> = Vec::with_capacity(BATCH);
+        let mut batch_block: *const Block = std::ptr::null();
+        let flush = |batch: &mut Vec<Op>| {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let full = std::mem::replace(batch, Vec::with_capacity(BATCH));
+            ops.send(full).map_err(|_| writer_stopped())
+        };
         let read =
             packet_io::read_packet_blocks(source, options, progress, &mut |m, event, block| {
+                if !std::ptr::eq(Arc::as_ptr(block), batch_block) || batch.len() >= BATCH {
+                    flush(&mut batch)?;
+                    batch_block = Arc::as_ptr(block);
+                }
+                let mut send = |op: Op| {
+                    batch.push(op);
+                    Ok::<(), CliError>(())
+                };
                 match event {
                     Event::Manifest => {
                         let Some(h) = &m.harness else {
@@ -249,6 +270,8 @@ fn place(
                     Event::MemberEnd { .. } => send(Op::End),
                 }
             });
+        let read = read.and_then(|r| flush(&mut batch).map(|()| r));
+        drop(batch);
         drop(ops);
         if read.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -315,9 +338,13 @@ fn writer_stopped() -> CliError {
     )
 }
 
-/// Operations queued for the writing thread, each at most a few hundred
-/// bytes: member data travels as a shared read block.
-const OPS: usize = 4096;
+/// Batches of operations queued for the writing thread (each operation is
+/// at most a few hundred bytes: member data travels as a shared read
+/// block).
+const BATCHES: usize = 16;
+
+/// Operations in one batch, at most.
+const BATCH: usize = 1024;
 
 /// What the writing thread needs of a member.
 struct Member {

@@ -235,6 +235,7 @@ fn pack_with(
                     out_path,
                     progress,
                     opener: Opener::default(),
+                    scratch: Vec::new(),
                 };
                 loop {
                     let job = match jobs_rx.lock() {
@@ -475,6 +476,8 @@ struct Worker<'a> {
     out_path: &'a Path,
     progress: &'a Progress,
     opener: Opener,
+    /// Where small files are read (one byte longer than the file).
+    scratch: Vec<u8>,
 }
 
 /// A failure and the member it concerns (for ordering failures).
@@ -533,16 +536,34 @@ impl Worker<'_> {
             .opener
             .open(path)
             .map_err(|e| CliError::io("read", path, e))?;
+        // One byte more than the file should hold: a read that stops short
+        // of it is the file's end (a regular file reads short only there),
+        // so a file that grew is seen without another system call.
+        self.scratch.resize(body.len() + 1, 0);
         let mut filled = 0;
-        while filled < body.len() {
-            match f.read(&mut body[filled..]) {
-                Ok(0) => return Err(self.changed(slot.index, "shrank")),
-                Ok(n) => filled += n,
+        let ended = loop {
+            match f.read(&mut self.scratch[filled..]) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    filled += n;
+                    if filled == self.scratch.len() {
+                        break false;
+                    }
+                    if filled == body.len() {
+                        break true;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(CliError::io("read", path, e)),
             }
+        };
+        if !ended {
+            return Err(self.changed(slot.index, "grew"));
         }
-        self.check_size(&f, slot)?;
+        if filled < body.len() {
+            return Err(self.changed(slot.index, "shrank"));
+        }
+        body.copy_from_slice(&self.scratch[..filled]);
         self.progress.inc(slot.size);
         Ok(Digest::of(body))
     }
