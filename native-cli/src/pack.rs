@@ -341,7 +341,9 @@ impl Opener {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         };
         let fd = match &self.dir {
-            Some((dir, fd)) if dir == parent => fd,
+            // Byte equality: every path here is built the same way, and a
+            // component-wise comparison would parse both each time.
+            Some((dir, fd)) if dir.as_os_str() == parent.as_os_str() => fd,
             _ => {
                 let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
                 let fd = rustix::fs::open(parent, flags, Mode::empty())?;

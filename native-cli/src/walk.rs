@@ -274,18 +274,17 @@ fn list_dir(
     for entry in entries {
         let entry = entry.map_err(|e| CliError::io("list", dir, e))?;
         let name = entry.file_name();
-        let source = entry.path();
         let member = member_path(member_dir, &name)?;
         // The type from the directory listing (no stat where the file
         // system reports it); a file's mode and size from a stat relative
         // to the open directory.
         let ft = entry
             .file_type()
-            .map_err(|e| CliError::io("inspect", &source, e))?;
+            .map_err(|e| CliError::io("inspect", dir.join(&name), e))?;
         let (mode, size) = if ft.is_file() {
             let meta = entry
                 .metadata()
-                .map_err(|e| CliError::io("inspect", &source, e))?;
+                .map_err(|e| CliError::io("inspect", dir.join(&name), e))?;
             (meta.permissions().mode(), meta.len())
         } else {
             (0, 0)
@@ -296,7 +295,8 @@ fn list_dir(
             size,
             derived,
         };
-        if let Some(next) = visit(&source, stat, member, options, walk)? {
+        let source = Source { dir, name: &name };
+        if let Some(next) = visit(source, stat, member, options, walk)? {
             subdirs.push(next);
         }
     }
@@ -308,9 +308,27 @@ fn member_path(parent: &str, name: &OsStr) -> Result<String> {
     bytes.extend_from_slice(parent.as_bytes());
     bytes.push(b'/');
     bytes.extend_from_slice(name.as_bytes());
-    path::check_member_path(&bytes, Limits::FORMAT.max_path_bytes)
-        .map(str::to_owned)
-        .map_err(CliError::Unpackable)
+    path::check_member_path(&bytes, Limits::FORMAT.max_path_bytes).map_err(CliError::Unpackable)?;
+    // Checked above: valid UTF-8.
+    String::from_utf8(bytes).map_err(|e| {
+        CliError::Unpackable(packet_core::Error::new(
+            ErrorCode::PathNotUtf8,
+            format!("not UTF-8: {e}"),
+        ))
+    })
+}
+
+/// Where an entry is: its folder and name (joined only when needed).
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    dir: &'a Path,
+    name: &'a OsStr,
+}
+
+impl Source<'_> {
+    fn path(self) -> PathBuf {
+        self.dir.join(self.name)
+    }
 }
 
 /// What the listing told of one entry.
@@ -324,7 +342,7 @@ struct Stat {
 
 /// Decides what one directory entry becomes; returns a directory to descend into.
 fn visit(
-    source: &Path,
+    source: Source<'_>,
     Stat {
         ft,
         mode,
@@ -335,15 +353,16 @@ fn visit(
     options: &WalkOptions,
     walk: &mut Walk,
 ) -> Result<Option<(PathBuf, String)>> {
-    let relative = member.split_once('/').map_or("", |(_, r)| r).to_owned();
+    let relative_start = member.find('/').map_or(member.len(), |i| i + 1);
+    let relative = &member[relative_start..];
     let is_dir = ft.is_dir();
     // Credential files never enter a packet, whatever else applies.
     if !is_dir {
-        if let Some(rule) = exclude::credential_rule(&relative) {
+        if let Some(rule) = exclude::credential_rule(relative) {
             let pattern = rule
                 .patterns
                 .iter()
-                .find(|p| exclude::glob_match(p, &relative))
+                .find(|p| exclude::glob_match(p, relative))
                 .copied()
                 .unwrap_or(rule.id);
             walk.exclude(rule.id, pattern);
@@ -358,7 +377,7 @@ fn visit(
     if let Some(pattern) = options
         .excludes
         .iter()
-        .find(|p| exclude::glob_match(p, &relative))
+        .find(|p| exclude::glob_match(p, relative))
     {
         walk.exclude("user", pattern);
         return Ok(None);
@@ -367,22 +386,24 @@ fn visit(
         walk.planned.push(Planned::Dir {
             member: member.clone(),
         });
-        return Ok(Some((source.to_path_buf(), member)));
+        return Ok(Some((source.path(), member)));
     }
     if ft.is_file() {
-        if source.file_name() == Some(OsStr::new(".git")) {
-            check_git_file(source, &member)?;
+        if source.name == OsStr::new(".git") {
+            check_git_file(&source.path(), &member)?;
         }
         walk.planned.push(Planned::File {
             member,
-            source: (!derived).then(|| source.to_path_buf()),
+            source: (!derived).then(|| source.path()),
             executable: mode & 0o100 != 0,
             size,
         });
         return Ok(None);
     }
     if ft.is_symlink() {
-        let target = fs::read_link(source).map_err(|e| CliError::io("read the link", source, e))?;
+        let source = source.path();
+        let target =
+            fs::read_link(&source).map_err(|e| CliError::io("read the link", &source, e))?;
         let Some(target) = target.to_str().map(str::to_owned) else {
             return Err(CliError::Unpackable(
                 packet_core::Error::new(
