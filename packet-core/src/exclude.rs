@@ -168,12 +168,6 @@ static CREDENTIAL_MATCHERS: [(usize, Shape<'static>); CREDENTIAL_PATTERNS] = {
         let mut i = 0;
         while i < patterns.len() {
             let shape = shape(patterns[i]);
-            if let Shape::Within(inner) = shape {
-                // `within_components` looks only where a component starts;
-                // that finds every occurrence of an inner literal that
-                // cannot overlap itself, as the credential ones cannot.
-                assert!(!has_border(inner));
-            }
             out[n] = (rule, shape);
             n += 1;
             i += 1;
@@ -243,12 +237,7 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
         // path's last components are those, which needs no component walk.
         Shape::Tail { literal, .. } => ends_with_components(path, literal),
         // `**/<literal>/**`: the literal components anywhere in the path.
-        Shape::Within(inner) => path.match_indices(inner).any(|(at, _)| {
-            let before = &path[..at];
-            let after = &path[at + inner.len()..];
-            (before.is_empty() || before.ends_with('/'))
-                && (after.is_empty() || after.starts_with('/'))
-        }),
+        Shape::Within(inner) => within_components(path, inner),
         Shape::Exact(literal) => path == literal,
         Shape::Glob(pattern) => match_components(Some(pattern), Some(path)),
     }
@@ -282,22 +271,6 @@ fn within_components(path: &str, inner: &str) -> bool {
             None => return false,
         }
     }
-}
-
-/// Whether a proper prefix of `s` is also a suffix of it, so that two
-/// occurrences of `s` can overlap.
-const fn has_border(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut len = 1;
-    while len < b.len() {
-        let (prefix, _) = b.split_at(len);
-        let (_, suffix) = b.split_at(b.len() - len);
-        if bytes_eq(prefix, suffix) {
-            return true;
-        }
-        len += 1;
-    }
-    false
 }
 
 /// Whether the last components of `path` are those of `literal`.
@@ -618,6 +591,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn within_patterns_find_overlapping_literals() {
+        // Every place a component starts is tried, so a literal that can
+        // overlap itself is found wherever it occurs.
+        for (pattern, path) in [
+            ("**/a/a/**", "xa/a/a"),
+            ("**/a/a/**", "a/a/a"),
+            ("**/aa/**", "aaa/aa"),
+            ("**/ab/ab/**", "x/ab/ab/ab"),
+            ("**/a/a/**", "a/xa/a"),
+            ("**/a/a/**", "ba/a"),
+        ] {
+            assert_eq!(
+                glob_match(pattern, path),
+                reference(pattern, path),
+                "{pattern} {path}"
+            );
+        }
+        assert!(glob_match("**/a/a/**", "xa/a/a"));
     }
 
     #[test]
