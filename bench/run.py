@@ -621,7 +621,8 @@ def main():
              "Raw SHA-256: one pass over the packet with the sha2 crate (1 MiB reads, one core), the verify target's reference.", "",
              f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
              f"Load average (1 min) at the start: {load_before[0]:.2f}, at the end: {os.getloadavg()[0]:.2f}. Pack, verify",
-             "and unpack use two threads: with a core taken by another process their wall time approaches their CPU time.", ""]
+             "and unpack use every core (pack: a worker per core plus the layout; unpack: reading and member digests, the "
+             "packet digest, writing): with a core taken by another process their wall time approaches their CPU time.", ""]
     all_targets = []
     for res in results:
         lines += [f"## {res['label']}: {res['files']} files, packet {res['packet_bytes'] / 1e6:.1f} MB", ""]

@@ -165,7 +165,8 @@ fn pack_with(
     progress: &Progress,
     between: &mut dyn FnMut(),
 ) -> Result<(Manifest, Digest, String)> {
-    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    // Member paths are unique: an unstable sort gives the same order.
+    planned.sort_unstable_by(|a, b| packet_core::path::compare(a.member(), b.member()));
     let mut sources = Sources {
         workspace: workspace.to_path_buf(),
         elsewhere: BTreeMap::new(),
