@@ -236,6 +236,7 @@ def bench_workspace(label, ws, reps, scratch, data):
     verify = {
         "pillbox verify": lambda: [PILLBOX, "checkpoint", "verify", packet, "--digest", digest, "--quiet"],
         "raw SHA-256 (one pass)": lambda: [BASELINES, "sha256", packet],
+        "SHA-256 from memory (one pass, no reads)": lambda: [BASELINES, "sha256-mem", packet],
         "sha256sum": lambda: ["sha256sum", packet],
     }
     log(f"  verify ({label})")
@@ -258,11 +259,15 @@ def ratio(res, op, a, b, stat="min"):
 
 
 def pack_floor(res):
-    """Seconds a packer needs at least: member digests spread over every
-    core, then the whole-packet digest on one, each pass at the rate of the
-    raw SHA-256 measured in the same run (file reads included)."""
-    one_pass = res["verify"]["raw SHA-256 (one pass)"]["min"]
-    return one_pass / (os.cpu_count() or 1) + one_pass
+    """Seconds a packer needs at least: reading and hashing every file for
+    the member digests, spread over every core (a raw SHA-256 pass, file
+    reads included, divided by the cores), then the whole-packet digest on
+    one core, which can only start once every member digest is known; its
+    reads can run on another core, so only the hashing counts (a SHA-256
+    pass from memory). Both measured in the same run."""
+    read_and_hash = res["verify"]["raw SHA-256 (one pass)"]["min"]
+    hash_only = res["verify"]["SHA-256 from memory (one pass, no reads)"]["min"]
+    return read_and_hash / (os.cpu_count() or 1) + hash_only
 
 
 def targets(res):
@@ -618,7 +623,8 @@ def main():
              + " ".join(GNU_TAR_EXTRACT) + " -xf ARCHIVE -C NEWDIR`"
              + (" (what `tar -xf` does for a user other than root)." if os.geteuid() == 0 else "."),
              "The tar + sha256sum + manifest script: `tar -cf - | tee OUT | sha256sum` then `find -type f -exec sha256sum`.",
-             "Raw SHA-256: one pass over the packet with the sha2 crate (1 MiB reads, one core), the verify target's reference.", "",
+             "Raw SHA-256: one pass over the packet with the sha2 crate (1 MiB reads, one core), the verify target's reference;",
+             "from memory: as many bytes hashed from one 1 MiB buffer, the hashing alone (pack's floor uses both).", "",
              f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
              f"Load average (1 min) at the start: {load_before[0]:.2f}, at the end: {os.getloadavg()[0]:.2f}. Pack, verify",
              "and unpack use every core (pack: a worker per core plus the layout; unpack: reading and member digests, the "
