@@ -43,6 +43,10 @@ use crate::packet_io::CHUNK;
 use crate::progress::Progress;
 use crate::walk::{workspace_source, Planned};
 
+/// Blocks phase 2 reads and hashes: small enough that a block read on one
+/// core is still in cache when the other hashes it.
+const PHASE2_BLOCK: usize = 128 << 10;
+
 /// Bodies up to this size are read into their job's buffer and written
 /// with the headers around them; larger ones are streamed on their own.
 const SMALL: u64 = 256 << 10;
@@ -638,7 +642,7 @@ fn copy_and_hash(
     let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
     for _ in 0..BUFFERS {
-        let _ = free_tx.send(vec![0u8; CHUNK]);
+        let _ = free_tx.send(vec![0u8; PHASE2_BLOCK]);
     }
     std::thread::scope(|scope| {
         let copier = scope.spawn(move || -> Result<()> {
@@ -651,7 +655,7 @@ fn copy_and_hash(
                             let Ok(mut buf) = free_rx.recv() else {
                                 return Ok(());
                             };
-                            let n = (*end - at).min(CHUNK as u64) as usize;
+                            let n = (*end - at).min(PHASE2_BLOCK as u64) as usize;
                             out.read_exact_at(&mut buf[..n], at)
                                 .map_err(|e| CliError::io("read back", out_path, e))?;
                             at += n as u64;
@@ -674,7 +678,7 @@ fn copy_and_hash(
                             let Ok(mut buf) = free_rx.recv() else {
                                 return Ok(());
                             };
-                            let want = (slot.size - done).min(CHUNK as u64) as usize;
+                            let want = (slot.size - done).min(PHASE2_BLOCK as u64) as usize;
                             let n = loop {
                                 match f.read(&mut buf[..want]) {
                                     Ok(n) => break n,
