@@ -388,6 +388,31 @@ fn hash_file(opener: &mut Opener, path: &Path, buf: &mut [u8], progress: &Progre
     Ok((Stamp::of(&meta, size), hasher.finish()))
 }
 
+/// The refusal of a file whose size changed while it was being packed
+/// (`how`: "shrank" or "grew").
+fn changed_size(member: &str, how: &str) -> CliError {
+    CliError::Unpackable(
+        packet_core::Error::new(
+            ErrorCode::MemberMismatch,
+            format!("the file {how} while it was being packed"),
+        )
+        .at_path(member),
+    )
+}
+
+/// Reads the next bytes of a body into `buf` (not empty): at least one.
+/// The file's end, with bytes still expected, means it shrank.
+fn read_more(f: &mut File, buf: &mut [u8], path: &Path, member: &str) -> Result<usize> {
+    loop {
+        match f.read(buf) {
+            Ok(0) => return Err(changed_size(member, "shrank")),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CliError::io("read", path, e)),
+        }
+    }
+}
+
 /// A full block shared with the hashing thread, and how many of its bytes are used.
 type Block = (Arc<Vec<u8>>, usize);
 
@@ -556,20 +581,7 @@ fn produce<W: Write>(
                     }
                     let space = &mut out.buf[out.used..];
                     let want = (space.len() as u64).min(remaining) as usize;
-                    let n = match f.read(&mut space[..want]) {
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(CliError::io("read", path, e)),
-                    };
-                    if n == 0 {
-                        return Err(CliError::Unpackable(
-                            packet_core::Error::new(
-                                ErrorCode::MemberMismatch,
-                                "the file shrank while it was being packed",
-                            )
-                            .at_path(&entry.path),
-                        ));
-                    }
+                    let n = read_more(&mut f, &mut space[..want], path, &entry.path)?;
                     writer.body(&space[..n]).map_err(CliError::Unpackable)?;
                     out.used += n;
                     remaining -= n as u64;

@@ -37,7 +37,7 @@ use packet_core::{
     WriterOptions,
 };
 
-use super::{Opener, Stamp};
+use super::{changed_size, hash_file, read_more, Opener, Stamp};
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
@@ -241,6 +241,7 @@ fn pack_with(
                     progress,
                     opener: Opener::default(),
                     scratch: Vec::new(),
+                    buf: Vec::new(),
                 };
                 loop {
                     let job = match jobs_rx.lock() {
@@ -483,6 +484,8 @@ struct Worker<'a> {
     opener: Opener,
     /// Where small files are read (one byte longer than the file).
     scratch: Vec<u8>,
+    /// The buffer large files are hashed through.
+    buf: Vec<u8>,
 }
 
 /// A failure and the member it concerns (for ordering failures).
@@ -575,55 +578,21 @@ impl Worker<'_> {
 
     /// Hashes a large file; returns its digest and what it was then.
     fn hash_large(&mut self, slot: &Slot) -> Result<(Digest, Stamp)> {
-        let path = slot.source.as_path();
-        let mut f = self
-            .opener
-            .open(path)
-            .map_err(|e| CliError::io("read", path, e))?;
-        let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
-        let mut buf = vec![0u8; CHUNK];
-        let mut hasher = Hasher::new();
-        let mut done = 0u64;
-        while done < slot.size {
-            let want = (slot.size - done).min(CHUNK as u64) as usize;
-            let n = match f.read(&mut buf[..want]) {
-                Ok(0) => return Err(self.changed(slot.index, "shrank")),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(CliError::io("read", path, e)),
-            };
-            hasher.update(&buf[..n]);
-            done += n as u64;
-            self.progress.inc(n as u64);
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; CHUNK];
         }
-        self.check_size(&f, slot)?;
-        Ok((hasher.finish(), Stamp::of(&meta, slot.size)))
-    }
-
-    /// Refuses a file that grew after it was listed: its size is in the
-    /// layout already.
-    fn check_size(&self, f: &File, slot: &Slot) -> Result<()> {
-        let len = f
-            .metadata()
-            .map_err(|e| CliError::io("read", &slot.source, e))?
-            .len();
-        if len == slot.size {
-            Ok(())
-        } else if len < slot.size {
-            Err(self.changed(slot.index, "shrank"))
-        } else {
-            Err(self.changed(slot.index, "grew"))
+        let (stamp, digest) =
+            hash_file(&mut self.opener, &slot.source, &mut self.buf, self.progress)?;
+        // Its size is in the layout already.
+        match stamp.size.cmp(&slot.size) {
+            std::cmp::Ordering::Equal => Ok((digest, stamp)),
+            std::cmp::Ordering::Less => Err(self.changed(slot.index, "shrank")),
+            std::cmp::Ordering::Greater => Err(self.changed(slot.index, "grew")),
         }
     }
 
     fn changed(&self, index: usize, how: &str) -> CliError {
-        CliError::Unpackable(
-            packet_core::Error::new(
-                ErrorCode::MemberMismatch,
-                format!("the file {how} while it was being packed"),
-            )
-            .at_path(self.member(index)),
-        )
+        changed_size(self.member(index), how)
     }
 }
 
@@ -679,22 +648,7 @@ fn copy_and_hash(
                                 return Ok(());
                             };
                             let want = (slot.size - done).min(PHASE2_BLOCK as u64) as usize;
-                            let n = loop {
-                                match f.read(&mut buf[..want]) {
-                                    Ok(n) => break n,
-                                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                                    Err(e) => return Err(CliError::io("read", path, e)),
-                                }
-                            };
-                            if n == 0 {
-                                return Err(CliError::Unpackable(
-                                    packet_core::Error::new(
-                                        ErrorCode::MemberMismatch,
-                                        "the file shrank while it was being packed",
-                                    )
-                                    .at_path(member),
-                                ));
-                            }
+                            let n = read_more(&mut f, &mut buf[..want], path, member)?;
                             out.write_all_at(&buf[..n], slot.at + done)
                                 .map_err(|e| CliError::io("write", out_path, e))?;
                             done += n as u64;
