@@ -86,7 +86,8 @@ pub struct Skipped {
 /// What a walk found.
 #[derive(Debug, Default)]
 pub struct Walk {
-    /// Members to pack, in no particular order.
+    /// Members to pack, in packet order after each [`walk_tree`] (the
+    /// caller sorts again once it adds members of its own).
     pub planned: Vec<Planned>,
     /// (rule, pattern) -> count, for the manifest's exclusions.
     pub exclusions: BTreeMap<(String, String), u64>,
@@ -169,6 +170,11 @@ pub fn walk_tree(
                             }
                         }
                     }
+                    // Each thread sorts its own findings, so that the
+                    // sort below only merges sorted runs.
+                    local
+                        .planned
+                        .sort_unstable_by(|a, b| path::compare(a.member(), b.member()));
                     (local, first_error)
                 })
             })
@@ -209,7 +215,12 @@ pub fn walk_tree(
     }
     match first_error {
         Some((_, e)) => Err(e),
-        None => Ok(()),
+        None => {
+            // Merges the threads' sorted runs (a stable sort finds them).
+            walk.planned
+                .sort_by(|a, b| path::compare(a.member(), b.member()));
+            Ok(())
+        }
     }
 }
 

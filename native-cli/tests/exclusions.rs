@@ -248,6 +248,13 @@ fn names_the_core_refuses_fail_the_pack_naming_the_path() {
         "path_collision",
     );
     assert!(j["message"].as_str().unwrap().contains("README"));
+    // The rules are checked while the files are read: nothing is left
+    // behind, neither the packet nor its temporary file.
+    let left: Vec<_> = fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["ws"]);
 }
 
 #[test]

@@ -339,22 +339,35 @@ impl Manifest {
     /// Builds a manifest from entries in any order: sorts them, computes
     /// the totals, sorts the exclusions, and checks every rule.
     pub fn build(
+        members: Vec<Entry>,
+        harness: Option<Harness>,
+        exclusions: Vec<Exclusion>,
+        limits: &Limits,
+    ) -> Result<Manifest, Error> {
+        let manifest = Self::assemble(members, harness, exclusions);
+        manifest.validate(limits)?;
+        Ok(manifest)
+    }
+
+    /// [`Manifest::build`] without the checks: sorts the entries, computes
+    /// the totals and sorts the exclusions. For a writer that lays the
+    /// packet out while [`Manifest::validate`] runs on another thread;
+    /// nothing made from an assembled manifest may be kept unless
+    /// `validate` accepts it.
+    pub fn assemble(
         mut members: Vec<Entry>,
         harness: Option<Harness>,
         mut exclusions: Vec<Exclusion>,
-        limits: &Limits,
-    ) -> Result<Manifest, Error> {
+    ) -> Manifest {
         members.sort_by(|a, b| path::compare(&a.path, &b.path));
         exclusions.sort();
-        let manifest = Manifest {
+        Manifest {
             exclusions,
             format: String::from(FORMAT_ID),
             harness,
             totals: compute_totals(&members),
             members,
-        };
-        manifest.validate(limits)?;
-        Ok(manifest)
+        }
     }
 
     /// The canonical JSON bytes of `packet.json`.

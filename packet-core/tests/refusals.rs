@@ -1592,6 +1592,39 @@ fn case_and_normalisation_collisions() {
     assert_refused(&packet(&members), C::PathCollision, Some("workspace/src"));
 }
 
+/// `Manifest::assemble` (for a writer that checks the rules on another
+/// thread while it lays the packet out) orders and totals but checks
+/// nothing; `validate` then refuses exactly what `build` refuses.
+#[test]
+fn assemble_checks_nothing_and_validate_refuses_what_build_does() {
+    let entries = || {
+        vec![
+            Entry::file("workspace/readme", 1, Digest::of(b"2"), false),
+            Entry::dir("workspace"),
+            Entry::file("workspace/README", 1, Digest::of(b"1"), false),
+        ]
+    };
+    let assembled = Manifest::assemble(entries(), None, vec![]);
+    let order: Vec<&str> = assembled.members.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(order, ["workspace", "workspace/README", "workspace/readme"]);
+    assert_eq!(assembled.totals.files, 2);
+    let refused = assembled.validate(&Limits::FORMAT).unwrap_err();
+    let built = Manifest::build(entries(), None, vec![], &Limits::FORMAT).unwrap_err();
+    assert_eq!(refused.code(), C::PathCollision);
+    assert_eq!(
+        (refused.code(), refused.path()),
+        (built.code(), built.path())
+    );
+    // Without the collision, the two agree on the manifest.
+    let fine = || entries().into_iter().skip(1).collect::<Vec<_>>();
+    let assembled = Manifest::assemble(fine(), None, vec![]);
+    assembled.validate(&Limits::FORMAT).unwrap();
+    assert_eq!(
+        assembled,
+        Manifest::build(fine(), None, vec![], &Limits::FORMAT).unwrap()
+    );
+}
+
 #[test]
 fn harness_descriptor_inconsistent() {
     let id = "0199a213-81c0-7800-8aa1-bbab2a035a53";

@@ -6,18 +6,21 @@
 //! driven over the manifest with placeholder digests (bodies not fed),
 //! gives every header and offset.
 //!
-//! Phase 1, on every core: each small file is read once, hashed, and
-//! written with its neighbours' headers at their offsets in a temporary
-//! file beside the output; each large file is only hashed (its stamp is
-//! kept). The manifest, now complete, is written at the start.
+//! Phase 1, on every core: each small file is read once, straight into its
+//! place among its neighbours' headers, hashed, and written at its offset
+//! in a temporary file beside the output; each large file is only hashed
+//! (its stamp is kept). The manifest's rules are checked meanwhile on a
+//! thread of their own ([`Manifest::assemble`], then
+//! [`Manifest::validate`]): a packet that breaks one is never kept.
 //!
-//! Phase 2: one thread goes through the packet in order, reading back what
-//! phase 1 wrote and copying each large file into place (refusing one that
-//! is not, unchanged, the file phase 1 hashed: see `Stamp::check`), while
-//! this thread hashes the same blocks for the packet digest. The whole
-//! packet digest cannot start before the manifest is known, and the
-//! manifest needs every member's digest: the copying of large files is
-//! what overlaps with it.
+//! Phase 2: one thread goes through the packet in order, writing the
+//! manifest, now complete, at the start, reading back what phase 1 wrote
+//! and copying each large file into place (refusing one that is not,
+//! unchanged, the file phase 1 hashed: see `Stamp::check`), while this
+//! thread hashes the same blocks for the packet digest. The whole packet
+//! digest cannot start before the manifest is known, and the manifest
+//! needs every member's digest: writing the manifest and copying large
+//! files are what overlap with it.
 //!
 //! The bytes are those the streaming writer produces (tests compare the
 //! two).
@@ -107,6 +110,8 @@ enum Job {
 
 /// A stretch of the packet, for phase 2.
 enum Region {
+    /// The `packet.json` member, `0..end`, written once every digest is known.
+    Manifest(u64),
     /// Bytes phase 1 wrote: `start..end`.
     Written(u64, u64),
     /// A large body, copied from its source.
@@ -169,8 +174,9 @@ fn pack_with(
     progress: &Progress,
     between: &mut dyn FnMut(),
 ) -> Result<(Manifest, Digest, String)> {
-    // Member paths are unique: an unstable sort gives the same order.
-    planned.sort_unstable_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    // Runs walked apart (the workspace, harness files) come sorted: a
+    // stable sort merges them.
+    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
     let mut sources = Sources {
         workspace: workspace.to_path_buf(),
         elsewhere: BTreeMap::new(),
@@ -199,8 +205,9 @@ fn pack_with(
         }
     }
     let walked = entries.len();
-    let mut manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
-        .map_err(CliError::Unpackable)?;
+    // Checked on a thread of its own while phase 1 runs (below): nothing
+    // is kept unless the manifest passes.
+    let mut manifest = Manifest::assemble(entries, harness, exclusions);
     if manifest.members.len() != walked {
         return Err(usage("the manifest does not list the members walked"));
     }
@@ -231,7 +238,14 @@ fn pack_with(
         stamps: Default::default(),
         failure: None,
     });
-    let laid_out = std::thread::scope(|scope| {
+    let (laid_out, validated) = std::thread::scope(|scope| {
+        let validation = scope.spawn(|| {
+            let validated = manifest.validate(&Limits::FORMAT);
+            if validated.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            validated
+        });
         for _ in 0..threads {
             scope.spawn(|| {
                 let mut worker = Worker {
@@ -240,7 +254,6 @@ fn pack_with(
                     out_path,
                     progress,
                     opener: Opener::default(),
-                    scratch: Vec::new(),
                     buf: Vec::new(),
                 };
                 loop {
@@ -278,8 +291,16 @@ fn pack_with(
         }
         let laid_out = lay_out(&manifest, &sources, head, &jobs_tx, &stop);
         drop(jobs_tx);
-        laid_out
+        let validated = validation.join().unwrap_or_else(|_| {
+            Err(packet_core::Error::new(
+                ErrorCode::Usage,
+                "the manifest check stopped unexpectedly",
+            ))
+        });
+        (laid_out, validated)
     });
+    // A rule the members break comes first; then a file that could not be read.
+    validated.map_err(CliError::Unpackable)?;
     let outcome = outcome
         .into_inner()
         .map_err(|_| usage("a packing thread stopped unexpectedly"))?;
@@ -294,23 +315,6 @@ fn pack_with(
         }
         entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
     }
-    // The manifest, now with every digest, in front of the members,
-    // streamed into the file rather than held in memory.
-    let mut head_out = FileSink {
-        file: out,
-        at: 0,
-        buf: Vec::with_capacity(CHUNK),
-        error: None,
-    };
-    let written = write_manifest_member(&manifest, &mut head_out);
-    head_out.flush();
-    if let Some(e) = head_out.error {
-        return Err(CliError::io("write", out_path, e));
-    }
-    if written != head {
-        return Err(usage("the manifest changed length once digested"));
-    }
-
     between();
     progress.phase("write", manifest.packet_size());
     let digest = copy_and_hash(
@@ -331,41 +335,6 @@ fn pack_with(
 
 fn usage(message: &str) -> CliError {
     CliError::Unpackable(packet_core::Error::new(ErrorCode::Usage, message))
-}
-
-/// Writes into a file from offset 0 on, through a 1 MiB buffer; the first
-/// error is kept (a [`Sink`] cannot fail) and later writes are dropped.
-struct FileSink<'a> {
-    file: &'a File,
-    at: u64,
-    buf: Vec<u8>,
-    error: Option<io::Error>,
-}
-
-impl FileSink<'_> {
-    fn flush(&mut self) {
-        if self.error.is_none() && !self.buf.is_empty() {
-            match self.file.write_all_at(&self.buf, self.at) {
-                Ok(()) => self.at += self.buf.len() as u64,
-                Err(e) => self.error = Some(e),
-            }
-        }
-        self.buf.clear();
-    }
-}
-
-impl Sink for FileSink<'_> {
-    fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > CHUNK {
-            self.flush();
-        }
-        if bytes.len() > CHUNK {
-            self.buf.extend_from_slice(bytes);
-            self.flush();
-        } else {
-            self.buf.extend_from_slice(bytes);
-        }
-    }
 }
 
 /// Adds `start..end`, written in phase 1, to the regions.
@@ -390,7 +359,7 @@ fn lay_out(
     jobs: &mpsc::SyncSender<Job>,
     stop: &AtomicBool,
 ) -> Result<Vec<Region>> {
-    let mut regions = vec![Region::Written(0, head)];
+    let mut regions = vec![Region::Manifest(head)];
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let send = |job: Job| {
         jobs.send(job)
@@ -482,8 +451,6 @@ struct Worker<'a> {
     out_path: &'a Path,
     progress: &'a Progress,
     opener: Opener,
-    /// Where small files are read (one byte longer than the file).
-    scratch: Vec<u8>,
     /// The buffer large files are hashed through.
     buf: Vec<u8>,
 }
@@ -500,10 +467,12 @@ impl Worker<'_> {
                 slots,
             } => {
                 let mut digests = Vec::with_capacity(slots.len());
+                // Every body has a byte after it (the last one, this one).
+                bytes.push(0);
                 for slot in &slots {
-                    let body = &mut bytes[slot.at as usize..(slot.at + slot.size) as usize];
+                    let window = &mut bytes[slot.at as usize..=(slot.at + slot.size) as usize];
                     let digest = self
-                        .read_small(slot, body)
+                        .read_small(slot, window)
                         .map_err(|e| Box::new((slot.index, e)))?;
                     digests.push(Hashed {
                         index: slot.index,
@@ -511,6 +480,7 @@ impl Worker<'_> {
                         stamp: None,
                     });
                 }
+                bytes.pop();
                 let first = slots.first().map_or(usize::MAX, |s| s.index);
                 self.out
                     .write_all_at(&bytes, offset)
@@ -537,27 +507,28 @@ impl Worker<'_> {
             .map_or("", |e| e.path.as_str())
     }
 
-    /// Reads a whole small file into `body`, its place in the run.
-    fn read_small(&mut self, slot: &Slot, body: &mut [u8]) -> Result<Digest> {
+    /// Reads a whole small file into its place in the run. `window` is
+    /// that place and the byte after it, which only a file that grew fills
+    /// (failing the pack): a read that stops short of it is the file's end
+    /// (a regular file reads short only there), so a file that grew is
+    /// seen without another system call.
+    fn read_small(&mut self, slot: &Slot, window: &mut [u8]) -> Result<Digest> {
         let path = slot.source.as_path();
         let mut f = self
             .opener
             .open(path)
             .map_err(|e| CliError::io("read", path, e))?;
-        // One byte more than the file should hold: a read that stops short
-        // of it is the file's end (a regular file reads short only there),
-        // so a file that grew is seen without another system call.
-        self.scratch.resize(body.len() + 1, 0);
+        let size = window.len() - 1;
         let mut filled = 0;
         let ended = loop {
-            match f.read(&mut self.scratch[filled..]) {
+            match f.read(&mut window[filled..]) {
                 Ok(0) => break true,
                 Ok(n) => {
                     filled += n;
-                    if filled == self.scratch.len() {
+                    if filled > size {
                         break false;
                     }
-                    if filled == body.len() {
+                    if filled == size {
                         break true;
                     }
                 }
@@ -568,12 +539,11 @@ impl Worker<'_> {
         if !ended {
             return Err(self.changed(slot.index, "grew"));
         }
-        if filled < body.len() {
+        if filled < size {
             return Err(self.changed(slot.index, "shrank"));
         }
-        body.copy_from_slice(&self.scratch[..filled]);
         self.progress.inc(slot.size);
-        Ok(Digest::of(body))
+        Ok(Digest::of(&window[..size]))
     }
 
     /// Hashes a large file; returns its digest and what it was then.
@@ -593,6 +563,65 @@ impl Worker<'_> {
 
     fn changed(&self, index: usize, how: &str) -> CliError {
         changed_size(self.member(index), how)
+    }
+}
+
+/// Streams the `packet.json` member into the packet from offset 0 on, in
+/// phase 2's blocks, each written and then handed to the hashing thread.
+/// The first error is kept (a [`Sink`] cannot fail) and later bytes are
+/// dropped; `stopped` tells that the hashing thread went away.
+struct BlockSink<'a> {
+    free: &'a mpsc::Receiver<Vec<u8>>,
+    full: &'a mpsc::SyncSender<(Vec<u8>, usize)>,
+    out: &'a File,
+    at: u64,
+    /// The block being filled, and how much of it is.
+    block: Option<(Vec<u8>, usize)>,
+    error: Option<io::Error>,
+    stopped: bool,
+}
+
+impl BlockSink<'_> {
+    /// Writes and hands over the block being filled.
+    fn flush(&mut self) {
+        let Some((block, used)) = self.block.take() else {
+            return;
+        };
+        if self.error.is_some() || self.stopped {
+            return;
+        }
+        if let Err(e) = self.out.write_all_at(&block[..used], self.at) {
+            self.error = Some(e);
+            return;
+        }
+        self.at += used as u64;
+        if self.full.send((block, used)).is_err() {
+            self.stopped = true;
+        }
+    }
+}
+
+impl Sink for BlockSink<'_> {
+    fn put(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && self.error.is_none() && !self.stopped {
+            let (block, used) = match &mut self.block {
+                Some(block) => block,
+                None => {
+                    let Ok(block) = self.free.recv() else {
+                        self.stopped = true;
+                        return;
+                    };
+                    self.block.insert((block, 0))
+                }
+            };
+            let n = bytes.len().min(block.len() - *used);
+            block[*used..*used + n].copy_from_slice(&bytes[..n]);
+            *used += n;
+            bytes = &bytes[n..];
+            if *used == block.len() {
+                self.flush();
+            }
+        }
     }
 }
 
@@ -618,6 +647,28 @@ fn copy_and_hash(
             let mut opener = Opener::default();
             for region in regions {
                 match region {
+                    Region::Manifest(end) => {
+                        let mut sink = BlockSink {
+                            free: &free_rx,
+                            full: &full_tx,
+                            out,
+                            at: 0,
+                            block: None,
+                            error: None,
+                            stopped: false,
+                        };
+                        let written = write_manifest_member(manifest, &mut sink);
+                        sink.flush();
+                        if let Some(e) = sink.error {
+                            return Err(CliError::io("write", out_path, e));
+                        }
+                        if sink.stopped {
+                            return Ok(());
+                        }
+                        if written != *end {
+                            return Err(usage("the manifest changed length once digested"));
+                        }
+                    }
                     Region::Written(start, end) => {
                         let mut at = *start;
                         while at < *end {
@@ -736,6 +787,87 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.code(), "member_mismatch");
+    }
+
+    /// A file to pack: its name, its bytes on disk, the size the walk saw.
+    type Listed = (&'static str, Vec<u8>, u64);
+
+    /// Packs `files` into a fresh folder; returns the result and what the
+    /// folder holds after.
+    fn pack_listed(files: &[Listed]) -> (Result<Digest>, Vec<String>) {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir(&ws).unwrap();
+        let mut planned = vec![Planned::Dir {
+            member: "workspace".into(),
+        }];
+        for (name, bytes, listed) in files {
+            fs::write(ws.join(name), bytes).unwrap();
+            planned.push(planned_file(name, *listed));
+        }
+        let packed = pack_with(
+            &ws,
+            planned,
+            None,
+            vec![],
+            &t.path().join("p.tar"),
+            &Progress::new(true),
+            &mut || {},
+        )
+        .map(|(_, digest, _)| digest);
+        let mut left: Vec<String> = fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        (packed, left)
+    }
+
+    #[test]
+    fn a_small_file_that_changed_size_since_the_walk_is_refused() {
+        // Small files are read straight into their place in the run; the
+        // byte after each (padding, the next header, or the run's end) is
+        // where growth shows.
+        let cases: [(&[Listed], &str, &str); 4] = [
+            (
+                &[("a.txt", b"12345".to_vec(), 3)],
+                "workspace/a.txt",
+                "grew",
+            ),
+            (
+                &[("a.txt", b"12345".to_vec(), 9)],
+                "workspace/a.txt",
+                "shrank",
+            ),
+            // A whole number of blocks: the next header follows at once.
+            (
+                &[("a.bin", vec![1; 513], 512), ("b.txt", b"b".to_vec(), 1)],
+                "workspace/a.bin",
+                "grew",
+            ),
+            // The last body of the packet: the byte after it is the run's end.
+            (
+                &[("a.txt", b"a".to_vec(), 1), ("b.bin", vec![2; 1025], 1024)],
+                "workspace/b.bin",
+                "grew",
+            ),
+        ];
+        for (files, path, how) in cases {
+            let (packed, left) = pack_listed(files);
+            let e = packed.unwrap_err();
+            assert_eq!(e.code(), "member_mismatch", "{path}");
+            assert_eq!(e.report().path.as_deref(), Some(path));
+            assert!(e.report().message.contains(how), "{}", e.report().message);
+            // Neither the packet nor its temporary file is left behind.
+            assert_eq!(left, ["ws"], "{path}");
+        }
+        // Sizes as listed: packed, with every body in place.
+        let (packed, _) = pack_listed(&[
+            ("a.bin", vec![1; 512], 512),
+            ("b.txt", b"b".to_vec(), 1),
+            ("c.bin", vec![3; 1024], 1024),
+        ]);
+        assert!(packed.is_ok());
     }
 
     #[test]
