@@ -55,7 +55,7 @@ const PHASE2_BLOCK: usize = 128 << 10;
 const SMALL: u64 = 256 << 10;
 
 /// A run of packet bytes is handed to a worker once it holds this much.
-const RUN_BYTES: usize = 512 << 10;
+const RUN_BYTES: usize = 1 << 20;
 
 /// Stands for a digest not computed yet: it is written with the same
 /// number of characters as any other, so the layout does not move.
