@@ -245,7 +245,7 @@ fn hash_all(
 ) -> Result<(Vec<Entry>, Vec<BodySource>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
-    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    crate::walk::sort_planned(&mut planned);
     let files: Vec<PathBuf> = planned
         .iter()
         .filter(|p| matches!(p, Planned::File { .. }))

@@ -44,7 +44,7 @@ use super::{changed_size, hash_file, read_more, Opener, Stamp};
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
-use crate::walk::{workspace_source, Planned};
+use crate::walk::{sort_planned, workspace_source, Planned};
 
 /// Blocks phase 2 reads and hashes: small enough that a block read on one
 /// core is still in cache when the other hashes it.
@@ -55,7 +55,7 @@ const PHASE2_BLOCK: usize = 128 << 10;
 const SMALL: u64 = 256 << 10;
 
 /// A run of packet bytes is handed to a worker once it holds this much.
-const RUN_BYTES: usize = 1 << 20;
+const RUN_BYTES: usize = 512 << 10;
 
 /// Stands for a digest not computed yet: it is written with the same
 /// number of characters as any other, so the layout does not move.
@@ -174,9 +174,9 @@ fn pack_with(
     progress: &Progress,
     between: &mut dyn FnMut(),
 ) -> Result<(Manifest, Digest, String)> {
-    // Runs walked apart (the workspace, harness files) come sorted: a
-    // stable sort merges them.
-    planned.sort_by(|a, b| packet_core::path::compare(a.member(), b.member()));
+    // Runs walked apart (the workspace, harness files) come sorted, and
+    // are merged.
+    sort_planned(&mut planned);
     let mut sources = Sources {
         workspace: workspace.to_path_buf(),
         elsewhere: BTreeMap::new(),
