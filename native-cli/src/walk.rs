@@ -143,6 +143,7 @@ pub fn walk_tree(
         state: Mutex::new(QueueState {
             dirs: vec![(dir.to_path_buf(), root_member.to_owned())],
             busy: 0,
+            waiting: 0,
         }),
         ready: Condvar::new(),
     };
@@ -260,6 +261,8 @@ struct QueueState {
     dirs: Vec<(PathBuf, String)>,
     /// Folders being listed (which may add more).
     busy: usize,
+    /// Threads waiting for a folder (woken only when there are any).
+    waiting: usize,
 }
 
 impl Queue {
@@ -274,17 +277,24 @@ impl Queue {
             if state.busy == 0 {
                 return None;
             }
+            state.waiting += 1;
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.waiting -= 1;
         }
     }
 
     /// A folder was listed; `subdirs` are its folders to descend into.
     fn done(&self, subdirs: Vec<(PathBuf, String)>) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let found = !subdirs.is_empty();
         state.dirs.extend(subdirs);
         state.busy -= 1;
+        // Waiting threads have work now, or learn that there is none left.
+        let wake = state.waiting > 0 && (found || state.busy == 0);
         drop(state);
-        self.ready.notify_all();
+        if wake {
+            self.ready.notify_all();
+        }
     }
 }
 
