@@ -587,6 +587,33 @@ mod tests {
         let mut empty: Vec<Planned> = Vec::new();
         sort_planned(&mut empty);
         assert!(empty.is_empty());
+        // Shuffles of a larger tree: every kind of permutation cycle.
+        let mut names: Vec<String> = (0..300)
+            .map(|i| {
+                format!(
+                    "workspace/d{}/{}{}",
+                    i % 7,
+                    ["a", "a.b", "a/b", "b0"][i % 4],
+                    i
+                )
+            })
+            .collect();
+        names.push("workspace".into());
+        let mut expected = names.clone();
+        expected.sort_by(|a, b| path::compare(a, b));
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..50 {
+            for i in (1..names.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                names.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            let mut planned: Vec<Planned> = names.iter().map(|m| dir(m)).collect();
+            sort_planned(&mut planned);
+            let got: Vec<&str> = planned.iter().map(Planned::member).collect();
+            assert_eq!(got, expected);
+        }
     }
 
     #[test]
