@@ -573,6 +573,11 @@ fn a_file_and_standard_output_get_the_same_bytes() {
     let r = checkpoint(&["pack", s(&ws), "-o", "-", "--quiet"]);
     assert_eq!(r.code, 0);
     assert_eq!(fs::read(&file).unwrap(), r.stdout);
+    // packet.json (the first member; its size in octal at byte 124) is
+    // longer than one of the 128 KiB blocks it is written in.
+    let json_len =
+        u64::from_str_radix(std::str::from_utf8(&r.stdout[124..135]).unwrap(), 8).unwrap();
+    assert!(json_len > 128 << 10, "packet.json is {json_len} bytes");
     assert_eq!(from_file["digest"], r.stderr_json()["digest"]);
     let d = digest(&from_file);
     let out = t.path().join("out");
