@@ -249,14 +249,12 @@ fn a_killed_unpack_leaves_nothing_but_the_documented_staging_folder() {
         } else if names.iter().any(|n| n.starts_with(STAGING)) {
             AfterKill::Staging
         } else {
-            assert!(
-                status.success(),
-                "killed, no staging, but not empty: {names:?}"
-            );
+            // The unpack finished, or was killed after its last rename
+            // (while reporting): either way the workspace is whole.
             assert_eq!(
                 snapshot(&target),
                 expected,
-                "a partial workspace without staging"
+                "a partial workspace without staging ({status}): {names:?}"
             );
             AfterKill::Complete
         };
