@@ -86,9 +86,9 @@ pub struct Skipped {
 /// What a walk found.
 #[derive(Debug, Default)]
 pub struct Walk {
-    /// Members to pack, in packet order after each [`walk_tree`] (the
-    /// caller sorts again, with [`sort_planned`], once it adds members of
-    /// its own).
+    /// Members to pack, in sorted runs (what each walking thread found,
+    /// sorted); [`sort_planned`] puts them, with any added after, in
+    /// packet order.
     pub planned: Vec<Planned>,
     /// (rule, pattern) -> count, for the manifest's exclusions.
     pub exclusions: BTreeMap<(String, String), u64>,
@@ -172,8 +172,9 @@ pub fn walk_tree(
                             }
                         }
                     }
-                    // Each thread sorts its own findings, so that the
-                    // sort below only merges sorted runs.
+                    // Each thread sorts its own findings, so that putting
+                    // the members in packet order only merges sorted runs
+                    // (`sort_planned`, once every member is known).
                     local
                         .planned
                         .sort_unstable_by(|a, b| path::compare(a.member(), b.member()));
@@ -219,10 +220,7 @@ pub fn walk_tree(
     }
     match first_error {
         Some((_, e)) => Err(e),
-        None => {
-            sort_planned(&mut walk.planned);
-            Ok(())
-        }
+        None => Ok(()),
     }
 }
 

@@ -305,6 +305,11 @@ pub fn portable_key(path: &str) -> String {
         // ASCII lowercases to ASCII: the key is the ASCII lowercase.
         return path.to_ascii_lowercase();
     }
+    full_portable_key(path)
+}
+
+/// [`portable_key`] computed in full, for any path.
+fn full_portable_key(path: &str) -> String {
     path.nfd()
         .filter(|c| !is_ignorable(*c))
         .flat_map(char::to_lowercase)
@@ -426,14 +431,7 @@ mod tests {
 
     #[test]
     fn ascii_portable_keys_are_the_full_computation() {
-        let full = |p: &str| -> String {
-            p.nfd()
-                .filter(|c| !is_ignorable(*c))
-                .flat_map(char::to_lowercase)
-                .collect::<String>()
-                .nfd()
-                .collect()
-        };
+        let full = full_portable_key;
         let ascii: String = (0u8..0x80).map(char::from).collect();
         assert_eq!(portable_key(&ascii), full(&ascii));
         assert_eq!(
