@@ -324,8 +324,9 @@ describe('push and pull', () => {
       { env: env({ XDG_STATE_HOME: state }), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdoutOfKilled = '';
     child.stdout.on('data', (d) => { stdoutOfKilled += d; });
+    // 'close', not 'exit': only then has all of the child's output been read.
     let exited = false;
-    child.once('exit', () => { exited = true; });
+    child.once('close', () => { exited = true; });
     const uploads = join(state, 'pillbox/uploads');
     let id;
     let receivedAtKill = 0;
@@ -343,7 +344,7 @@ describe('push and pull', () => {
       }
       await sleep(20);
     }
-    await new Promise((ok) => (exited ? ok() : child.once('exit', ok)));
+    await new Promise((ok) => (exited ? ok() : child.once('close', ok)));
     assert.ok(id, 'the push recorded its upload');
     assert.ok(receivedAtKill >= 1, 'killed after at least one part');
     const view = await api.call('GET', `/v1/uploads/${id}`);
@@ -380,7 +381,8 @@ describe('push and pull', () => {
       let err = '';
       child.stdout.on('data', (d) => { out += d; });
       child.stderr.on('data', (d) => { err += d; });
-      child.once('exit', (code) => ok({ code, out, err }));
+      // 'exit' can come before the last of stdout is read; 'close' comes after.
+      child.once('close', (code) => ok({ code, out, err }));
     })));
     for (const r of runs) {
       assert.equal(r.code, 0, r.out + r.err);
