@@ -26,9 +26,10 @@ fn main() -> ExitCode {
         ["tar-unpack", archive, dir] => tar_unpack(Path::new(archive), Path::new(dir)),
         ["sha256", file] => sha256(Path::new(file)),
         ["sha256-mem", file] => sha256_mem(Path::new(file)),
+        ["copy", file, out] => copy(Path::new(file), Path::new(out)),
         _ => {
             eprintln!(
-                "usage: bench-baselines tar-pack DIR OUT | tar-unpack ARCHIVE DIR | sha256 FILE | sha256-mem FILE"
+                "usage: bench-baselines tar-pack DIR OUT | tar-unpack ARCHIVE DIR | sha256 FILE | sha256-mem FILE | copy FILE OUT"
             );
             return ExitCode::from(2);
         }
@@ -87,6 +88,23 @@ fn sha256(file: &Path) -> io::Result<()> {
     let digest = h.finalize();
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("{hex}  {}", file.display());
+    Ok(())
+}
+
+/// Copies `file` to a new file `out` through one 1 MiB buffer: reading and
+/// writing every byte once, with no hashing and no per-file work (less
+/// than any packer or unpacker must do with the same bytes).
+fn copy(file: &Path, out: &Path) -> io::Result<()> {
+    let mut from = File::open(file)?;
+    let mut to = File::options().write(true).create_new(true).open(out)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        to.write_all(&buf[..n])?;
+    }
     Ok(())
 }
 
