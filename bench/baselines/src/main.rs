@@ -93,7 +93,9 @@ fn sha256(file: &Path) -> io::Result<()> {
 
 /// Copies `file` to a new file `out` through one 1 MiB buffer: reading and
 /// writing every byte once, with no hashing and no per-file work (less
-/// than any packer or unpacker must do with the same bytes).
+/// than any packer or unpacker must do with the same bytes). Not
+/// `io::copy`, which may let the kernel copy file to file without the
+/// bytes ever reaching the process, as hashing needs them to.
 fn copy(file: &Path, out: &Path) -> io::Result<()> {
     let mut from = File::open(file)?;
     let mut to = File::options().write(true).create_new(true).open(out)?;
