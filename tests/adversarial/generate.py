@@ -10,10 +10,13 @@ taken from packet-core, so the corpus does not trust the code it tests.
     python3 tests/adversarial/generate.py --check  # fail if the checked-in files differ
 
 Outputs (next to this script):
-- cases.json: THE table. For each case: id, group, description, expect
-  ({"outcome": "refuse", "code": ..., "path": ...} or {"outcome": "accept"}),
-  the packet file, its size and sha256, and the digest a consumer must be
-  given as expected (`expected_digest`, only for digest cases).
+- cases.json: THE table, read by every consumer. For each case: id, group,
+  description, expect ({"outcome": "refuse", "code": ..., "path": ...} or
+  {"outcome": "accept"}), the packet file, its size and sha256, the digest
+  a consumer must be given as expected (`expected_digest`, only for digest
+  cases), and for a refused packet whose manifest is honest, the member set
+  behind it (`build`, in the shape of tests/vectors/descriptions/), which
+  packing must refuse with the same code and path.
 - packets/<id>.packet, or packets/<id>.packet.gz (gzip, mtime 0) for the
   few cases larger than 1 MiB; consumers decompress them.
 - corpus.rs: the packet bytes for Rust tests that cannot read files (wasm),
@@ -290,15 +293,50 @@ def sha(b: bytes) -> str:
 CASES = []
 
 
-def case(group, cid, description, data, code=None, path=None, expected_digest=None):
+def case(group, cid, description, data, code=None, path=None, expected_digest=None, build=None):
+    """One row of the table. `build` (see `described`) is the member set
+    behind a refused packet whose manifest is honest: packing it must be
+    refused with the same code and path as reading the packet."""
     expect = {"outcome": "accept"} if code is None else {"outcome": "refuse", "code": code}
     if path is not None:
         expect["path"] = path
     c = {"id": cid, "group": group, "description": description, "expect": expect, "bytes": data}
     if expected_digest is not None:
         c["expected_digest"] = expected_digest
+    if build is not None:
+        assert code is not None, cid
+        c["build"] = dict(build, about=description)
     assert all(x["id"] != cid for x in CASES), cid
     CASES.append(c)
+
+
+def described(members, harness=None):
+    """A member set as tests/vectors/src/description.rs reads it (the
+    packer's input): contents as text when they are UTF-8, else hex."""
+    out = []
+    for m in members:
+        e = {"path": m["path"], "type": m["type"]}
+        if m["type"] == "file":
+            try:
+                e["text"] = m["data"].decode("utf-8")
+            except UnicodeDecodeError:
+                e["hex"] = m["data"].hex()
+            if m.get("exe"):
+                e["executable"] = True
+        if m["type"] == "symlink":
+            e["target"] = m["target"]
+        out.append(e)
+    b = {"members": out}
+    if harness is not None:
+        b["harness"] = harness
+    return b
+
+
+def refuse_built(group, cid, description, members, code, path=None, harness=None):
+    """A refused packet with an honest manifest, whose member set packing
+    refuses the same way."""
+    case(group, cid, description, packet(members, harness=harness), code, path,
+         build=described(members, harness))
 
 
 def accept(group, cid, description, members, **kw):
@@ -306,12 +344,38 @@ def accept(group, cid, description, members, **kw):
 
 
 W = d("workspace")
+DROP = object()  # a field to remove, for `entry_with`
 BASE = [W, f("workspace/README.md", b"# demo\n" * 100), d("workspace/src"),
                f("workspace/src/main.rs", b"fn main() {}\n")]
 
 
 def base():
     return packet(BASE)
+
+
+# A file, a directory, an executable, an empty file and a symlink: the base
+# of the cases that patch a header of each kind of member.
+A = "workspace/a.txt"
+RICH = [W, f(A, b"hello\n"), d("workspace/bin"), f("workspace/bin/run", b"#!/bin/sh\necho run\n", exe=True),
+        f("workspace/empty"), s("workspace/link", "a.txt")]
+
+
+def rich():
+    return packet(RICH)
+
+
+# A member whose path needs a PAX record (over 100 bytes, no prefix split).
+LONG = "workspace/" + "n" * 120
+LONG_MEMBERS = [W, f(LONG, b"x")]
+
+
+def pax_packet(records: bytes, m, name: bytes = b"") -> bytes:
+    """A packet of the workspace and `m`, whose ustar header (named `name`,
+    no link name) follows a PAX header holding `records` as written."""
+    tf = {"dir": b"5", "file": b"0", "symlink": b"2"}[m["type"]]
+    data = m.get("data", b"")
+    return packet([W, m], archive=[W, pax_block(records) + bytes(header(name, tf, mode_of(m), len(data)))
+                                   + pad(data)])
 
 
 def tar_cases():
@@ -463,6 +527,137 @@ def tar_cases():
     case(g, "end-marker-then-header", "one zero block, then a member header",
          p[: -2 * BLOCK] + b"\0" * BLOCK + member_bytes(f("workspace/zz", b"")) + END, "end_marker")
 
+    header_field_cases()
+    pax_more_cases()
+    end_cases()
+
+
+def header_field_cases():
+    """Header fields, patched one at a time in the packet of RICH."""
+    g = "tar"
+    r = rich()
+    at = header_offset(r, A)
+    case(g, "tar-checksum-not-octal", "a checksum field that is not octal digits",
+         patch(r, A, CHKSUM, b"0x1234\0 ", fix=False), "header_checksum")
+    b = bytearray(r)
+    b[at + 20] ^= 1
+    case(g, "tar-checksum-stale", "one bit of the name field changed and the checksum left as it was", bytes(b),
+         "header_checksum")
+    case(g, "tar-checksum-layout-nul", "the right checksum written as 7 digits and a NUL",
+         patch(r, A, CHKSUM, b"%07o\0" % checksum(r[at : at + BLOCK]), fix=False), "header_not_canonical", A)
+    case(g, "tar-magic-uppercase", "magic USTAR in capitals", patch(r, A, MAGIC, b"USTAR\0"), "header_magic")
+    case(g, "tar-version-manifest", "packet.json's header with version '0\\0'",
+         patch(r, "packet.json", VERSION, b"0\0"), "header_magic")
+    for tf in (b"X", b"Z"):
+        case(g, "tar-typeflag-" + tf.decode(), "typeflag %r: vendor extension" % tf.decode(),
+             patch(r, A, TYPEFLAG, tf), "typeflag_forbidden")
+    for cid, field, value, what in [
+        ("numeric-size-space-inside", SIZE, b"0000000000 6", "a space among a size's digits"),
+        ("numeric-size-leading-space", SIZE, b" 0000000006\0", "a size with a leading space (older tars)"),
+        ("numeric-size-trailing-space", SIZE, b"0000000006 \0", "a size with a space before its NUL"),
+        ("numeric-size-12-digits", SIZE, b"000000000006", "a size of 12 digits and no NUL"),
+        ("numeric-size-base256-negative", SIZE, b"\xff" * 11 + b"\xfa", "a negative base-256 size"),
+        ("numeric-size-minus", SIZE, b"-0000000006\0", "a size with a minus sign"),
+        ("numeric-size-short", SIZE, b"6", "a size without its leading zeros"),
+        ("numeric-mode-short", MODE, b"0644", "a mode without its leading zeros"),
+        ("numeric-mode-leading-space", MODE, b" 000644\0", "a mode with a leading space"),
+        ("numeric-uid-space-terminated", UID, b"0000000 ", "a uid ended by a space instead of a NUL"),
+        ("numeric-mtime-base256", MTIME, b"\x80" + b"\0" * 10 + b"\x01", "an mtime in GNU base-256"),
+        ("numeric-devmajor-empty", DEVMAJOR, b"", "a device number field left all NUL"),
+    ]:
+        case(g, cid, what, patch(r, A, field, value), "header_numeric")
+    for cid, n in [("size-header-smaller", 5), ("size-header-larger", 7), ("size-header-block", 512)]:
+        case(g, cid, "a header declaring %d bytes where the manifest says 6" % n, patch(r, A, SIZE, octal(n, 12)),
+             "member_mismatch", A)
+    for cid, path, what in [("dir-size-one", "workspace/bin", "directory"),
+                            ("symlink-size-one", "workspace/link", "symlink")]:
+        case(g, cid, "a %s header declaring a 1-byte body (none follows)" % what,
+             patch(r, path, SIZE, octal(1, 12)), "member_mismatch", path)
+    case(g, "header-typeflag-file-for-dir", "a directory's header says regular file",
+         patch(r, "workspace/bin", TYPEFLAG, b"0"), "member_mismatch", "workspace/bin")
+    case(g, "header-last-byte", "a byte in a header's last position (511)", patch(r, A, (511, 1), b"x"),
+         "header_not_canonical")
+    case(g, "header-prefix-after-nul", "bytes after the NUL of an empty prefix", patch(r, A, PREFIX, b"\0x"),
+         "header_not_canonical")
+    case(g, "header-linkname-after-nul", "bytes after the NUL of an empty link name",
+         patch(r, A, LINKNAME, b"\0x"), "header_not_canonical")
+    case(g, "header-linkname-on-file", "a link name on a regular file", patch(r, A, LINKNAME, b"x"),
+         "header_not_canonical", A)
+    case(g, "manifest-header-mode", "packet.json's header with mode 0755",
+         patch(r, "packet.json", MODE, octal(0o755, 8)), "header_not_canonical", "packet.json")
+    b = bytearray(r)
+    b[at + 2 * BLOCK - 1] = 1
+    case(g, "padding-body-last-byte", "a byte in the last position of a body's padding", bytes(b),
+         "padding_not_zero", A)
+
+
+def pax_more_cases():
+    """The PAX header of LONG_MEMBERS, built wrong in each way."""
+    g = "tar"
+    m = LONG_MEMBERS[1]
+    path_rec = pax_record("path", LONG.encode())
+    for key in ["atime", "comment", "GNU.sparse.map", "hdrcharset"]:
+        # Listed before `path` (bytewise order), so only the key is at fault.
+        case(g, "pax-key-" + key.lower().replace(".", "-"), "a PAX %s record beside the path" % key,
+             pax_packet(pax_record(key, b"0") + path_rec, m), "pax_invalid")
+    target = "t" * 150
+    case(g, "pax-records-unordered", "PAX path then linkpath (records out of bytewise order)",
+         pax_packet(path_rec + pax_record("linkpath", target.encode()), s(LONG, target)), "pax_invalid")
+    text = path_rec.decode()
+    length, rest = text.split(" ", 1)
+    for cid, bad, what in [
+        ("pax-length-too-long", "%d %s" % (int(length) + 1, rest), "a record length one too long"),
+        ("pax-length-too-short", "%d %s" % (int(length) - 1, rest), "a record length one too short"),
+        ("pax-record-double-space", "%s  %s" % (length, rest), "two spaces after a record length"),
+        ("pax-record-no-newline", text.replace("\n", "\r"), "a record ended by CR, not LF"),
+        ("pax-record-no-equals", text.replace("=", ":", 1), "a record with no '='"),
+        ("pax-record-no-space", length + rest, "a record with no space after its length"),
+    ]:
+        case(g, cid, what, pax_packet(bad.encode(), m), "pax_invalid")
+    link = s("workspace/l", "a")
+    case(g, "pax-unneeded-linkpath", "a PAX linkpath for a one-byte target",
+         packet([W, link], archive=[W, pax_block(pax_record("linkpath", b"a"))
+                                    + bytes(header(b"workspace/l", b"2", 0o777, 0))]),
+         "pax_invalid", "workspace/l")
+    case(g, "pax-linkpath-on-file", "a PAX linkpath on a regular file",
+         pax_packet(pax_record("linkpath", target.encode()) + path_rec, m), "pax_invalid", LONG)
+    case(g, "pax-record-too-large", "a PAX header of 9000 bytes of records",
+         pax_packet(pax_record("path", b"a" * 9000), m), "pax_invalid")
+    listed = manifest_member(canonical_json(manifest([W]))) + member_bytes(W)
+    case(g, "pax-then-eof", "a PAX header, then nothing at all", listed + pax_block(path_rec), "truncated")
+    case(g, "pax-header-gnu-name", "a PAX header named as GNU tar names them (./PaxHeaders/...)",
+         packet(LONG_MEMBERS, archive=[W, bytes(header(b"./PaxHeaders/nnn", b"x", 0o644, len(path_rec)))
+                                       + pad(path_rec) + member_bytes(m)]), "header_not_canonical")
+    case(g, "pax-header-mode", "a PAX header with mode 0600 (then nothing)",
+         manifest_member(canonical_json(manifest(LONG_MEMBERS))) + member_bytes(W)
+         + bytes(header(b"././@PaxHeader", b"x", 0o600, len(path_rec))) + pad(path_rec), "header_not_canonical")
+    lp = packet(LONG_MEMBERS)
+    pax_at = [start for _, start, name in headers(lp) if name == LONG][0]
+    b = bytearray(lp)
+    b[pax_at + 2 * BLOCK - 1] = 1
+    case(g, "padding-pax-nonzero", "a byte in a PAX header's padding", bytes(b), "padding_not_zero")
+    case(g, "gnu-long-name-member", "a GNU long-name member (typeflag L) carrying the path",
+         packet(LONG_MEMBERS, archive=[W, bytes(header(b"././@LongLink", b"L", 0o644, len(LONG) + 1))
+                                       + pad(LONG.encode() + b"\0") + member_bytes(m)]), "typeflag_forbidden")
+    case(g, "pax-path-not-utf8", "a PAX path ending in a lone UTF-8 lead byte",
+         pax_packet(pax_record("path", LONG.encode() + b"\xc3"), m), "path_not_utf8")
+    case(g, "truncated-in-pax-records", "the packet cut inside a PAX header's records",
+         lp[: pax_at + BLOCK + 50], "truncated")
+
+
+def end_cases():
+    g = "tar"
+    p = base()
+    end = len(p) - 2 * BLOCK
+    case(g, "trailing-nul-byte", "one NUL byte after the end marker", p + b"\0", "trailing_data")
+    b = bytearray(p)
+    b[end + BLOCK + 100] = 1
+    case(g, "end-marker-second-block-nonzero", "one zero block, then a block that is not all zero", bytes(b),
+         "end_marker")
+    case(g, "truncated-mid-body", "the packet cut inside a body",
+         p[: header_offset(p, "workspace/README.md") + BLOCK + 100], "truncated")
+    case(g, "truncated-last-byte", "the packet one byte short", p[:-1], "truncated")
+
 
 def path_cases():
     g = "paths"
@@ -481,9 +676,12 @@ def path_cases():
         ("path-sibling-prefix", "workspacex/a", "path_outside_roots", "a sibling of the root sharing its prefix"),
         ("path-other-root", "home/user/.bashrc", "path_outside_roots", "a top-level name other than the roots"),
         ("path-manifest-again", "packet.json", "path_outside_roots", "a second packet.json among the members"),
+        ("path-dotdot-last", "workspace/..", "path_not_canonical", "a path ending in '..'"),
+        ("path-tab", "workspace/a\tb", "path_control_char", "a tab inside a name"),
+        ("path-c1-csi", "workspace/a\u009bb", "path_control_char", "a C1 control (CSI)"),
+        ("path-empty", "", "path_not_canonical", "an empty path"),
     ]:
-        members = [W, f(path, b"x")]
-        case(g, cid, what + " (in the manifest and the header)", packet(members), code, path)
+        refuse_built(g, cid, what + " (in the manifest and the header)", [W, f(path, b"x")], code, path)
     long = "workspace/" + "a" * 4087
     assert len(long) == 4097
     case(g, "path-too-long", "a 4097-byte path", packet([W, f(long, b"x")]), "path_too_long")
@@ -508,6 +706,19 @@ def path_cases():
          "header_not_canonical", "workspace/a.txt")
     case(g, "header-second-manifest", "a member header named packet.json",
          patch(p, "workspace/a.txt", NAME, b"packet.json"), "path_outside_roots")
+    for cid, name, code, what in [
+        ("header-path-dot", b"workspace/./a.txt", "path_not_canonical", "a '.' component"),
+        ("header-path-empty-component", b"workspace//a.txt", "path_not_canonical", "an empty component"),
+        ("header-path-newline", b"workspace/a\nb", "path_control_char", "a newline"),
+        ("header-path-escape", b"workspace/a\x1bb", "path_control_char", "an ESC"),
+        ("header-path-outside-roots", b"elsewhere/a.txt", "path_outside_roots", "a top-level name other than the roots"),
+        ("header-path-empty", b"", "path_not_canonical", "an empty name"),
+    ]:
+        case(g, cid, "the manifest is honest, the header's name has %s" % what, patch(p, "workspace/a.txt", NAME, name),
+             code)
+    exact = ("workspace/" + "d/" * 2042 + "fff")[:4096]
+    case(g, "path-4096-bytes", "a 4096-byte path: within the limit, so its missing parents are what is refused",
+         packet([W, f(exact, b"x")], archive=[W]), "member_parent_missing", exact)
     case(g, "root-is-file", "the workspace root is a file", packet([f("workspace", b"x")]),
          "member_parent_missing", "workspace")
     case(g, "root-is-symlink", "the workspace root is a symlink to /", packet([s("workspace", "x")]),
@@ -515,16 +726,24 @@ def path_cases():
     case(g, "root-symlink-to-other-root", "the workspace root is a symlink to the harness root (found by the "
          "path-rules fuzz target: resolution from a root starts above the roots)",
          packet([d("harness"), s("workspace", "harness")]), "member_parent_missing", "workspace")
-    case(g, "root-missing", "no workspace root", packet([]), "member_missing", "workspace")
-    case(g, "parent-missing", "a file whose parent directory is not a member",
-         packet([W, f("workspace/a/b", b"x")]), "member_parent_missing", "workspace/a/b")
+    refuse_built(g, "root-missing", "no workspace root", [], "member_missing", "workspace")
+    refuse_built(g, "parent-missing", "a file whose parent directory is not a member",
+                 [W, f("workspace/a/b", b"x")], "member_parent_missing", "workspace/a/b")
     case(g, "below-file", "a member below a regular file",
          packet([W, f("workspace/a", b"x"), f("workspace/a/b", b"y")]), "member_parent_missing", "workspace/a/b")
     accept("paths", "accept-deep-nesting", "120 nested directories (paths past 256 bytes use PAX)",
            [W] + [d("workspace/" + "/".join(["dd"] * i)) for i in range(1, 121)]
            + [f("workspace/" + "/".join(["dd"] * 120) + "/leaf.txt", b"deep\n")])
-    case(g, "deep-path-too-long", "2044 nested directories, 4097 bytes deep",
-         packet([W, f("workspace/" + "/".join(["a"] * 2043) + "/bb", b"x")]), "path_too_long")
+    refuse_built(g, "deep-path-too-long", "2044 nested directories, 4097 bytes deep",
+                 [W, f("workspace/" + "/".join(["a"] * 2043) + "/bb", b"x")], "path_too_long")
+    refuse_built(g, "member-listed-twice", "the same file twice, in the manifest and the archive",
+                 [W, f("workspace/a", b"x"), f("workspace/a", b"x")], "member_duplicate", "workspace/a")
+    refuse_built(g, "file-then-dir", "a file and a directory at the same path",
+                 [W, f("workspace/a", b"x"), d("workspace/a")], "member_duplicate", "workspace/a")
+    case(g, "dir-then-file", "a directory and a file at the same path",
+         packet([W, d("workspace/x"), f("workspace/x")]), "member_duplicate", "workspace/x")
+    case(g, "member-order-componentwise", "a-b listed before a/ (the format orders '/' lowest)",
+         packet([W, f("workspace/a-b"), d("workspace/a"), f("workspace/a/c")]), "member_unsorted", "workspace/a")
 
 
 def link_cases():
@@ -542,21 +761,29 @@ def link_cases():
         ("symlink-target-too-long", "workspace/l", "a/" * 2048 + "b", "path_too_long", "a 4097-byte target"),
     ]:
         members = [W, d("workspace/a"), s(link, target)] if link.startswith("workspace/a/") else [W, s(link, target)]
-        case(g, cid, what, packet(members), code, link)
+        refuse_built(g, cid, what, members, code, link)
     hm = [d("harness"), d("harness/codex"), s("harness/codex/l", "../../workspace/secret"), W]
     case(g, "symlink-cross-root", "a harness symlink into the workspace", packet(hm), "symlink_escapes",
          "harness/codex/l")
-    case(g, "symlink-through-symlink", "a target that passes through another symlink",
-         packet([W, s("workspace/l", "d"), s("workspace/m", "l/x")]), "symlink_through_symlink", "workspace/m")
+    refuse_built(g, "symlink-through-symlink", "a target that passes through another symlink",
+                 [W, s("workspace/l", "d"), s("workspace/m", "l/x")], "symlink_through_symlink", "workspace/m")
     case(g, "symlink-through-symlink-escape", "a chain whose lexical walk stays inside but whose links do not",
          packet([W, d("workspace/a"), d("workspace/a/b"), s("workspace/a/b/up", "../.."),
                  s("workspace/z", "a/b/up/../x")]), "symlink_through_symlink", "workspace/z")
-    case(g, "write-through-symlink", "a symlink to '.' and a file beneath it",
-         packet([W, s("workspace/l", "."), f("workspace/l/x", b"x")]), "member_below_symlink", "workspace/l/x")
+    refuse_built(g, "write-through-symlink", "a symlink to '.' and a file beneath it",
+                 [W, s("workspace/l", "."), f("workspace/l/x", b"x")], "member_below_symlink", "workspace/l/x")
     case(g, "symlink-then-dir", "a symlink, then a directory of the same name (tar-rs chmod-through-symlink)",
          packet([W, s("workspace/x", "a"), d("workspace/x")]), "member_duplicate", "workspace/x")
     case(g, "symlink-then-file", "a symlink, then a file of the same name",
          packet([W, s("workspace/x", "a"), f("workspace/x", b"pwned")]), "member_duplicate", "workspace/x")
+    case(g, "symlink-escape-lexical", "a target whose '..' leaves the root after a directory",
+         packet([W, d("workspace/d"), s("workspace/l", "d/../../x")], archive=[W, d("workspace/d")]),
+         "symlink_escapes", "workspace/l")
+    case(g, "symlink-nul-target", "a NUL in the target", packet([W, s("workspace/l", "a\0b")], archive=[W]),
+         "symlink_target_invalid", "workspace/l")
+    case(g, "symlink-target-mismatch", "the archive's target is not the manifest's",
+         packet([W, s("workspace/l", "a")], archive=[W, s("workspace/l", "../../etc")]), "member_mismatch",
+         "workspace/l")
     p = packet([W, f("workspace/x", b"")])
     case(g, "header-symlink-for-file", "the manifest lists a file, the header is a symlink to /etc/shadow",
          patch(patch(p, "workspace/x", TYPEFLAG, b"2"), "workspace/x", LINKNAME, b"/etc/shadow"),
@@ -612,6 +839,35 @@ def metadata_cases():
         ("devmajor-set", DEVMAJOR, octal(1, 8), "a device number on a file"),
     ]:
         case(g, cid, what, patch(p, "workspace/bin/tool", field, value), "header_not_canonical")
+    r = rich()
+    for cid, path, mode in [
+        ("mode-file-1644", A, 0o1644), ("mode-file-0664", A, 0o664), ("mode-file-0744", A, 0o744),
+        ("mode-file-type-bits", A, 0o100644), ("mode-dir-0700", "workspace/bin", 0o700),
+        ("mode-dir-1755", "workspace/bin", 0o1755), ("mode-dir-2755", "workspace/bin", 0o2755),
+        ("mode-dir-0775", "workspace/bin", 0o775), ("mode-symlink-0755", "workspace/link", 0o755),
+        ("mode-symlink-4777", "workspace/link", 0o4777),
+    ]:
+        case(g, cid, "mode %o in the header of %s" % (mode, path), patch(r, path, MODE, octal(mode, 8)),
+             "mode_not_canonical", path)
+    for cid, mode, m, code, path in [
+        ("manifest-mode-file-0600", "0600", f("workspace/x"), "manifest_invalid", "packet.json"),
+        ("manifest-mode-three-digits", "755", f("workspace/x"), "manifest_invalid", "packet.json"),
+        ("manifest-mode-dir-0644", "0644", d("workspace/x"), "mode_not_canonical", "workspace/x"),
+        ("manifest-mode-symlink-0755", "0755", s("workspace/x", "y"), "mode_not_canonical", "workspace/x"),
+        ("manifest-mode-dir-1755", "1755", d("workspace/x"), "manifest_invalid", "packet.json"),
+    ]:
+        listed = manifest([W, m])
+        listed["members"][1]["mode"] = mode
+        case(g, cid, "the manifest lists a %s with mode %s" % (m["type"], mode),
+             packet([W, m], manifest_bytes=canonical_json(listed)), code, path)
+    for field, value, what in [(MTIME, octal(1_700_000_000, 12), "mtime"), (UID, octal(1000, 8), "uid"),
+                               (GID, octal(1000, 8), "gid"), (UNAME, b"user", "uname"),
+                               (GNAME, b"staff", "gname")]:
+        for path, kind in [("workspace", "dir"), ("workspace/link", "symlink"), ("packet.json", "manifest")]:
+            case(g, "%s-on-%s" % (what, kind), "a %s in the header of %s" % (what, path),
+                 patch(r, path, field, value), "header_not_canonical")
+    case(g, "devminor-set", "a minor device number on a file", patch(r, A, DEVMINOR, octal(1, 8)),
+         "header_not_canonical")
     lm = [W, f("workspace/a", b"x")]
     for key in ["SCHILY.xattr.security.capability", "LIBARCHIVE.xattr.user.x", "SCHILY.acl.access",
                 "uid", "uname"]:
@@ -637,6 +893,11 @@ def limit_cases():
          bytes(header(b"packet.json", b"0", 0o644, 0o77777777777)) + END, "limit_manifest", "packet.json")
     many = [W] * 250_001  # the member count is checked before anything else
     case(g, "limit-members", "a manifest listing 250,001 members", packet(many, archive=[]), "limit_members")
+    size = (1 << 30) + 1
+    listed = canonical_json(manifest([W, dict(f("workspace/big"), size=size)]))
+    case(g, "limit-file-just-over-1gib", "a file of 1 GiB + 1 byte, its header and nothing more",
+         manifest_member(listed) + member_bytes(W) + bytes(header(b"workspace/big", b"0", 0o644, size)),
+         "limit_size", "workspace/big")
     case(g, "limit-members-in-header-only", "a valid manifest, then 100 unlisted members",
          packet([W], archive=[W] + [member_bytes(d("workspace/%05d" % i)) for i in range(100)]),
          "member_unexpected", "workspace/00000")
@@ -699,6 +960,92 @@ def manifest_cases():
         canonical_json(dict(good, members=good["members"] + [good["members"][-1]],
                             totals=totals(members + [members[-1]]))), "member_duplicate",
         "workspace/src/main.rs")
+    for cid, text, what in [
+        ("manifest-empty", b"", "an empty packet.json"),
+        ("manifest-open-brace", b"{", "just '{'"),
+        ("manifest-array", b"[]", "an array"),
+        ("manifest-null", b"null", "null"),
+        ("manifest-cut-short", body[:-1], "the closing brace missing"),
+        ("manifest-first-byte-bracket", b"[" + body[1:], "the opening brace replaced by '['"),
+        ("manifest-first-byte-space", b" " + body[1:], "the opening brace replaced by a space"),
+        ("manifest-no-format", body.replace(b'"format":"' + FORMAT_ID.encode() + b'",', b""), "no format"),
+        ("manifest-size-string", body.replace(b'"size":700', b'"size":"700"'), "a size written as a string"),
+        ("manifest-size-overflow", body.replace(b'"size":700', b'"size":18446744073709551616'),
+         "a size of 2^64"),
+        ("manifest-type-hardlink", body.replace(b'"type":"dir"', b'"type":"hardlink"'), "a member of type hardlink"),
+        ("manifest-type-directory", body.replace(b'"type":"dir"', b'"type":"directory"'),
+         "type 'directory' instead of 'dir'"),
+        ("manifest-sha-not-hex", body.replace(b'"sha256":"', b'"sha256":"X', 1), "a sha256 with a non-hex digit"),
+        ("manifest-sha-prefixed", body.replace(b'"sha256":"', b'"sha256":"sha256:', 1),
+         "a sha256 written with the sha256: prefix"),
+        ("manifest-duplicate-member-key", body.replace(b'"mode":"0755",', b'"mode":"0755","mode":"0755",', 1),
+         "a member with its mode twice"),
+        ("manifest-duplicate-totals-key", body.replace(b'"bytes":', b'"files":3,"bytes":', 1),
+         "totals with files twice"),
+        ("manifest-totals-members", canonical_json(dict(good, totals=dict(good["totals"], members=3))),
+         "totals counting one member too few"),
+    ]:
+        code = "manifest_totals" if cid == "manifest-totals-members" else "manifest_invalid"
+        raw(cid, what, text, code)
+    for cid, text, what in [
+        ("manifest-leading-space", b" " + body, "a leading space"),
+        ("manifest-escaped-key", body.replace(b'"format"', b'"\\u0066ormat"', 1), "a key with an escaped letter"),
+    ]:
+        raw(cid, what, text, "manifest_not_canonical")
+    # Nulls, missing and unknown fields, on a manifest with every kind of
+    # member (RICH: entry 0 a directory, 1 a file, 5 a symlink).
+    rg = manifest(RICH)
+
+    def entry_with(i, **fields):
+        es = [dict(e) for e in rg["members"]]
+        for k, v in fields.items():
+            if v is DROP:
+                es[i].pop(k)
+            else:
+                es[i][k] = v
+        return canonical_json(dict(rg, members=es))
+
+    def rich_raw(cid, what, text, code):
+        case(g, cid, what, packet(RICH, manifest_bytes=text), code, "packet.json")
+
+    for cid, text, what, code in [
+        ("manifest-null-exclusions", canonical_json(dict(rg, exclusions=None)), "exclusions: null", "manifest_invalid"),
+        ("manifest-empty-exclusions", canonical_json(dict(rg, exclusions=[])), "exclusions: [] (omitted when empty)",
+         "manifest_not_canonical"),
+        ("manifest-exclusion-unknown-key", canonical_json(dict(rg, exclusions=[
+            {"matched": 1, "pattern": "*.log", "rule": "user", "why": "x"}])), "an exclusion with an unknown key",
+         "manifest_invalid"),
+        ("manifest-harness-null-model", canonical_json(dict(rg, harness={
+            "kind": "codex", "model": None, "rollout": "harness/codex/x", "thread_id": "x"})), "harness model: null",
+         "manifest_invalid"),
+        ("manifest-harness-unknown-kind", canonical_json(dict(rg, harness={
+            "kind": "opencode", "rollout": "harness/opencode/x", "thread_id": "x"})), "a harness of an unknown kind",
+         "manifest_invalid"),
+        ("manifest-totals-unknown-key", canonical_json(dict(rg, totals=dict(rg["totals"], other=0))),
+         "an unknown key in totals", "manifest_invalid"),
+        ("manifest-totals-missing-key", canonical_json(dict(rg, totals={
+            k: v for k, v in rg["totals"].items() if k != "symlinks"})), "totals without symlinks", "manifest_invalid"),
+        ("manifest-null-totals", canonical_json(dict(rg, totals=None)), "totals: null", "manifest_invalid"),
+        ("manifest-no-totals", canonical_json({k: v for k, v in rg.items() if k != "totals"}), "no totals",
+         "manifest_invalid"),
+        ("manifest-no-members", canonical_json({k: v for k, v in rg.items() if k != "members"}), "no members",
+         "manifest_invalid"),
+        ("manifest-file-null-target", entry_with(1, target=None), "a file with target: null", "manifest_invalid"),
+        ("manifest-file-no-sha", entry_with(1, sha256=DROP), "a file without sha256", "manifest_invalid"),
+        ("manifest-file-no-size", entry_with(1, size=DROP), "a file without size", "manifest_invalid"),
+        ("manifest-dir-with-size", entry_with(0, size=0), "a directory with a size", "manifest_invalid"),
+        ("manifest-dir-with-target", entry_with(0, target="x"), "a directory with a target", "manifest_invalid"),
+        ("manifest-symlink-no-target", entry_with(5, target=DROP), "a symlink without target", "manifest_invalid"),
+        ("manifest-symlink-with-sha", entry_with(5, sha256=sha(b"")), "a symlink with a sha256", "manifest_invalid"),
+    ]:
+        rich_raw(cid, what, text, code)
+    for cid, items, what in [
+        ("exclusions-matched-zero", [{"matched": 0, "pattern": "*.log", "rule": "user"}], "an exclusion that matched 0"),
+        ("exclusions-empty-pattern", [{"matched": 1, "pattern": "", "rule": "user"}], "an empty exclusion pattern"),
+        ("exclusions-empty-rule", [{"matched": 1, "pattern": "*.log", "rule": ""}], "an empty exclusion rule"),
+        ("exclusions-duplicate", [{"matched": 1, "pattern": "*.log", "rule": "user"}] * 2, "the same exclusion twice"),
+    ]:
+        rich_raw(cid, what, canonical_json(manifest(RICH, exclusions=items)), "manifest_invalid")
     # The archive disagrees with an honest manifest.
     case(g, "member-missing", "the manifest lists a member the archive lacks",
          packet(members, archive=members[:-1]), "member_missing", "workspace/src/main.rs")
@@ -714,6 +1061,12 @@ def manifest_cases():
     case(g, "member-replaced", "a member the manifest does not name in place of one it does",
          packet(members, archive=members[:1] + [f("workspace/README.mdx", b"# demo\n" * 100)] + members[2:]),
          "member_unexpected", "workspace/README.mdx")
+    case(g, "member-missing-middle", "a member missing from the middle of the archive (the next one arrives in "
+         "its place)", packet(RICH, archive=RICH[:2] + RICH[3:]), "member_unsorted", "workspace/bin/run")
+    case(g, "member-extra-middle", "an unlisted member in the middle of the archive",
+         packet(RICH, archive=RICH[:2] + [f("workspace/b.txt")] + RICH[2:]), "member_unexpected", "workspace/b.txt")
+    case(g, "manifest-name-case", "the first member is packet.jsoN", patch(base(), "packet.json", NAME, b"packet.jsoN"),
+         "manifest_not_first")
     case(g, "member-type-mismatch", "a directory where the manifest lists a file",
          packet(members, archive=members[:1] + [d("workspace/README.md")] + members[2:]), "member_mismatch",
          "workspace/README.md")
@@ -730,28 +1083,59 @@ def manifest_cases():
          patch(base(), "workspace/README.md", MODE, octal(0o755, 8)), "member_mismatch", "workspace/README.md")
     case(g, "packet-digest-mismatch", "a valid packet given with another packet's expected digest",
          base(), "packet_digest_mismatch", expected_digest="sha256:" + sha(packet([W])))
+    # A consumer parses the expected digest before it reads a byte.
+    for cid, digest, what in [
+        ("digest-syntax-empty", "sha256:", "no hex digits"),
+        ("digest-syntax-uppercase", "sha256:" + "A" * 64, "upper-case hex"),
+        ("digest-syntax-short", "sha256:" + "0" * 63, "63 hex digits"),
+        ("digest-syntax-long", "sha256:" + "0" * 65, "65 hex digits"),
+        ("digest-syntax-prefix-case", "SHA256:" + "0" * 64, "the prefix in capitals"),
+        ("digest-syntax-no-prefix", "0" * 64, "no sha256: prefix"),
+    ]:
+        case("digest", cid, "a valid packet given with an expected digest of " + what, base(), "digest_syntax",
+             expected_digest=digest)
     # Credentials and harness.
     for cid, path in [("credential-codex-auth", "workspace/.codex/auth.json"),
                       ("credential-ssh-key", "workspace/.ssh/id_ed25519"),
                       ("credential-netrc", "workspace/.netrc")]:
         parts = path.split("/")
         ms = [W] + [d("/".join(parts[: i + 1])) for i in range(1, len(parts) - 1)] + [f(path, b"secret")]
-        case(g, cid, "a credential file %s" % path, packet(ms), "credential_in_packet", path)
+        refuse_built(g, cid, "a credential file %s" % path, ms, "credential_in_packet", path)
     case(g, "credential-as-symlink", "a symlink named like a credential file",
          packet([W, d("workspace/.aws"), s("workspace/.aws/credentials", "../x")]), "credential_in_packet",
          "workspace/.aws/credentials")
+    for cid, path in [("credential-git-credentials", "workspace/sub/.git-credentials"),
+                      ("credential-aws-file", "workspace/.aws/credentials")]:
+        parts = path.split("/")
+        ms = [W] + [d("/".join(parts[: i + 1])) for i in range(1, len(parts) - 1)] + [f(path, b"secret")]
+        case(g, cid, "a credential file %s" % path, packet(ms), "credential_in_packet", path)
     tid = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+    short_rollout = "harness/codex/sessions/rollout-%s.jsonl" % tid
+    case(g, "credential-codex-home-auth", "Codex's login file under the harness root",
+         packet([d("harness"), d("harness/codex"), f("harness/codex/auth.json", b"{}"), d("harness/codex/sessions"),
+                 f(short_rollout, b"{}\n"), W], harness={"kind": "codex", "rollout": short_rollout, "thread_id": tid}),
+         "credential_in_packet", "harness/codex/auth.json")
     rollout = "harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-%s.jsonl" % tid
     hm = [d("harness"), d("harness/codex"), d("harness/codex/sessions"), d("harness/codex/sessions/2026"),
           d("harness/codex/sessions/2026/11"), d("harness/codex/sessions/2026/11/30"), f(rollout, b"{}\n"), W]
-    case(g, "harness-without-descriptor", "harness members with no harness descriptor", packet(hm),
-         "harness_invalid", "harness")
-    case(g, "harness-rollout-missing", "a descriptor naming a rollout that is not a member",
-         packet([W], harness={"kind": "codex", "rollout": rollout, "thread_id": tid}), "harness_invalid",
-         "packet.json")
+    refuse_built(g, "harness-without-descriptor", "harness members with no harness descriptor", hm,
+                 "harness_invalid", "harness")
+    refuse_built(g, "harness-rollout-missing", "a descriptor naming a rollout that is not a member",
+                 [W], "harness_invalid", "packet.json",
+                 harness={"kind": "codex", "rollout": rollout, "thread_id": tid})
     case(g, "harness-thread-uppercase", "a thread id in upper case",
          packet(hm, harness={"kind": "codex", "rollout": rollout, "thread_id": tid.upper()}), "harness_invalid",
          "packet.json")
+    for cid, descriptor, what in [
+        ("harness-thread-mismatch", {"kind": "codex", "rollout": rollout,
+                                     "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a54"},
+         "a thread id other than the rollout's"),
+        ("harness-kind-mismatch", {"kind": "claude", "rollout": rollout, "thread_id": tid},
+         "a Claude descriptor naming a Codex rollout"),
+        ("harness-rollout-directory", {"kind": "codex", "rollout": "harness/codex/sessions", "thread_id": tid},
+         "a rollout that is a directory"),
+    ]:
+        case(g, cid, what, packet(hm, harness=descriptor), "harness_invalid", "packet.json")
     case(g, "harness-member-of-other-kind", "a Claude member in a packet whose descriptor is Codex",
          packet(in_order(hm + [d("harness/claude"), f("harness/claude/x.jsonl", b"{}\n")]),
                 harness={"kind": "codex", "rollout": rollout, "thread_id": tid}), "harness_invalid",
@@ -774,7 +1158,7 @@ def cross_platform_cases():
         ("collision-greek-sigma", "workspace/\u03a3", "workspace/\u03c3", "capital and small sigma"),
     ]:
         ms = in_order([W, f(a, b"one"), f(b, b"two")])
-        case(g, cid, "%s collide on APFS" % what, packet(ms), "path_collision")
+        refuse_built(g, cid, "%s collide on APFS" % what, ms, "path_collision")
     case(g, "collision-dir-and-file", "a directory Dir and a file dir",
          packet([W, d("workspace/Dir"), f("workspace/Dir/a", b"a"), f("workspace/dir", b"b")]), "path_collision")
     case(g, "collision-symlink-alias", "a symlink L and a directory l with a file: on APFS the file lands "
@@ -857,6 +1241,8 @@ def render(cases):
         row["sha256"] = sha(data)
         if "expected_digest" in c:
             row["expected_digest"] = c["expected_digest"]
+        if "build" in c:
+            row["build"] = c["build"]
         table.append(row)
         rust.append('    include_bytes!("packets/%s"),' % name)
     rust.append("];")

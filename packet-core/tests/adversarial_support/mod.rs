@@ -2,14 +2,25 @@
 //! table runs natively and under wasm32: `cases.json` holds every case's
 //! expected outcome, `corpus.rs` the packet bytes in the same order (some
 //! gzip-compressed); each case's bytes are checked against its sha256.
+//!
+//! Besides the reader, two more ways into packet-core meet the same cases:
+//! `packet.json`'s body parsed alone (`Manifest::parse`), and, for a case
+//! whose row carries the member set behind its honest manifest (`build`),
+//! packing that member set.
 
 use std::io::Read;
 
-use packet_core::{reader, ErrorCode, Event, Reader, ReaderOptions, Step, Writer};
+use packet_core::{
+    reader, Digest, ErrorCode, Event, Limits, Manifest, Reader, ReaderOptions, Step, Writer,
+};
 use serde_json::Value;
 
 #[path = "../../../tests/adversarial/corpus.rs"]
 mod corpus;
+
+#[allow(dead_code)]
+#[path = "../../../tests/vectors/src/description.rs"]
+mod description;
 
 const CASES: &str = include_str!("../../../tests/adversarial/cases.json");
 
@@ -21,6 +32,9 @@ pub struct Case {
     pub code: Option<String>,
     pub path: Option<String>,
     pub expected_digest: Option<String>,
+    /// The member set that packing must refuse as the reader refuses the
+    /// packet.
+    pub build: Option<description::Description>,
     pub sha256: String,
     pub bytes: Vec<u8>,
 }
@@ -61,6 +75,9 @@ pub fn cases() -> Vec<Case> {
                 code: refused.then(|| expect["code"].as_str().unwrap().to_string()),
                 path: expect["path"].as_str().map(str::to_string),
                 expected_digest: row["expected_digest"].as_str().map(str::to_string),
+                build: row.get("build").map(|b| {
+                    serde_json::from_value(b.clone()).unwrap_or_else(|e| panic!("{id}: build: {e}"))
+                }),
                 sha256: row["sha256"].as_str().unwrap().to_string(),
                 bytes,
             }
@@ -110,8 +127,50 @@ fn rewrite(manifest: &packet_core::Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
     }
 }
 
-/// Checks one case through the reader; returns a description of what went
-/// wrong, if anything.
+/// Whether a refusal is the case's: its code, and its path where the case
+/// names one.
+fn expected(case: &Case, e: &packet_core::Error) -> Result<(), String> {
+    let code = case.code.as_deref().unwrap_or("acceptance");
+    if e.code().as_str() != code {
+        return Err(format!("refused as {} ({e}), expected {code}", e.code()));
+    }
+    if case.path.is_some() && e.path() != case.path.as_deref() {
+        return Err(format!(
+            "refused at path {:?}, expected {:?}",
+            e.path(),
+            case.path
+        ));
+    }
+    Ok(())
+}
+
+/// Codes that only `packet.json`'s contents can earn: the manifest parsed
+/// alone must be refused with them too.
+const MANIFEST_CODES: &[&str] = &[
+    "manifest_invalid",
+    "manifest_not_canonical",
+    "manifest_totals",
+    "harness_invalid",
+    "credential_in_packet",
+    "path_collision",
+    "limit_members",
+    "limit_size",
+];
+
+/// `packet.json`'s body, when the packet opens with a regular-file header
+/// of that name and holds all of the body it declares.
+fn manifest_body(bytes: &[u8]) -> Option<&[u8]> {
+    let header = bytes.get(..512)?;
+    if &header[..12] != b"packet.json\0" || header[156] != b'0' {
+        return None;
+    }
+    let size = std::str::from_utf8(&header[124..135]).ok()?;
+    let size = usize::try_from(u64::from_str_radix(size, 8).ok()?).ok()?;
+    bytes.get(512..512usize.checked_add(size)?)
+}
+
+/// Checks one case through the reader, the manifest parser and the packer;
+/// returns a description of what went wrong, if anything.
 pub fn check(case: &Case) -> Result<(), String> {
     let hex = packet_core::Digest::of(&case.bytes).hex().to_string();
     if hex != case.sha256 {
@@ -120,34 +179,26 @@ pub fn check(case: &Case) -> Result<(), String> {
             case.sha256
         ));
     }
+    // A consumer parses the expected digest before it reads a byte.
+    let expected_digest = match case.expected_digest.as_deref().map(str::parse::<Digest>) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return expected(case, &e).map_err(|m| format!("the expected digest: {m}")),
+    };
     let options = ReaderOptions {
-        expected_digest: case
-            .expected_digest
-            .as_deref()
-            .map(|d| d.parse().expect("a digest in cases.json")),
+        expected_digest,
         ..ReaderOptions::default()
     };
     let whole = reader::verify(&case.bytes, options);
     match (&case.code, &whole) {
         (None, Err(e)) => return Err(format!("refused ({e}), the corpus expects acceptance")),
         (Some(code), Ok(_)) => return Err(format!("ACCEPTED, the corpus expects {code}")),
-        (Some(code), Err(e)) => {
-            if e.code().as_str() != code {
-                return Err(format!("refused as {} ({e}), expected {code}", e.code()));
-            }
-            if case.path.is_some() && e.path() != case.path.as_deref() {
-                return Err(format!(
-                    "refused at path {:?}, expected {:?}",
-                    e.path(),
-                    case.path
-                ));
-            }
-        }
+        (Some(_), Err(e)) => expected(case, e)?,
         (None, Ok(_)) => {}
     }
     // The same outcome whatever the chunking.
-    for chunk in [1, 511, 4096] {
-        if case.bytes.len() > 1 << 20 && chunk == 1 {
+    for chunk in [1, 7, 511, 512, 4096] {
+        if case.bytes.len() > 1 << 20 && chunk <= 7 {
             continue;
         }
         let chunked = read_chunked(&case.bytes, options, chunk);
@@ -167,6 +218,26 @@ pub fn check(case: &Case) -> Result<(), String> {
             }
         }
     }
+    // packet.json alone: what only its contents can earn, it earns alone;
+    // anything it refuses, the reader refused the same way.
+    if let Some(body) = manifest_body(&case.bytes) {
+        let from_the_manifest = case
+            .code
+            .as_deref()
+            .is_some_and(|c| MANIFEST_CODES.contains(&c));
+        match Manifest::parse(body, &Limits::FORMAT) {
+            Err(e) => expected(case, &e).map_err(|m| format!("packet.json alone: {m}"))?,
+            Ok(_) if from_the_manifest => return Err("packet.json alone is accepted".into()),
+            Ok(_) => {}
+        }
+    }
+    // Packing the member set behind an honest manifest.
+    if let Some(description) = &case.build {
+        match description.build() {
+            Ok(_) => return Err("packing its members succeeds".into()),
+            Err(e) => expected(case, &e).map_err(|m| format!("packing: {m}"))?,
+        }
+    }
     Ok(())
 }
 
@@ -182,6 +253,7 @@ pub fn run_all() {
         "metadata",
         "limits",
         "manifest",
+        "digest",
         "cross-platform",
     ] {
         assert!(cases.iter().any(|c| c.group == group), "no case in {group}");
