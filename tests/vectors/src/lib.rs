@@ -7,7 +7,9 @@
 //! | `descriptions/<name>.json` | the input of each vector (see [`description`]) |
 //! | `packets/<name>.packet` | the packet built from it |
 //! | `digests.json` | each vector's packet digest |
-//! | `refusals.json` | inputs that must be refused, with their error codes |
+//!
+//! Inputs that must be refused live in one table for every consumer, the
+//! adversarial corpus (tests/adversarial/cases.json).
 //!
 //! `cargo run -p packet-vectors --bin gen` rebuilds `packets/` and
 //! `digests.json` from the descriptions; `cargo test -p packet-vectors`
@@ -19,7 +21,7 @@ use std::path::PathBuf;
 
 pub mod description;
 
-pub use description::{Description, Refusal};
+pub use description::Description;
 
 /// This folder.
 pub fn root() -> PathBuf {
@@ -71,10 +73,4 @@ pub fn digests_json(pairs: &[(String, String)]) -> String {
     }
     out.push_str("}\n");
     out
-}
-
-/// Reads `refusals.json`.
-pub fn refusals() -> Result<Vec<Refusal>, String> {
-    let text = fs::read_to_string(root().join("refusals.json")).map_err(|e| e.to_string())?;
-    description::parse_refusals(&text)
 }
