@@ -12,7 +12,8 @@
 # Running it again reuses the persisted state: the packet is the same (the
 # sample is generated identically), so the push sends nothing and the ref
 # stays where it is. The write token lives in .dev.vars (generated once,
-# never printed; git ignores the file).
+# never printed; git ignores the file). Installs only what this needs
+# (scripts/setup.sh --for main); the tests' tools come with scripts/test.sh.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,8 +44,8 @@ pillbox="${CARGO_TARGET_DIR:-$root/target}/release/pillbox"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-step "setup (toolchains and packages; skipped when present)"
-bash scripts/setup.sh
+step "setup (what the main job needs; skipped when present)"
+bash scripts/setup.sh --for main
 
 step "build: pillbox CLI (release)"
 cargo build --release -p pillbox

@@ -1,9 +1,33 @@
 #!/usr/bin/env bash
-# Installs everything a fresh machine lacks to build and test the project.
-# Idempotent: each step is skipped when its result is already there.
+# Installs what a fresh machine lacks, for one job. Idempotent: each step is
+# skipped when its result is already there.
+#
+#   bash scripts/setup.sh --for main   what scripts/main.sh needs: the wasm32
+#       target, wasm-bindgen-cli and worker-build (the Worker and the
+#       inspector page it serves), the npm packages (wrangler, esbuild),
+#       curl and GNU tar
+#   bash scripts/setup.sh --for test   all of that, and what only the tests
+#       use: clippy, rustfmt, the wasm32v1-none target, cargo-fuzz, Chromium
+#       and chromedriver, hyperfine, GNU time, Python's jsonschema
+#   bash scripts/setup.sh              the same as --for test
+#
 # Needs: the Rust toolchain (rustup), node 20 + npm, python 3.11, gcc, git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+job=test
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --for) job="${2:-}"; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --for=*) job="${1#--for=}"; shift ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown argument $1 (use --for main or --for test)" >&2; exit 2 ;;
+  esac
+done
+case "$job" in
+  main | test) ;;
+  *) echo "setup: --for takes main or test, not '$job'" >&2; exit 2 ;;
+esac
 
 WASM_BINDGEN_VERSION=0.2.130
 WORKER_BUILD_VERSION=0.8.7
@@ -11,13 +35,47 @@ CARGO_FUZZ_VERSION=0.13.2
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-step "rust targets and components"
+# The step lists: what the main job needs, then what the tests add.
+targets=(wasm32-unknown-unknown)
+components=()
+apt_wanted=(curl:curl tar:tar)
+if [ "$job" = test ]; then
+  targets+=(wasm32v1-none)
+  components+=(clippy rustfmt)
+  apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time)
+fi
+
+step "rust targets and components ($job)"
 installed_targets=$(rustup target list --installed)
-for t in wasm32-unknown-unknown wasm32v1-none; do
+for t in "${targets[@]}"; do
   grep -qx "$t" <<<"$installed_targets" || rustup target add "$t"
 done
-rustup component list --installed | grep -q '^clippy' || rustup component add clippy
-rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
+installed_components=$(rustup component list --installed)
+for c in "${components[@]}"; do
+  grep -q "^$c" <<<"$installed_components" || rustup component add "$c"
+done
+
+step "Debian packages ($job)"
+need_apt=()
+for wanted in "${apt_wanted[@]}"; do
+  # command-or-file:package
+  have="${wanted%%:*}" package="${wanted#*:}"
+  if [[ "$have" == /* ]]; then [ -x "$have" ] || need_apt+=("$package")
+  else command -v "$have" >/dev/null || need_apt+=("$package")
+  fi
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+step "npm packages (wrangler, esbuild, and the tests' ajv, playwright-core, yaml)"
+if [ -f package-lock.json ]; then
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    npm ci --no-audit --no-fund
+  fi
+fi
 
 step "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
 if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION"; then
@@ -30,32 +88,14 @@ if ! worker-build --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
   cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --force
 fi
 
-step "cargo-fuzz $CARGO_FUZZ_VERSION"
-if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
-  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force
-fi
-
-step "Debian packages"
-need_apt=()
-command -v chromium >/dev/null || need_apt+=(chromium)
-command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
-command -v hyperfine >/dev/null || need_apt+=(hyperfine)
-[ -x /usr/bin/time ] || need_apt+=(time)
-command -v tar >/dev/null || need_apt+=(tar)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
-
-step "npm packages"
-if [ -f package-lock.json ]; then
-  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    npm ci --no-audit --no-fund
+if [ "$job" = test ]; then
+  step "cargo-fuzz $CARGO_FUZZ_VERSION"
+  if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force
   fi
+
+  step "python packages"
+  python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
 fi
 
-step "python packages"
-python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
-
-echo "setup: done" >&2
+echo "setup: done (for $job)" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, after installing what a fresh machine
-# lacks (scripts/setup.sh). Each step names itself; the first failure stops
-# the run with a non-zero exit.
+# lacks for them (scripts/setup.sh --for test: the main job's tools and the
+# tests' own). Each step names itself; the first failure stops the run with
+# a non-zero exit.
 #
 #   bash scripts/test.sh            everything
 #   FUZZ_SECONDS=0 bash scripts/test.sh   skip the bounded fuzz run
@@ -12,7 +13,7 @@ root=$(pwd)
 step() { printf '\n==== %s\n' "$*"; }
 started=$(date +%s)
 
-bash scripts/setup.sh
+bash scripts/setup.sh --for test
 
 step "format"
 cargo fmt --all -- --check
