@@ -5,30 +5,36 @@
 # sample workspace with a Codex session, push it under the ref
 # sessions/demo/latest, pull it back by that ref, unpack it into a fresh
 # workspace and Codex home, and check that the tree came back unchanged.
+# Then it prints the inspector's URL for the packet; the store keeps running
+# so that the URL opens (the script says how to stop it).
 #
-#   bash scripts/main.sh                 # stops the store at the end
-#   bash scripts/main.sh --keep-running  # leaves it running for the inspector
+#   bash scripts/main.sh          # leaves the store running for the inspector
+#   bash scripts/main.sh --stop   # stops it at the end (the URL then needs it
+#                                 # started again)
+#
+# Installs only what this needs (scripts/setup.sh --for main); the tests'
+# tools come with scripts/test.sh.
 #
 # Running it again reuses the persisted state: the packet is the same (the
 # sample is generated identically), so the push sends nothing and the ref
 # stays where it is. The write token lives in .dev.vars (generated once,
-# never printed; git ignores the file). Installs only what this needs
-# (scripts/setup.sh --for main); the tests' tools come with scripts/test.sh.
+# never printed; git ignores the file).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-keep_running=0
+keep_running=1
 for arg in "$@"; do
   case "$arg" in
-    --keep-running) keep_running=1 ;;
+    --stop) keep_running=0 ;;
+    --keep-running) keep_running=1 ;; # the default; still accepted
     -h | --help)
-      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
-      echo "main: unknown argument $arg (use --keep-running or --help)" >&2
+      echo "main: unknown argument $arg (use --stop or --help)" >&2
       exit 2
       ;;
   esac
@@ -97,9 +103,8 @@ else
     --show-interactive-dev-session=false --log-level warn \
     >"$state/wrangler.log" 2>&1 </dev/null &
   server_pid=$!
-  if [[ $keep_running -eq 0 ]]; then
-    trap stop_server EXIT
-  fi
+  # Stopped if anything below fails; left running at the end unless --stop.
+  trap stop_server EXIT
   for _ in $(seq 600); do
     store_is_up && break
     if ! kill -0 "$server_pid" 2>/dev/null; then
@@ -192,25 +197,34 @@ pillbox: round trip OK
   ref        $ref -> $digest $( if [[ $moved != True ]]; then echo "(unchanged)"; elif [[ $previous == null ]]; then echo "(created)"; else echo "(moved from $previous)"; fi )
   pull       verified while downloading in $pull_s s, identical bytes
   unpack     workspace and Codex rollout restored under $run_dir/restored (no auth.json)
-  inspector  $remote/?open=$digest
 EOF
 
-if [[ $keep_running -eq 1 && -n "$server_pid" ]]; then
+inspector="$remote/?open=$digest"
+restart="node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/}"
+if [[ -z "$server_pid" ]]; then
   cat <<EOF
+  inspector  $inspector
 
-The store keeps running (process group $server_pid; log: ${state#"$root"/}/wrangler.log).
-Stop it with: kill -TERM -- -$server_pid
+The store was already running before this run and is left as it was.
+EOF
+elif [[ $keep_running -eq 1 ]]; then
+  trap - EXIT
+  cat <<EOF
+  inspector  $inspector
+
+The store keeps running, so the inspector URL opens (process group $server_pid;
+log: ${state#"$root"/}/wrangler.log). Stop it with:
+  kill -TERM -- -$server_pid
 EOF
 else
-  if [[ -n "$server_pid" ]]; then
-    stop_server
-    trap - EXIT
-    echo
-    echo "The store is stopped. Start it again (same state) with:"
-  else
-    echo
-    echo "The store was already running and is left as it was. To start one yourself:"
-  fi
-  echo "  node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/}"
-  echo "  (or: bash scripts/main.sh --keep-running)"
+  stop_server
+  trap - EXIT
+  cat <<EOF
+  inspector  $inspector (once the store runs again)
+
+The store is stopped (--stop). The inspector URL needs it running: start it
+again, with the same state, with
+  $restart
+or run bash scripts/main.sh without --stop.
+EOF
 fi
