@@ -153,6 +153,7 @@ function conform(method, template, res) {
       assert.doesNotThrow(() => { json = JSON.parse(res.bytes.toString('utf8')); }, `${where}: the body is not JSON`);
       validate(response.content[type].schema, json, `${where}: body`);
       res.json = json;
+      walkAnswer(method, template, status, json);
     }
   } else {
     assert.equal(res.bytes.length, 0, `${where}: the document declares no body, the Worker sent ${res.bytes.length} bytes`);
@@ -502,6 +503,156 @@ describe('operations', () => {
   });
 });
 
+// ---- every property of the document is one the Worker sends ----------------
+//
+// Each JSON answer is also walked along the document's own schema ($refs
+// followed by hand), so that each property is named by the component that
+// declares it (`Problem.current`, `Harness.model`, `Info.part_size.min`) or,
+// in an inline schema, by its operation (`GET /v1/packets → 200.next_cursor`).
+// The last test checks that every property the document declares for an
+// answer was sent with a value, and also as null where the document allows
+// null, and that no answer carried a key the document does not name (even
+// where the schema leaves additionalProperties open). A property the
+// document gains that the Worker never sends, or a null it promises that the
+// Worker never sends, fails it. On the Rust side, wire/tests/openapi.rs ties
+// the wire types to the same document.
+
+/** "Owner.property" → the JSON types the Worker sent there. */
+const sentTypes = new Map();
+/** Keys of live answers that the document does not declare. */
+const undeclared = new Set();
+
+const jsonType = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : Number.isInteger(v) ? 'integer' : typeof v);
+const refName = (ref) => ref.split('/').pop();
+
+/** The schemas that describe one value: $refs followed (and named), allOf parts flattened. */
+function expand(parts, depth = 0) {
+  assert.ok(depth < 64, '$ref chain too deep (a cycle?)');
+  const out = [];
+  for (const { schema, owner } of parts) {
+    if (typeof schema.$ref === 'string') {
+      out.push(...expand([{ schema: pointer(schema.$ref), owner: refName(schema.$ref) }], depth + 1));
+    } else {
+      out.push({ schema, owner });
+      for (const part of schema.allOf ?? []) out.push(...expand([{ schema: part, owner }], depth + 1));
+    }
+  }
+  return out;
+}
+
+/** property name → the schemas (with their owners) that declare it, over all parts. */
+function declaredProperties(parts) {
+  const props = new Map();
+  for (const { schema, owner } of parts) {
+    for (const [name, sub] of Object.entries(schema.properties ?? {})) {
+      if (!props.has(name)) props.set(name, []);
+      props.get(name).push({ schema: sub, owner: `${owner}.${name}` });
+    }
+  }
+  return props;
+}
+
+function itemParts(parts) {
+  return parts.filter((p) => p.schema.items).map((p) => ({ schema: p.schema.items, owner: `${p.owner}[]` }));
+}
+
+function walk(value, parts) {
+  parts = expand(parts);
+  if (Array.isArray(value)) {
+    const items = itemParts(parts);
+    if (items.length) for (const v of value) walk(v, items);
+    return;
+  }
+  if (!value || typeof value !== 'object') return;
+  const props = declaredProperties(parts);
+  if (props.size === 0) return; // a free-form object (the manifest)
+  for (const [name, v] of Object.entries(value)) {
+    if (!props.has(name)) {
+      undeclared.add(`${parts[0].owner}.${name}`);
+      continue;
+    }
+    for (const { owner } of props.get(name)) {
+      if (!sentTypes.has(owner)) sentTypes.set(owner, new Set());
+      sentTypes.get(owner).add(jsonType(v));
+    }
+    walk(v, props.get(name));
+  }
+}
+
+/** The raw answer schema of an operation's status, with its owner's name. */
+function answerSchema(method, template, status) {
+  let response = spec.paths[template][method.toLowerCase()].responses[status];
+  let owner = `${method} ${template} → ${status}`;
+  if (response.$ref) {
+    owner = refName(response.$ref);
+    response = pointer(response.$ref);
+  }
+  const schema = response.content?.['application/json']?.schema;
+  return schema && { schema, owner };
+}
+
+function walkAnswer(method, template, status, json) {
+  const root = answerSchema(method, template, status);
+  if (root) walk(json, [root]);
+}
+
+function allowsNull(schema) {
+  const s = schema.$ref ? pointer(schema.$ref) : schema;
+  const types = [s.type ?? []].flat();
+  return types.includes('null') || (s.oneOf ?? []).some(allowsNull) || (s.anyOf ?? []).some(allowsNull);
+}
+
+/** Every property an answer of the document may carry: "Owner.property" → whether it may be null. */
+function documentedProperties() {
+  const out = new Map();
+  const declare = (parts, depth = 0) => {
+    assert.ok(depth < 64, 'schema too deep (a cycle?)');
+    parts = expand(parts);
+    for (const [, subs] of declaredProperties(parts)) {
+      for (const sub of subs) out.set(sub.owner, (out.get(sub.owner) ?? false) || allowsNull(sub.schema));
+      declare(subs, depth + 1);
+    }
+    const items = itemParts(parts);
+    if (items.length) declare(items, depth + 1);
+  };
+  for (const [template, item] of Object.entries(spec.paths)) {
+    for (const method of METHODS.filter((m) => item[m])) {
+      for (const status of Object.keys(item[method].responses)) {
+        const root = answerSchema(method.toUpperCase(), template, status);
+        if (root) declare([root]);
+      }
+    }
+  }
+  return out;
+}
+
+/** Nulls the document allows that no live answer here can show, and why. */
+const NULLS_NOT_EXERCISED = {
+  'Harness.model': 'every fixture packet with a harness names its model (wire/tests/openapi.rs sends the null)',
+};
+
+describe('answers that carry what the calls above do not', () => {
+  test('a next page, a search match without a sha256, a conflict on a ref that does not exist', async () => {
+    const small = fx.index.small.digest;
+    const packets = await call('GET', '/v1/packets', {}, { query: '?limit=1' });
+    assert.equal(packets.status, 200);
+    assert.equal(typeof packets.json.next_cursor, 'string', 'more than one packet is stored: a next page');
+    for (const name of ['sessions/paging/a', 'sessions/paging/b']) {
+      assert.equal((await call('PUT', '/v1/refs/{name}', { name }, { body: { digest: small } })).status, 201);
+    }
+    const refs = await call('GET', '/v1/refs', {}, { query: '?prefix=sessions/paging/&limit=1' });
+    assert.deepEqual([refs.json.refs.map((r) => r.name), refs.json.next_cursor], [['sessions/paging/a'], 'sessions/paging/a']);
+    const absent = await call('PUT', '/v1/refs/{name}', { name: 'sessions/paging/none' },
+      { body: { digest: small }, headers: { 'if-match': `"${small}"` } });
+    assert.deepEqual([absent.status, code(absent), absent.json.error.current], [409, 'ref_conflict', null]);
+    // A folder every fixture packet has: two matches, no sha256.
+    const dirs = await call('GET', '/v1/search', {}, { query: '?path=workspace&limit=1' });
+    assert.equal(dirs.status, 200);
+    assert.deepEqual([dirs.json.matches[0].type, dirs.json.matches[0].sha256], ['dir', null]);
+    assert.equal(typeof dirs.json.next_cursor, 'string');
+  });
+});
+
 describe('coverage', () => {
   test('a method a path does not list is 405 with Allow naming the documented methods; OPTIONS is a preflight', async () => {
     const params = {
@@ -538,5 +689,21 @@ describe('coverage', () => {
       }
     }
     assert.deepEqual(missing, [], 'declared statuses never exercised');
+  });
+});
+
+describe('the document and the Worker name the same fields', () => {
+  test('every property an answer may carry was sent, with a value and, where the document allows it, as null; no other key was', () => {
+    const problems = [];
+    const documented = documentedProperties();
+    assert.ok(documented.size >= 40, `the document declares only ${documented.size} answer properties: did the walk stop following it?`);
+    for (const [property, nullable] of documented) {
+      const types = sentTypes.get(property) ?? new Set();
+      if (![...types].some((t) => t !== 'null')) problems.push(`${property}: never sent with a value`);
+      if (nullable && !types.has('null') && !(property in NULLS_NOT_EXERCISED)) problems.push(`${property}: never sent as null`);
+    }
+    assert.deepEqual(problems, [], 'documented properties the Worker did not send');
+    assert.deepEqual([...undeclared], [], 'keys the Worker sent that the document does not declare');
+    assert.ok(sentTypes.size >= 40, `only ${sentTypes.size} properties were seen: did the walk stop following the document?`);
   });
 });

@@ -6,22 +6,14 @@ use packet_core::Digest;
 
 use crate::problem::Problem;
 
-/// Who may read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadAccess {
-    /// Anyone may read.
-    Public,
-    /// Reads need the token too.
-    Token,
-}
+pub use pillbox_wire::ReadAccess;
 
-impl ReadAccess {
-    /// Parses the `READ_ACCESS` variable: `public` (default) or `token`.
-    pub fn parse(value: Option<&str>) -> ReadAccess {
-        match value.map(str::trim) {
-            Some("token") => ReadAccess::Token,
-            _ => ReadAccess::Public,
-        }
+/// Reads the `READ_ACCESS` setting: `token`, else `public` (the default,
+/// also for a value it does not know).
+pub fn read_access(value: Option<&str>) -> ReadAccess {
+    match value.map(str::trim) {
+        Some("token") => ReadAccess::Token,
+        _ => ReadAccess::Public,
     }
 }
 
@@ -104,7 +96,10 @@ mod tests {
     #[test]
     fn no_configured_token_refuses_everything() {
         let e = check(Some("Bearer x"), None).unwrap_err();
-        assert_eq!((e.status, e.code.as_str()), (403, "token_not_configured"));
+        assert_eq!(
+            (e.status, e.error.code.as_str()),
+            (403, "token_not_configured")
+        );
         assert!(check(Some("Bearer x"), Some("")).is_err());
     }
 
@@ -116,8 +111,8 @@ mod tests {
 
     #[test]
     fn read_access_defaults_to_public() {
-        assert_eq!(ReadAccess::parse(None), ReadAccess::Public);
-        assert_eq!(ReadAccess::parse(Some("token")), ReadAccess::Token);
-        assert_eq!(ReadAccess::parse(Some("public")), ReadAccess::Public);
+        assert_eq!(read_access(None), ReadAccess::Public);
+        assert_eq!(read_access(Some("token")), ReadAccess::Token);
+        assert_eq!(read_access(Some("public")), ReadAccess::Public);
     }
 }

@@ -4,7 +4,9 @@
 
 use packet_core::Limits;
 
-use crate::auth::ReadAccess;
+use pillbox_wire::{Info, PartSizes};
+
+use crate::auth::{self, ReadAccess};
 use crate::multipart::MIN_PART_SIZE;
 
 /// How long a multipart upload may stay unfinished by default, in hours.
@@ -62,7 +64,7 @@ impl Config {
             limits,
             max_single_upload_bytes,
             default_part_size,
-            read_access: ReadAccess::parse(var("READ_ACCESS").as_deref()),
+            read_access: auth::read_access(var("READ_ACCESS").as_deref()),
             cors_origin: var("CORS_ORIGIN")
                 .filter(|v| !v.trim().is_empty())
                 .unwrap_or_else(|| "*".into()),
@@ -82,6 +84,24 @@ impl Config {
     /// The largest part a client may ask for.
     pub fn max_part_size(&self) -> u64 {
         self.max_single_upload_bytes.max(MIN_PART_SIZE)
+    }
+
+    /// What `GET /v1` answers: the settings a client needs to upload.
+    pub fn info(&self) -> Info {
+        Info {
+            service: pillbox_wire::SERVICE.into(),
+            api: pillbox_wire::API_VERSION,
+            format: packet_core::FORMAT_ID.into(),
+            max_packet_bytes: self.limits.max_packet_bytes,
+            max_members: self.limits.max_members,
+            max_single_upload_bytes: self.max_single_upload_bytes,
+            part_size: PartSizes {
+                default: self.default_part_size,
+                min: MIN_PART_SIZE,
+                max: self.max_part_size(),
+            },
+            read_access: self.read_access,
+        }
     }
 }
 
@@ -131,5 +151,30 @@ mod tests {
         assert_eq!(c.default_part_size, MIN_PART_SIZE);
         assert_eq!(c.read_access, ReadAccess::Token);
         assert_eq!(c.packet_hasher, PacketHasher::Core);
+    }
+
+    #[test]
+    fn get_v1_shows_the_settings_and_the_part_sizes_allowed() {
+        let c = Config::from_vars(|name| match name {
+            "MAX_SINGLE_UPLOAD_BYTES" => Some("1000".into()),
+            "READ_ACCESS" => Some("token".into()),
+            _ => None,
+        });
+        let info = serde_json::to_value(c.info()).unwrap();
+        assert_eq!(
+            info,
+            serde_json::json!({
+                "service": "pillbox",
+                "api": 1,
+                "format": "pillbox.session-packet/1",
+                "max_packet_bytes": Limits::FORMAT.max_packet_bytes,
+                "max_members": Limits::FORMAT.max_members,
+                "max_single_upload_bytes": 1000,
+                // Parts are never smaller than R2's minimum, even when a
+                // single upload takes less.
+                "part_size": { "default": MIN_PART_SIZE, "min": MIN_PART_SIZE, "max": MIN_PART_SIZE },
+                "read_access": "token",
+            })
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! The D1 index: every query the API runs. A packet row is written only
 //! for a verified packet, after its members, in a batch (a transaction), so
-//! a reader never sees a packet without its members.
+//! a reader never sees a packet without its members. The rows read are
+//! [`crate::rows`]' types.
 
 use packet_core::Digest;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
 
+use crate::query::{ListFilter, SearchKey};
+use crate::rows::{MemberRow, PacketRow, PartRow, RefRow, UploadRow};
 use crate::verify::Indexed;
 
 /// Members per INSERT (D1 binds at most 100 parameters per statement).
@@ -31,84 +34,10 @@ pub fn now() -> String {
     String::from(js_sys::Date::new_0().to_iso_string())
 }
 
-/// A packet as listed.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct PacketRow {
-    /// Insertion order.
-    #[serde(skip_serializing)]
-    pub seq: u64,
-    /// `sha256:<hex>`.
-    pub digest: String,
-    /// Bytes.
-    pub size: u64,
-    /// Members after `packet.json`.
-    pub member_count: u64,
-    /// Sum of file sizes.
-    pub file_bytes: u64,
-    /// `codex`, `claude` or null.
-    pub harness_kind: Option<String>,
-    /// The harness thread id.
-    pub thread_id: Option<String>,
-    /// The harness model.
-    pub model: Option<String>,
-    /// Offset of `packet.json`.
-    #[serde(skip_serializing)]
-    pub manifest_offset: u64,
-    /// Length of `packet.json`.
-    #[serde(skip_serializing)]
-    pub manifest_size: u64,
-    /// RFC 3339.
-    pub created: String,
-    /// Newline-separated labels (from the query).
-    #[serde(skip_serializing)]
-    pub labels: Option<String>,
-}
-
-impl PacketRow {
-    /// The labels, sorted.
-    pub fn label_list(&self) -> Vec<String> {
-        let mut labels: Vec<String> = self
-            .labels
-            .as_deref()
-            .unwrap_or("")
-            .split('\n')
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect();
-        labels.sort();
-        labels
-    }
-}
-
 const PACKET_COLUMNS: &str =
     "p.seq, p.digest, p.size, p.member_count, p.file_bytes, p.harness_kind, p.thread_id, p.model, \
      p.manifest_offset, p.manifest_size, p.created, \
      (SELECT group_concat(l.label, char(10)) FROM labels l WHERE l.digest = p.digest) AS labels";
-
-/// One member.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct MemberRow {
-    /// Packet digest.
-    pub digest: String,
-    /// Member path.
-    pub path: String,
-    /// `file`, `dir` or `symlink`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Mode bits.
-    pub mode: u32,
-    /// Body size.
-    pub size: u64,
-    /// `<hex>` for files.
-    pub sha256: Option<String>,
-    /// Symlink target.
-    pub target: Option<String>,
-    /// First body byte in the packet.
-    pub data_offset: u64,
-    /// Row id (search cursor).
-    #[serde(skip_serializing)]
-    pub id: u64,
-}
 
 /// The indexed packet with this digest.
 pub async fn packet(db: &D1Database, digest: &Digest) -> Result<Option<PacketRow>> {
@@ -221,21 +150,6 @@ pub async fn insert_packet(db: &D1Database, indexed: &Indexed, labels: &[String]
     db.batch(statements).await.map(|_| ())
 }
 
-/// Filters for listing packets.
-#[derive(Debug, Default)]
-pub struct ListFilter {
-    /// Every label must be present.
-    pub labels: Vec<String>,
-    /// Harness thread id.
-    pub thread_id: Option<String>,
-    /// Harness kind.
-    pub harness: Option<String>,
-    /// Only packets listed after this cursor (a `seq`, newest first).
-    pub before: Option<u64>,
-    /// At most this many.
-    pub limit: u32,
-}
-
 /// Packets, newest first, with a cursor for the next page.
 pub async fn list_packets(
     db: &D1Database,
@@ -295,14 +209,6 @@ pub async fn member(db: &D1Database, digest: &Digest, path: &str) -> Result<Opti
         .await
 }
 
-/// What a search looks for.
-pub enum SearchKey {
-    /// A member path.
-    Path(String),
-    /// A file's sha256 (`<hex>`).
-    Sha256(String),
-}
-
 /// Members matching a path or a blob sha256, across packets, with a cursor.
 pub async fn search(
     db: &D1Database,
@@ -360,17 +266,6 @@ pub async fn delete_packet(db: &D1Database, digest: &Digest) -> Result<Vec<Strin
 #[derive(Deserialize)]
 struct NameRow {
     name: String,
-}
-
-/// A ref.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct RefRow {
-    /// Its name.
-    pub name: String,
-    /// The packet it names.
-    pub digest: String,
-    /// When it last changed (RFC 3339).
-    pub updated: String,
 }
 
 /// One ref.
@@ -446,35 +341,6 @@ pub async fn delete_ref(db: &D1Database, name: &str, expected: Option<&Digest>) 
             .bind(&[text(name)])?,
     };
     Ok(!statement.all().await?.results::<NameRow>()?.is_empty())
-}
-
-/// A multipart upload in progress.
-#[derive(Clone, Debug, Deserialize)]
-pub struct UploadRow {
-    /// Its id.
-    pub id: String,
-    /// The digest the packet must have.
-    pub digest: String,
-    /// Its size.
-    pub size: u64,
-    /// Every part's size but the last's.
-    pub part_size: u64,
-    /// R2's multipart upload id.
-    pub r2_upload_id: String,
-    /// JSON array of labels.
-    pub labels: String,
-}
-
-/// A received part.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct PartRow {
-    /// 1-based.
-    pub number: u16,
-    /// R2's etag for it.
-    #[serde(skip_serializing)]
-    pub etag: String,
-    /// Bytes.
-    pub size: u64,
 }
 
 /// A fresh upload id: 32 lowercase hex digits from D1's random source.

@@ -5,18 +5,24 @@
 //! digest and indexes them in D1. The HTTP API is `proto/openapi.yaml`; its
 //! behaviour and deployment are in `docs/worker.md`.
 //!
+//! Every JSON body it reads or answers is a type of the `pillbox-wire`
+//! crate, which the CLI shares.
+//!
 //! | module | holds |
 //! |---|---|
 //! | [`route`] | method + path → [`route::Route`] (pure) |
+//! | [`query`] | query strings: pages, cursors, labels, filters (pure) |
+//! | [`conditions`] | ETags, `If-Match` / `If-None-Match` (pure) |
 //! | [`problem`] | refusals and their JSON bodies (pure) |
+//! | [`rows`] | the index's rows and the answers built from them (pure) |
 //! | [`auth`] | bearer tokens, constant-time comparison (pure) |
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
-//! | [`config`] | settings from the Worker's variables (pure) |
+//! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
 //! | [`verify`] | packet chunks → packet-core → what the index needs (pure) |
 //! | `store` | streams between requests, packet-core and R2 (wasm) |
 //! | `index` | the D1 queries (wasm) |
-//! | `api` | one handler per route (wasm) |
+//! | `api` | the router and one handler per route, by resource (wasm) |
 //!
 //! The pure modules build and test natively (`cargo test -p pillbox-worker`);
 //! the rest builds for `wasm32-unknown-unknown` only.
@@ -26,11 +32,14 @@
 #![allow(clippy::result_large_err)]
 
 pub mod auth;
+pub mod conditions;
 pub mod config;
 pub mod multipart;
 pub mod problem;
+pub mod query;
 pub mod range;
 pub mod route;
+pub mod rows;
 pub mod verify;
 
 #[cfg(target_arch = "wasm32")]

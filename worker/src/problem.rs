@@ -1,37 +1,20 @@
 //! The API's refusals: an HTTP status and the JSON body
-//! `{"error":{"code","path","offset","message","advice"}}`. Packet refusals
-//! carry packet-core's codes unchanged; the API's own codes are listed in
-//! `proto/openapi.yaml`.
+//! `{"error":{"code","path","offset","message","advice"}}`
+//! ([`pillbox_wire::ErrorBody`]). Packet refusals carry packet-core's codes
+//! unchanged; the API's own codes are listed in `proto/openapi.yaml`.
 
-use serde::Serialize;
+use pillbox_wire::ErrorBody;
 
 /// A refusal, ready to become a response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// HTTP status.
-    #[serde(skip)]
     pub status: u16,
-    /// Stable machine-readable code.
-    pub code: String,
-    /// The member path involved, if any.
-    pub path: Option<String>,
-    /// The byte offset in the packet, if known.
-    pub offset: Option<u64>,
-    /// What was found.
-    pub message: String,
-    /// What a person can do about it.
-    pub advice: String,
-    /// For a ref conflict: the digest the ref holds now (`null` if absent).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub current: Option<Option<String>>,
-    /// For 405: the methods the resource allows.
-    #[serde(skip)]
+    /// The body's `error`: code, path, offset, message, advice and, on a
+    /// ref conflict, the digest the ref holds.
+    pub error: pillbox_wire::Problem,
+    /// For 405: the methods the resource allows (the `Allow` header).
     pub allow: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Body<'a> {
-    error: &'a Problem,
 }
 
 impl Problem {
@@ -44,12 +27,14 @@ impl Problem {
     ) -> Problem {
         Problem {
             status,
-            code: code.to_string(),
-            path: None,
-            offset: None,
-            message: message.into(),
-            advice: advice.into(),
-            current: None,
+            error: pillbox_wire::Problem {
+                code: code.to_string(),
+                path: None,
+                offset: None,
+                message: message.into(),
+                advice: advice.into(),
+                current: None,
+            },
             allow: None,
         }
     }
@@ -57,11 +42,10 @@ impl Problem {
     /// A packet refused by packet-core: 422 with the core's code, path,
     /// offset, message and advice unchanged.
     pub fn from_packet_error(error: &packet_core::Error) -> Problem {
-        Problem {
-            path: error.path().map(str::to_string),
-            offset: error.offset(),
-            ..Problem::new(422, error.code().as_str(), error.message(), error.advice())
-        }
+        let mut problem = Problem::new(422, error.code().as_str(), error.message(), error.advice());
+        problem.error.path = error.path().map(str::to_string);
+        problem.error.offset = error.offset();
+        problem
     }
 
     /// A malformed value in the request (a digest in the URL or a body),
@@ -148,7 +132,10 @@ impl Problem {
 
     /// The JSON body.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&Body { error: self })
+        let body = ErrorBody {
+            error: self.error.clone(),
+        };
+        serde_json::to_string(&body)
             .unwrap_or_else(|_| String::from("{\"error\":{\"code\":\"internal\"}}"))
     }
 }
@@ -189,7 +176,7 @@ mod tests {
     #[test]
     fn a_ref_conflict_shows_the_current_digest_or_null() {
         let mut p = Problem::conflict("ref_conflict", "m", "a");
-        p.current = Some(None);
+        p.error.current = Some(None);
         let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert!(v["error"]["current"].is_null());
         assert!(v["error"].as_object().unwrap().contains_key("current"));

@@ -1,0 +1,516 @@
+//! The HTTP client of a packet store: its URL and token, requests with
+//! retries ([`RetryPolicy`]), and the store's answers read into their
+//! [`pillbox_wire`] types or turned into a [`CliError`] (status → code and
+//! exit code).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+use packet_core::Digest;
+use pillbox_wire::{ErrorBody, Info, Ref};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use ureq::http::Response;
+use ureq::{Body, SendBody};
+
+use super::TOKEN_ENV;
+use crate::error::{CliError, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
+use crate::progress::Progress;
+
+/// A bearer token. Its `Debug` never shows the secret.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+impl Token {
+    /// The token from `--token-file` if given, else `$PILLBOX_TOKEN`, else
+    /// none (reads of a public store need none). Surrounding whitespace
+    /// (a trailing newline) is dropped.
+    pub fn load(file: Option<&Path>) -> Result<Option<Token>> {
+        let raw = match file {
+            Some(f) => Some(fs::read_to_string(f).map_err(|e| CliError::io("read", f, e))?),
+            None => std::env::var(TOKEN_ENV).ok(),
+        };
+        Ok(raw
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .map(Token))
+    }
+}
+
+/// How often and how long to retry a request that failed for a reason that
+/// may pass: a dropped connection, a timeout, 408, 429 or a 5xx answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// The wait before the second attempt; it doubles for each next one.
+    pub first_delay: Duration,
+    /// The longest wait between two attempts.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 5,
+            first_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(4),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt `attempt` (1-based), or `None` when
+    /// no attempt is left.
+    pub fn delay_after(&self, attempt: u32) -> Option<Duration> {
+        if attempt >= self.attempts {
+            return None;
+        }
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        Some(self.first_delay.saturating_mul(factor).min(self.max_delay))
+    }
+
+    /// Whether an answer with this status is worth another attempt.
+    pub fn retries_status(status: u16) -> bool {
+        matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+    }
+}
+
+/// A packet store: its base URL, the token and an HTTP agent.
+pub struct Remote {
+    base: String,
+    token: Option<Token>,
+    agent: ureq::Agent,
+    retry: RetryPolicy,
+}
+
+impl Remote {
+    /// Checks the URL (`http://` or `https://`, no query or fragment) and
+    /// prepares a client. A trailing `/` is dropped; a path prefix is kept.
+    pub fn new(url: &str, token: Option<Token>) -> Result<Remote> {
+        let base = base_url(url)?;
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(15)))
+            .timeout_per_read(Some(Duration::from_secs(120)))
+            .timeout_per_write(Some(Duration::from_secs(120)))
+            // Idle connections are dropped before a server's keep-alive
+            // timeout can race a new request on them.
+            .max_idle_age(Duration::from_secs(2))
+            .user_agent(concat!("pillbox/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(Remote {
+            base,
+            token,
+            agent: ureq::Agent::new_with_config(config),
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// The base URL as used.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// How failed requests are retried (a download retries its own reads).
+    pub(super) fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// One `GET path` from byte `from` on (`Range: bytes=<from>-`), not
+    /// retried: a download that lost its connection calls it in its own
+    /// retry loop.
+    pub(super) fn get_from(
+        &self,
+        path: &str,
+        from: u64,
+    ) -> std::result::Result<Response<Body>, ureq::Error> {
+        let mut r = self
+            .agent
+            .get(&self.url(path))
+            .header("range", format!("bytes={from}-"));
+        if let Some(a) = self.auth() {
+            r = r.header("authorization", a);
+        }
+        r.call()
+    }
+
+    fn auth(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("Bearer {}", t.0))
+    }
+
+    /// Sends the request `make` builds, again after a backoff while it fails
+    /// for a transient reason. `what` names the request in errors.
+    fn send(
+        &self,
+        what: &str,
+        make: &mut dyn FnMut() -> std::result::Result<Response<Body>, ureq::Error>,
+    ) -> Result<Response<Body>> {
+        let mut attempt = 1;
+        loop {
+            let failure = match make() {
+                Ok(r) if RetryPolicy::retries_status(r.status().as_u16()) => {
+                    match self.retry.delay_after(attempt) {
+                        Some(_) => format!("HTTP {}", r.status().as_u16()),
+                        None => return Ok(r),
+                    }
+                }
+                Ok(r) => return Ok(r),
+                Err(e) if is_transient(&e) => e.to_string(),
+                Err(e) => return Err(unreachable_error(what, &self.base, &e.to_string())),
+            };
+            match self.retry.delay_after(attempt) {
+                Some(delay) => std::thread::sleep(delay),
+                None => return Err(unreachable_error(what, &self.base, &failure)),
+            }
+            attempt += 1;
+        }
+    }
+
+    /// `GET path`, retried.
+    pub(super) fn get(&self, what: &str, path: &str) -> Result<Response<Body>> {
+        self.without_body(what, path, false)
+    }
+
+    /// `HEAD path`, retried.
+    pub(super) fn head(&self, what: &str, path: &str) -> Result<Response<Body>> {
+        self.without_body(what, path, true)
+    }
+
+    fn without_body(&self, what: &str, path: &str, head: bool) -> Result<Response<Body>> {
+        let url = self.url(path);
+        self.send(what, &mut || {
+            let mut r = if head {
+                self.agent.head(&url)
+            } else {
+                self.agent.get(&url)
+            };
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            r.call()
+        })
+    }
+
+    /// `PUT` (`method` "PUT") or `POST` of a JSON body, one of
+    /// [`pillbox_wire`]'s request types, retried.
+    pub(super) fn send_json<T: Serialize>(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        body: &T,
+        headers: &[(&str, String)],
+    ) -> Result<Response<Body>> {
+        let url = self.url(path);
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        self.send(what, &mut || {
+            let mut r = match method {
+                "PUT" => self.agent.put(&url),
+                _ => self.agent.post(&url),
+            }
+            .header("content-type", "application/json");
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            for (k, v) in headers {
+                r = r.header(*k, v.as_str());
+            }
+            r.send(&bytes[..])
+        })
+    }
+
+    /// PUTs `length` bytes of `file` from `offset`, with a Content-Length
+    /// (the store refuses chunked uploads).
+    pub(super) fn put_range(
+        &self,
+        what: &str,
+        path: &str,
+        file: &Path,
+        offset: u64,
+        length: u64,
+        progress: &Progress,
+    ) -> Result<Response<Body>> {
+        let url = self.url(path);
+        let start = progress.position();
+        let source = File::open(file).map_err(|e| CliError::io("open", file, e))?;
+        self.send(what, &mut || {
+            progress.set_position(start);
+            let mut f = source.try_clone().map_err(ureq::Error::Io)?;
+            f.seek(SeekFrom::Start(offset)).map_err(ureq::Error::Io)?;
+            let body = Counted {
+                inner: f.take(length),
+                progress: progress.clone(),
+            };
+            let mut r = self
+                .agent
+                .put(&url)
+                .header("content-type", "application/octet-stream")
+                .header("content-length", length.to_string());
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            r.send(SendBody::from_owned_reader(body))
+        })
+    }
+}
+
+fn is_transient(e: &ureq::Error) -> bool {
+    matches!(
+        e,
+        ureq::Error::Io(_)
+            | ureq::Error::Timeout(_)
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::HostNotFound
+            | ureq::Error::Protocol(_)
+            | ureq::Error::BodyStalled
+    )
+}
+
+/// The base URL without a trailing `/`, or a usage error.
+pub fn base_url(url: &str) -> Result<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !r.contains(['?', '#', ' ']) => {
+            Ok(trimmed.to_owned())
+        }
+        _ => Err(CliError::Usage(format!(
+            "--remote {url:?}: give the store's base URL, e.g. https://pillbox.example.workers.dev or http://127.0.0.1:8787"
+        ))),
+    }
+}
+
+pub(super) fn unreachable_error(what: &str, base: &str, detail: &str) -> CliError {
+    CliError::Remote {
+        code: "remote_unreachable".into(),
+        exit: EXIT_IO,
+        path: None,
+        offset: None,
+        message: format!("{what} at {base} failed: {detail}"),
+        advice: "check the --remote URL and the network, then run the command again (an interrupted push resumes where it stopped)".into(),
+    }
+}
+
+/// The error for an answer the command cannot use. A `422` carries
+/// packet-core's code, path and offset unchanged (exit 3); a `5xx` is exit
+/// 4; any other refusal (401, 403, 404, 409, 413…) is exit 5. A body that
+/// is not the API's `{"error": …}` (a proxy's page, say) leaves the code to
+/// the status.
+pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError {
+    let status = response.status().as_u16();
+    let problem = response
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_vec()
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ErrorBody>(&b).ok())
+        .map(|b| b.error);
+    let code = match &problem {
+        Some(p) => p.code.clone(),
+        None => match status {
+            401 => "unauthorized",
+            403 => "forbidden",
+            404 => "not_found",
+            409 => "conflict",
+            _ => "remote_refused",
+        }
+        .to_owned(),
+    };
+    let exit = match status {
+        422 => EXIT_VERIFY,
+        500..=599 => EXIT_IO,
+        _ => EXIT_REFUSED,
+    };
+    let message = match &problem {
+        Some(p) => format!("{what}: HTTP {status}: {}", p.message),
+        None => format!("{what}: HTTP {status}"),
+    };
+    let advice = match (status, &problem) {
+        (401 | 403, _) => {
+            "set PILLBOX_TOKEN (or pass --token-file) to the store's write token".to_owned()
+        }
+        (_, Some(p)) => p.advice.clone(),
+        (_, None) => {
+            "see the store's answer above; the API is described in proto/openapi.yaml".to_owned()
+        }
+    };
+    let (path, offset) = problem.map_or((None, None), |p| (p.path, p.offset));
+    CliError::Remote {
+        code,
+        exit,
+        path,
+        offset,
+        message,
+        advice,
+    }
+}
+
+/// Reads an answer's JSON body into its [`pillbox_wire`] type.
+pub(super) fn read_answer<T: DeserializeOwned>(
+    what: &str,
+    response: &mut Response<Body>,
+) -> Result<T> {
+    let bytes = response
+        .body_mut()
+        .with_config()
+        .limit(4 << 20)
+        .read_to_vec()
+        .map_err(|e| unreachable_error(what, "the store", &e.to_string()))?;
+    parse_answer(what, &bytes)
+}
+
+/// An answer's body as `T`; one that is not JSON, or not the API's shape
+/// (serde names the field), is `remote_invalid_answer`.
+fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            bad_answer(what, &e.to_string())
+        } else {
+            bad_answer(what, &format!("not JSON: {e}"))
+        }
+    })
+}
+
+/// `GET /v1`: the store's settings (push reads its single-upload limit).
+pub(super) fn store_info(remote: &Remote) -> Result<Info> {
+    let what = "GET /v1";
+    let mut r = remote.get(what, "/v1")?;
+    if r.status().as_u16() != 200 {
+        return Err(status_error(what, r));
+    }
+    read_answer(what, &mut r)
+}
+
+/// `GET /v1/refs/{name}` 200: the digest the ref holds.
+pub(super) fn ref_digest(what: &str, response: &mut Response<Body>) -> Result<Digest> {
+    let found: Ref = read_answer(what, response)?;
+    found
+        .digest
+        .parse::<Digest>()
+        .map_err(|e| bad_answer(what, &format!("digest {:?}: {}", found.digest, e.message())))
+}
+
+/// `remote_invalid_answer`: the store answered, but not as the API says.
+pub(super) fn bad_answer(what: &str, detail: &str) -> CliError {
+    CliError::refused(
+        "remote_invalid_answer",
+        None,
+        format!("{what}: the store's answer is not what the API describes: {detail}"),
+        "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)",
+    )
+}
+
+/// Counts the bytes read through it on the progress bar.
+struct Counted<R> {
+    inner: R,
+    progress: Progress,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.inc(n as u64);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pillbox_wire::PartSizes;
+
+    #[test]
+    fn base_urls_are_checked_and_trimmed() {
+        assert_eq!(
+            base_url("http://127.0.0.1:8787/").unwrap(),
+            "http://127.0.0.1:8787"
+        );
+        assert_eq!(
+            base_url("https://example.invalid/store//").unwrap(),
+            "https://example.invalid/store"
+        );
+        for bad in [
+            "",
+            "127.0.0.1:8787",
+            "ftp://x",
+            "http://",
+            "http:///x",
+            "http://h/?q=1",
+        ] {
+            assert_eq!(base_url(bad).unwrap_err().code(), "usage", "{bad}");
+        }
+    }
+
+    #[test]
+    fn retries_back_off_and_stop() {
+        let p = RetryPolicy::default();
+        let delays: Vec<_> = (1..=6).map(|a| p.delay_after(a)).collect();
+        assert_eq!(
+            delays,
+            vec![
+                Some(Duration::from_millis(250)),
+                Some(Duration::from_millis(500)),
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_secs(2)),
+                None,
+                None
+            ]
+        );
+        let long = RetryPolicy { attempts: 40, ..p };
+        assert_eq!(long.delay_after(39), Some(Duration::from_secs(4)));
+        assert!(RetryPolicy::retries_status(503));
+        assert!(RetryPolicy::retries_status(429));
+        assert!(!RetryPolicy::retries_status(409));
+        assert!(!RetryPolicy::retries_status(422));
+        assert!(!RetryPolicy::retries_status(404));
+    }
+
+    #[test]
+    fn the_store_settings_are_read_from_get_v1() {
+        let info: Info = parse_answer(
+            "GET /v1",
+            br#"{"service":"pillbox","api":1,"format":"pillbox.session-packet/1","max_packet_bytes":1073741824,"max_members":100000,"max_single_upload_bytes":8388608,"part_size":{"default":5242880,"min":5242880,"max":8388608},"read_access":"public"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (info.max_single_upload_bytes, info.part_size),
+            (
+                8 << 20,
+                PartSizes {
+                    default: 5 << 20,
+                    min: 5 << 20,
+                    max: 8 << 20
+                }
+            )
+        );
+        let missing = parse_answer::<Info>("GET /v1", b"{}").unwrap_err();
+        assert_eq!(missing.code(), "remote_invalid_answer");
+        assert!(missing.report().message.contains("missing field"));
+        let html = parse_answer::<Info>("GET /v1", b"<html>").unwrap_err();
+        assert!(html.report().message.contains("not JSON"));
+    }
+
+    #[test]
+    fn the_token_never_shows_in_debug_output() {
+        let t = Token("s3cret".into());
+        assert!(!format!("{t:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,316 @@
+//! `pull`: downloads a packet by digest or by ref, feeding the bytes
+//! through packet-core's reader as they arrive; a dropped connection is
+//! continued with `Range`, and the file is renamed into place (or copied
+//! to standard output) only once the whole packet has verified.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use packet_core::{Digest, Limits, ReaderOptions};
+use serde::Serialize;
+
+use super::client::{ref_digest, status_error, Remote};
+use super::{packet_path, ref_path};
+use crate::error::{CliError, Result};
+use crate::packet_io::{self, PacketSource, CHUNK};
+use crate::progress::Progress;
+use crate::report::{HarnessReport, Totals};
+
+/// What to pull: a digest, or a ref naming one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PullTarget {
+    /// `sha256:<hex>`
+    Digest(Digest),
+    /// A ref name, resolved with `GET /v1/refs/{name}`.
+    Ref(String),
+}
+
+impl PullTarget {
+    /// `sha256:…` is a digest (and must be a valid one); anything else a ref.
+    pub fn parse(s: &str) -> Result<PullTarget> {
+        if s.starts_with("sha256:") {
+            s.parse::<Digest>()
+                .map(PullTarget::Digest)
+                .map_err(|e| CliError::Usage(format!("{s:?}: {}", e.message())))
+        } else if s.is_empty() {
+            Err(CliError::Usage("name a digest or a ref to pull".into()))
+        } else {
+            Ok(PullTarget::Ref(s.to_owned()))
+        }
+    }
+}
+
+/// The `pillbox.checkpoint.pull/1` object.
+#[derive(Debug, Serialize)]
+pub struct PullReport {
+    /// `pillbox.checkpoint.pull/1`.
+    pub schema: &'static str,
+    /// The packet's digest (verified).
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// The store's base URL.
+    pub remote: String,
+    /// The ref it was pulled by, if any.
+    #[serde(rename = "ref")]
+    pub ref_name: Option<String>,
+    /// Where it was written (absolute), or `-`.
+    pub output: String,
+    /// Members after `packet.json`.
+    pub members: u64,
+    /// Manifest totals.
+    pub totals: Totals,
+    /// Harness state carried.
+    pub harness: Option<HarnessReport>,
+    /// Times the download continued after a dropped connection.
+    pub resumed: u32,
+    /// Wall time of the download and verification, in seconds.
+    pub download_seconds: f64,
+}
+
+/// `pull`. With `output` `-` the packet goes to stdout once verified.
+pub fn pull(
+    remote: &Remote,
+    target: &PullTarget,
+    output: &Path,
+    progress: &Progress,
+) -> Result<PullReport> {
+    let (digest, ref_name) = match target {
+        PullTarget::Digest(d) => (*d, None),
+        PullTarget::Ref(name) => (resolve_ref(remote, name)?, Some(name.clone())),
+    };
+    let to_stdout = output == Path::new("-");
+    let mut tmp = if to_stdout {
+        let dir = std::env::temp_dir();
+        tempfile::Builder::new()
+            .prefix(".pillbox-pull-")
+            .tempfile()
+            .map_err(|e| CliError::io("create a spool file in", dir, e))?
+    } else {
+        let dir = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        tempfile::Builder::new()
+            .prefix(".pillbox-pull-")
+            .tempfile_in(&dir)
+            .map_err(|e| CliError::io("create a file in", dir, e))?
+    };
+    let started = Instant::now();
+    let download = Download::start(remote, &digest, tmp.as_file())?;
+    progress.phase("download", download.size);
+    let options = ReaderOptions {
+        expected_digest: Some(digest),
+        ..ReaderOptions::default()
+    };
+    // The temporary file is removed when `tmp` drops on any error below.
+    let read = packet_io::read_packet(&download, options, progress, &mut |_, _| Ok(()))?;
+    let resumed = download.resumed.get();
+    drop(download);
+    progress.finish();
+    let tmp_path = tmp.path().to_path_buf();
+    let file = tmp.as_file_mut();
+    file.flush()
+        .and_then(|()| file.sync_all())
+        .map_err(|e| CliError::io("write", &tmp_path, e))?;
+    let output_label = if to_stdout {
+        let mut f = tmp
+            .reopen()
+            .map_err(|e| CliError::io("reopen", &tmp_path, e))?;
+        let mut out = io::stdout().lock();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = f
+                .read(&mut buf)
+                .map_err(|e| CliError::io("read", &tmp_path, e))?;
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buf[..n])
+                .map_err(|e| CliError::io("write", "standard output", e))?;
+        }
+        out.flush()
+            .map_err(|e| CliError::io("write", "standard output", e))?;
+        "-".to_owned()
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o644))
+            .map_err(|e| CliError::io("chmod", &tmp_path, e))?;
+        tmp.persist(output)
+            .map_err(|e| CliError::io("rename into", output, e.error))?;
+        fs::canonicalize(output)
+            .unwrap_or_else(|_| output.to_path_buf())
+            .display()
+            .to_string()
+    };
+    Ok(PullReport {
+        schema: "pillbox.checkpoint.pull/1",
+        digest: digest.to_string(),
+        size: read.verified.size,
+        remote: remote.base().to_owned(),
+        ref_name,
+        output: output_label,
+        members: read.manifest.totals.members,
+        totals: read.manifest.totals,
+        harness: read.manifest.harness.as_ref().map(HarnessReport::of),
+        resumed,
+        download_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn resolve_ref(remote: &Remote, name: &str) -> Result<Digest> {
+    let path = ref_path(name);
+    let what = format!("GET {path}");
+    let mut r = remote.get(&what, &path)?;
+    if r.status().as_u16() != 200 {
+        return Err(status_error(&what, r));
+    }
+    ref_digest(&what, &mut r)
+}
+
+/// A packet being downloaded: the bytes read through it are also written
+/// to the temporary file; a connection that drops is picked up again with
+/// `Range: bytes=<received>-` (bounded by the retry policy).
+struct Download<'a> {
+    remote: &'a Remote,
+    path: String,
+    file: &'a File,
+    size: u64,
+    body: std::cell::RefCell<Option<ureq::BodyReader<'static>>>,
+    received: std::cell::Cell<u64>,
+    resumed: std::cell::Cell<u32>,
+    opened: std::cell::Cell<bool>,
+}
+
+impl<'a> Download<'a> {
+    fn start(remote: &'a Remote, digest: &Digest, file: &'a File) -> Result<Download<'a>> {
+        let path = packet_path(digest);
+        let what = format!("GET {path}");
+        let r = remote.get(&what, &path)?;
+        if r.status().as_u16() != 200 {
+            return Err(status_error(&what, r));
+        }
+        let size = r
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if size > Limits::FORMAT.max_packet_bytes {
+            return Err(CliError::Packet(packet_core::Error::new(
+                packet_core::ErrorCode::LimitSize,
+                format!(
+                    "the store sends {size} bytes, more than the format's {} byte limit",
+                    Limits::FORMAT.max_packet_bytes
+                ),
+            )));
+        }
+        Ok(Download {
+            remote,
+            path,
+            file,
+            size,
+            body: std::cell::RefCell::new(Some(r.into_body().into_reader())),
+            received: std::cell::Cell::new(0),
+            resumed: std::cell::Cell::new(0),
+            opened: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Asks for the rest of the packet after a dropped connection.
+    fn reconnect(&self) -> io::Result<ureq::BodyReader<'static>> {
+        let from = self.received.get();
+        let response = self
+            .remote
+            .get_from(&self.path, from)
+            .map_err(io::Error::other)?;
+        let expected = format!("bytes {from}-");
+        let range_ok = response
+            .headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with(&expected));
+        if response.status().as_u16() != 206 || !range_ok {
+            return Err(io::Error::other(format!(
+                "the store did not continue the download at byte {from} (HTTP {})",
+                response.status().as_u16()
+            )));
+        }
+        Ok(response.into_body().into_reader())
+    }
+}
+
+impl Read for &Download<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut attempt = 1;
+        loop {
+            let result = match self.body.borrow_mut().as_mut() {
+                Some(body) => body.read(buf),
+                None => Err(io::Error::other("the connection was lost")),
+            };
+            match result {
+                Ok(n) => {
+                    let mut file = self.file;
+                    file.write_all(&buf[..n])?;
+                    self.received.set(self.received.get() + n as u64);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let Some(delay) = self.remote.retry().delay_after(attempt) else {
+                        return Err(e);
+                    };
+                    std::thread::sleep(delay);
+                    attempt += 1;
+                    *self.body.borrow_mut() = self.reconnect().ok();
+                    if self.body.borrow().is_some() {
+                        self.resumed.set(self.resumed.get() + 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl PacketSource for Download<'_> {
+    fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
+        if self.opened.replace(true) {
+            return Err(CliError::refused(
+                "read_interrupted",
+                None,
+                "a download can be read only once",
+                "report this bug",
+            ));
+        }
+        Ok(Box::new(self))
+    }
+
+    fn label(&self) -> String {
+        format!("{}{}", self.remote.base(), self.path)
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        Some(self.size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_targets() {
+        let d = Digest::of(b"packet");
+        assert_eq!(
+            PullTarget::parse(&d.to_string()).unwrap(),
+            PullTarget::Digest(d)
+        );
+        assert_eq!(
+            PullTarget::parse("sessions/x/latest").unwrap(),
+            PullTarget::Ref("sessions/x/latest".into())
+        );
+        assert_eq!(PullTarget::parse("sha256:abc").unwrap_err().code(), "usage");
+    }
+}

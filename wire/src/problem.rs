@@ -1,0 +1,69 @@
+//! Refusals: every answer that is not a success carries `{"error": Problem}`.
+
+use alloc::string::String;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The body of every refusal (schema `ErrorBody`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What was refused and why.
+    pub error: Problem,
+}
+
+/// [`ErrorBody::error`] (schema `Problem`). A packet refused by the
+/// store's packet-core (422) carries packet-core's code, path, offset,
+/// message and advice unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Stable machine-readable code, e.g. `member_digest_mismatch`.
+    pub code: String,
+    /// The member path involved, `null` if none.
+    pub path: Option<String>,
+    /// The byte offset in the packet, `null` if not known.
+    pub offset: Option<u64>,
+    /// What was found.
+    pub message: String,
+    /// What a person can do about it.
+    pub advice: String,
+    /// Only on `ref_conflict`: the digest the ref holds, `Some(None)`
+    /// (`null`) if it does not exist; left out of every other refusal.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub current: Option<Option<String>>,
+}
+
+/// Reads a field that is there (`Some`), possibly `null` (`Some(None)`);
+/// `#[serde(default)]` makes an absent one `None`. Serde alone reads
+/// `null` as `None`, which would lose "the ref does not exist".
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(current: Option<Option<String>>) -> Problem {
+        Problem {
+            code: "ref_conflict".into(),
+            path: None,
+            offset: None,
+            message: "m".into(),
+            advice: "a".into(),
+            current,
+        }
+    }
+
+    #[test]
+    fn current_is_absent_null_or_a_digest_both_ways() {
+        for current in [None, Some(None), Some(Some("sha256:00".into()))] {
+            let p = problem(current);
+            let text = serde_json::to_string(&p).unwrap();
+            assert_eq!(text.contains("\"current\""), p.current.is_some(), "{text}");
+            assert_eq!(serde_json::from_str::<Problem>(&text).unwrap(), p);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! What every handler shares: building responses (JSON, empty, streamed,
+//! refusals), CORS, and reading request headers and JSON bodies.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use worker::{Headers, Request, Response, ResponseBody};
+
+use crate::config::Config;
+use crate::problem::Problem;
+
+/// What a handler returns: a response, or a refusal that becomes one.
+pub type Answer = Result<Response, Problem>;
+
+/// Largest JSON request body (`POST /v1/uploads`, `PUT /v1/refs/{name}`).
+const MAX_JSON_BODY: usize = 64 * 1024;
+
+/// A runtime failure as a 500.
+pub fn internal(e: worker::Error) -> Problem {
+    Problem::internal(e.to_string())
+}
+
+/// A refusal as a response: its status, its JSON body, `Allow` on a 405
+/// and `WWW-Authenticate` on a 401.
+pub fn problem_response(p: &Problem) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set("cache-control", "no-store")?;
+    if let Some(allow) = &p.allow {
+        headers.set("allow", allow)?;
+    }
+    if p.status == 401 {
+        headers.set("www-authenticate", "Bearer realm=\"pillbox\"")?;
+    }
+    Ok(Response::from_bytes(p.to_json().into_bytes())?
+        .with_status(p.status)
+        .with_headers(headers))
+}
+
+/// A JSON answer (one of [`pillbox_wire`]'s types), never cached.
+pub fn json_response<T: Serialize>(status: u16, body: &T) -> Answer {
+    let bytes = serde_json::to_vec(body)
+        .map_err(|e| Problem::internal(format!("writing the answer: {e}")))?;
+    let headers = Headers::new();
+    set(&headers, "content-type", "application/json")?;
+    set(&headers, "cache-control", "no-store")?;
+    Ok(Response::from_bytes(bytes)
+        .map_err(internal)?
+        .with_status(status)
+        .with_headers(headers))
+}
+
+/// `204 No Content`.
+pub fn no_content() -> Answer {
+    Response::empty()
+        .map(|r| r.with_status(204))
+        .map_err(internal)
+}
+
+/// A response with no body (`HEAD`, `304`).
+pub fn empty(status: u16, headers: Headers) -> Answer {
+    Ok(Response::empty()
+        .map_err(internal)?
+        .with_status(status)
+        .with_headers(headers))
+}
+
+/// A response whose body is R2's, passed through without a copy in wasm.
+pub fn streamed(body: ResponseBody, status: u16, headers: Headers) -> Answer {
+    Ok(Response::from_body(body)
+        .map_err(internal)?
+        .with_status(status)
+        .with_headers(headers))
+}
+
+/// `416`: the range asked for is not inside the `what` of `size` bytes.
+pub fn range_not_satisfiable(what: &str, size: u64) -> Answer {
+    let p = Problem::new(
+        416,
+        "range_not_satisfiable",
+        format!("the {what} has {size} bytes"),
+        format!("ask for bytes inside the {what}"),
+    );
+    let mut r = problem_response(&p).map_err(internal)?;
+    r.headers_mut()
+        .set("content-range", &format!("bytes */{size}"))
+        .map_err(internal)?;
+    Ok(r)
+}
+
+/// Sets a response header.
+pub fn set(headers: &Headers, name: &str, value: &str) -> Result<(), Problem> {
+    headers.set(name, value).map_err(internal)
+}
+
+/// Adds the CORS headers every answer carries (the inspector page may be
+/// served from another origin).
+pub fn with_cors(response: Response, config: &Config) -> worker::Result<Response> {
+    // Responses from R2 or fetch may have immutable headers: copy them.
+    let headers = Headers::new();
+    for (k, v) in response.headers().entries() {
+        headers.append(&k, &v)?;
+    }
+    headers.set("access-control-allow-origin", &config.cors_origin)?;
+    headers.set(
+        "access-control-allow-methods",
+        "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+    )?;
+    headers.set(
+        "access-control-allow-headers",
+        "Authorization, Content-Type, If-Match, If-None-Match, Range",
+    )?;
+    headers.set(
+        "access-control-expose-headers",
+        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes",
+    )?;
+    headers.set("access-control-max-age", "86400")?;
+    if config.cors_origin != "*" {
+        headers.append("vary", "Origin")?;
+    }
+    Ok(response.with_headers(headers))
+}
+
+/// A request header's value, if it has one.
+pub fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+/// The upload's `Content-Length` (R2 needs the length before the bytes).
+pub fn content_length(req: &Request) -> Result<u64, Problem> {
+    header(req, "content-length")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .ok_or_else(|| {
+            Problem::new(
+                411,
+                "length_required",
+                "the upload has no Content-Length",
+                "send the body with a Content-Length header (no chunked transfer encoding)",
+            )
+        })
+}
+
+/// Reads a JSON request body into its [`pillbox_wire`] type.
+pub async fn read_json<T: DeserializeOwned>(req: &mut Request) -> Result<T, Problem> {
+    let bytes = req
+        .bytes()
+        .await
+        .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
+    if bytes.len() > MAX_JSON_BODY {
+        return Err(Problem::too_large(
+            "body_too_large",
+            "a JSON body is at most 64 KiB",
+            "send a smaller body",
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::bad_request(
+            "body_invalid",
+            format!("the JSON body does not match the API: {e}"),
+        )
+    })
+}

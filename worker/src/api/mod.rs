@@ -1,0 +1,147 @@
+//! The HTTP API (`proto/openapi.yaml`): [`handle`] routes a request
+//! ([`crate::route`]), authorizes it and hands it to the one handler of its
+//! route. Handlers move streams between the request, packet-core
+//! ([`crate::store`]), R2 and D1 ([`crate::index`]); every rule about
+//! packets is packet-core's. Every JSON answer is a [`pillbox_wire`] type
+//! (built from index rows by [`crate::rows`]), every refusal a [`Problem`].
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`http`] | responses, CORS, request headers and JSON bodies |
+//! | [`packets`] | `/v1/packets/…`, `/v1/search` |
+//! | [`uploads`] | `/v1/uploads/…` and the scheduled clean-up |
+//! | [`refs`] | `/v1/refs/…` |
+
+mod http;
+mod packets;
+mod refs;
+mod uploads;
+
+use worker::{Bucket, D1Database, Env, Request, Response};
+
+use crate::auth::{self, ReadAccess};
+use crate::config::Config;
+use crate::problem::Problem;
+use crate::query::Query;
+use crate::route::{self, Method, Route};
+use crate::store;
+use http::{json_response, no_content, problem_response, with_cors, Answer};
+
+pub use uploads::expire_uploads;
+
+/// The R2 bucket's binding (`[[r2_buckets]]` in wrangler.toml).
+const BUCKET: &str = "PACKETS";
+/// The D1 database's binding (`[[d1_databases]]` in wrangler.toml).
+const DATABASE: &str = "INDEX";
+
+/// Handles one request: route, authorize, dispatch, add CORS headers.
+pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
+    let config = config(&env);
+    let url = req.url()?;
+    let method = Method::parse(req.method().as_ref());
+    let body = req.inner().body();
+    let answer = match route::route(method, url.path()) {
+        Ok(Route::Assets) => return assets(req, &env).await,
+        Ok(route) => match authorize(&req, &env, &config, &route) {
+            Ok(()) => dispatch(route, req, &env, &config, &url).await,
+            Err(p) => Err(p),
+        },
+        Err(p) => Err(p),
+    };
+    if let Some(body) = body {
+        // Refused before its body was read (auth, limits, malformed URL).
+        store::discard(&body, config.max_single_upload_bytes + (1 << 20)).await;
+    }
+    let response = match answer {
+        Ok(r) => r,
+        Err(p) => problem_response(&p)?,
+    };
+    with_cors(response, &config)
+}
+
+fn config(env: &Env) -> Config {
+    Config::from_vars(|name| env.var(name).ok().map(|v| v.to_string()))
+}
+
+fn bucket(env: &Env) -> Result<Bucket, Problem> {
+    env.bucket(BUCKET)
+        .map_err(|e| Problem::internal(format!("the R2 binding {BUCKET}: {e}")))
+}
+
+fn database(env: &Env) -> Result<D1Database, Problem> {
+    env.d1(DATABASE)
+        .map_err(|e| Problem::internal(format!("the D1 binding {DATABASE}: {e}")))
+}
+
+async fn assets(req: Request, env: &Env) -> worker::Result<Response> {
+    match env.assets("ASSETS") {
+        Ok(fetcher) => fetcher.fetch_request(req).await,
+        Err(_) => problem_response(&Problem::not_found("no such page")),
+    }
+}
+
+fn authorize(req: &Request, env: &Env, config: &Config, route: &Route) -> Result<(), Problem> {
+    // The preflight and the server's settings (GET /v1) are always public.
+    let needs_token = route.is_write()
+        || (config.read_access == ReadAccess::Token
+            && !matches!(route, Route::Preflight | Route::Info));
+    if !needs_token {
+        return Ok(());
+    }
+    let header = req.headers().get("authorization").ok().flatten();
+    let secret = env.secret("PILLBOX_TOKEN").ok().map(|s| s.to_string());
+    auth::check(header.as_deref(), secret.as_deref())
+}
+
+/// One handler per route; the bindings a handler needs are opened here.
+async fn dispatch(
+    route: Route,
+    mut req: Request,
+    env: &Env,
+    config: &Config,
+    url: &worker::Url,
+) -> Answer {
+    let query = Query::from_pairs(
+        url.query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned())),
+    );
+    match route {
+        Route::Preflight => no_content(),
+        Route::Info => json_response(200, &config.info()),
+        Route::ListPackets => packets::list(&database(env)?, &query).await,
+        Route::UploadPacket(digest) => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            packets::upload(&mut req, &bucket, &db, config, digest, &query).await
+        }
+        Route::GetPacket { digest, head } => {
+            packets::get(&req, &bucket(env)?, &database(env)?, digest, head).await
+        }
+        Route::DeletePacket(digest) => {
+            packets::delete(&bucket(env)?, &database(env)?, digest).await
+        }
+        Route::GetManifest(digest) => {
+            packets::manifest(&bucket(env)?, &database(env)?, digest).await
+        }
+        Route::GetMember { digest, path, head } => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            packets::member(&req, &bucket, &db, digest, &path, head).await
+        }
+        Route::Search => packets::search(&database(env)?, &query).await,
+        Route::CreateUpload => {
+            uploads::create(&mut req, &bucket(env)?, &database(env)?, config).await
+        }
+        Route::GetUpload(id) => uploads::get(&database(env)?, &id).await,
+        Route::UploadPart { id, number } => {
+            uploads::part(&req, &bucket(env)?, &database(env)?, &id, number).await
+        }
+        Route::CompleteUpload(id) => {
+            uploads::complete(&bucket(env)?, &database(env)?, config, &id).await
+        }
+        Route::AbortUpload(id) => uploads::abort(&bucket(env)?, &database(env)?, &id).await,
+        Route::ListRefs => refs::list(&database(env)?, &query).await,
+        Route::GetRef(name) => refs::get(&database(env)?, &name).await,
+        Route::PutRef(name) => refs::put(&mut req, &database(env)?, &name).await,
+        Route::DeleteRef(name) => refs::delete(&req, &database(env)?, &name).await,
+        Route::Assets => Err(Problem::not_found("no such page")),
+    }
+}

@@ -1,0 +1,397 @@
+//! What the D1 index's rows hold ([`crate::index`] reads them), and the
+//! API answers built from them ([`pillbox_wire`]). Pure, so every answer's
+//! shape is tested natively.
+
+use pillbox_wire::{
+    Harness, Packet, PacketFacts, PacketList, ReceivedPart, Ref, RefChange, RefList, SearchMatch,
+    SearchResults, Stored, Upload,
+};
+use serde::Deserialize;
+
+use crate::multipart::Plan;
+
+/// A packet as indexed (`packets`, with its labels).
+#[derive(Clone, Debug, Deserialize)]
+pub struct PacketRow {
+    /// Insertion order.
+    pub seq: u64,
+    /// `sha256:<hex>`.
+    pub digest: String,
+    /// Bytes.
+    pub size: u64,
+    /// Members after `packet.json`.
+    pub member_count: u64,
+    /// Sum of file sizes.
+    pub file_bytes: u64,
+    /// `codex`, `claude` or null.
+    pub harness_kind: Option<String>,
+    /// The harness thread id.
+    pub thread_id: Option<String>,
+    /// The harness model.
+    pub model: Option<String>,
+    /// Offset of `packet.json`.
+    pub manifest_offset: u64,
+    /// Length of `packet.json`.
+    pub manifest_size: u64,
+    /// RFC 3339.
+    pub created: String,
+    /// Newline-separated labels (from the query).
+    pub labels: Option<String>,
+}
+
+impl PacketRow {
+    /// The labels, sorted.
+    pub fn label_list(&self) -> Vec<String> {
+        let mut labels: Vec<String> = self
+            .labels
+            .as_deref()
+            .unwrap_or("")
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        labels.sort();
+        labels
+    }
+
+    fn facts(&self) -> PacketFacts {
+        PacketFacts {
+            digest: self.digest.clone(),
+            size: self.size,
+            members: self.member_count,
+            file_bytes: self.file_bytes,
+            // The kind and the thread id are indexed together, from the
+            // manifest's harness: both or neither.
+            harness: self.harness_kind.clone().zip(self.thread_id.clone()).map(
+                |(kind, thread_id)| Harness {
+                    kind,
+                    thread_id,
+                    model: self.model.clone(),
+                },
+            ),
+            labels: self.label_list(),
+        }
+    }
+
+    /// The packet as `GET /v1/packets` lists it.
+    pub fn listed(&self) -> Packet {
+        Packet {
+            facts: self.facts(),
+            created: self.created.clone(),
+        }
+    }
+
+    /// The answer to a request that stored it (`created`) or found it
+    /// stored.
+    pub fn stored(&self, created: bool) -> Stored {
+        Stored {
+            facts: self.facts(),
+            created,
+            created_at: self.created.clone(),
+        }
+    }
+}
+
+/// A page of `GET /v1/packets`; `next` is the last row's `seq` when more
+/// rows follow.
+pub fn packet_page(rows: &[PacketRow], next: Option<u64>) -> PacketList {
+    PacketList {
+        packets: rows.iter().map(PacketRow::listed).collect(),
+        next_cursor: next.map(|n| n.to_string()),
+    }
+}
+
+/// One member of an indexed packet.
+#[derive(Clone, Debug, Deserialize)]
+pub struct MemberRow {
+    /// Packet digest.
+    pub digest: String,
+    /// Member path.
+    pub path: String,
+    /// `file`, `dir` or `symlink`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Mode bits.
+    pub mode: u32,
+    /// Body size.
+    pub size: u64,
+    /// `<hex>` for files.
+    pub sha256: Option<String>,
+    /// Symlink target.
+    pub target: Option<String>,
+    /// First body byte in the packet.
+    pub data_offset: u64,
+    /// Row id (search cursor).
+    pub id: u64,
+}
+
+impl MemberRow {
+    /// The member as `GET /v1/search` shows it (its sha256 as a digest).
+    pub fn search_match(&self) -> SearchMatch {
+        SearchMatch {
+            digest: self.digest.clone(),
+            path: self.path.clone(),
+            kind: self.kind.clone(),
+            size: self.size,
+            sha256: self.sha256.as_ref().map(|h| format!("sha256:{h}")),
+        }
+    }
+}
+
+/// A page of `GET /v1/search`; `next` is the last row's id when more rows
+/// follow.
+pub fn search_page(rows: &[MemberRow], next: Option<u64>) -> SearchResults {
+    SearchResults {
+        matches: rows.iter().map(MemberRow::search_match).collect(),
+        next_cursor: next.map(|n| n.to_string()),
+    }
+}
+
+/// A ref.
+#[derive(Clone, Debug, Deserialize)]
+pub struct RefRow {
+    /// Its name.
+    pub name: String,
+    /// The packet it names.
+    pub digest: String,
+    /// When it last changed (RFC 3339).
+    pub updated: String,
+}
+
+impl RefRow {
+    /// The ref as `GET /v1/refs/{name}` answers it.
+    pub fn to_wire(&self) -> Ref {
+        Ref {
+            name: self.name.clone(),
+            digest: self.digest.clone(),
+            updated: self.updated.clone(),
+        }
+    }
+
+    /// The answer to the `PUT` that made the ref this, from `previous`.
+    pub fn changed(&self, previous: Option<String>) -> RefChange {
+        RefChange {
+            now: self.to_wire(),
+            previous,
+        }
+    }
+}
+
+/// A page of `GET /v1/refs`; `next` is the last name when more follow.
+pub fn ref_page(rows: &[RefRow], next: Option<String>) -> RefList {
+    RefList {
+        refs: rows.iter().map(RefRow::to_wire).collect(),
+        next_cursor: next,
+    }
+}
+
+/// A multipart upload in progress.
+#[derive(Clone, Debug, Deserialize)]
+pub struct UploadRow {
+    /// Its id.
+    pub id: String,
+    /// The digest the packet must have.
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// Every part's size but the last's.
+    pub part_size: u64,
+    /// R2's multipart upload id.
+    pub r2_upload_id: String,
+    /// JSON array of labels.
+    pub labels: String,
+}
+
+impl UploadRow {
+    /// How the upload is cut (checked when it was created).
+    pub fn plan(&self) -> Plan {
+        Plan {
+            size: self.size,
+            part_size: self.part_size,
+        }
+    }
+
+    /// The upload as `POST /v1/uploads` and `GET /v1/uploads/{id}` show
+    /// it, with the parts received so far.
+    pub fn view(&self, parts: &[PartRow]) -> Upload {
+        let received: Vec<u16> = parts.iter().map(|p| p.number).collect();
+        Upload {
+            upload_id: self.id.clone(),
+            location: format!("/v1/uploads/{}", self.id),
+            digest: self.digest.clone(),
+            size: self.size,
+            part_size: self.part_size,
+            parts: self.plan().parts(),
+            received: parts
+                .iter()
+                .map(|p| ReceivedPart {
+                    number: p.number,
+                    size: p.size,
+                })
+                .collect(),
+            missing: self.plan().missing(&received),
+        }
+    }
+}
+
+/// A received part.
+#[derive(Clone, Debug, Deserialize)]
+pub struct PartRow {
+    /// 1-based.
+    pub number: u16,
+    /// R2's etag for it.
+    pub etag: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000abc";
+    const T: &str = "2026-12-01T09:00:00.000Z";
+
+    fn packet(harness: Option<(&str, &str, Option<&str>)>, labels: Option<&str>) -> PacketRow {
+        PacketRow {
+            seq: 7,
+            digest: D.into(),
+            size: 10_240,
+            member_count: 3,
+            file_bytes: 1_200,
+            harness_kind: harness.map(|h| h.0.into()),
+            thread_id: harness.map(|h| h.1.into()),
+            model: harness.and_then(|h| h.2.map(str::to_owned)),
+            manifest_offset: 512,
+            manifest_size: 700,
+            created: T.into(),
+            labels: labels.map(str::to_owned),
+        }
+    }
+
+    fn json_of(value: impl serde::Serialize) -> serde_json::Value {
+        serde_json::to_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_listed_packet_has_its_harness_or_null_and_sorted_labels() {
+        let plain = packet(None, Some("b\na"));
+        assert_eq!(
+            json_of(plain.listed()),
+            json!({
+                "digest": D, "size": 10_240, "members": 3, "file_bytes": 1_200,
+                "harness": null, "labels": ["a", "b"], "created": T,
+            })
+        );
+        let codex = packet(Some(("codex", "7f3c", None)), None);
+        assert_eq!(
+            json_of(codex.listed())["harness"],
+            json!({ "kind": "codex", "thread_id": "7f3c", "model": null })
+        );
+        assert_eq!(json_of(codex.listed())["labels"], json!([]));
+    }
+
+    #[test]
+    fn a_stored_packet_says_whether_this_request_stored_it_and_when_it_was_first() {
+        let row = packet(Some(("claude", "a1", Some("opus"))), Some("x"));
+        let stored = json_of(row.stored(true));
+        assert_eq!(
+            stored,
+            json!({
+                "digest": D, "size": 10_240, "members": 3, "file_bytes": 1_200,
+                "harness": { "kind": "claude", "thread_id": "a1", "model": "opus" },
+                "labels": ["x"], "created": true, "created_at": T,
+            })
+        );
+        assert_eq!(json_of(row.stored(false))["created"], json!(false));
+    }
+
+    #[test]
+    fn pages_carry_the_next_cursor_as_text_or_null() {
+        let rows = [packet(None, None)];
+        assert_eq!(
+            json_of(packet_page(&rows, Some(7)))["next_cursor"],
+            json!("7")
+        );
+        assert_eq!(
+            json_of(packet_page(&[], None)),
+            json!({ "packets": [], "next_cursor": null })
+        );
+        let r = RefRow {
+            name: "sessions/a".into(),
+            digest: D.into(),
+            updated: T.into(),
+        };
+        assert_eq!(
+            json_of(ref_page(
+                std::slice::from_ref(&r),
+                Some("sessions/a".into())
+            )),
+            json!({
+                "refs": [{ "name": "sessions/a", "digest": D, "updated": T }],
+                "next_cursor": "sessions/a",
+            })
+        );
+        assert_eq!(
+            json_of(r.changed(None)),
+            json!({ "name": "sessions/a", "digest": D, "updated": T, "previous": null })
+        );
+    }
+
+    #[test]
+    fn search_matches_show_a_files_sha256_as_a_digest() {
+        let member = |kind: &str, sha256: Option<&str>| MemberRow {
+            digest: D.into(),
+            path: "workspace/a".into(),
+            kind: kind.into(),
+            mode: 0o644,
+            size: 5,
+            sha256: sha256.map(str::to_owned),
+            target: None,
+            data_offset: 1536,
+            id: 9,
+        };
+        let page = json_of(search_page(
+            &[member("file", Some("ab")), member("dir", None)],
+            Some(9),
+        ));
+        assert_eq!(
+            page,
+            json!({
+                "matches": [
+                    { "digest": D, "path": "workspace/a", "type": "file", "size": 5, "sha256": "sha256:ab" },
+                    { "digest": D, "path": "workspace/a", "type": "dir", "size": 5, "sha256": null },
+                ],
+                "next_cursor": "9",
+            })
+        );
+    }
+
+    #[test]
+    fn an_upload_shows_what_arrived_and_what_is_missing() {
+        let id = "0123456789abcdef0123456789abcdef";
+        let row = UploadRow {
+            id: id.into(),
+            digest: D.into(),
+            size: (12 << 20) + 3,
+            part_size: 5 << 20,
+            r2_upload_id: "r2".into(),
+            labels: "[]".into(),
+        };
+        let part = PartRow {
+            number: 2,
+            etag: "e".into(),
+            size: 5 << 20,
+        };
+        assert_eq!(
+            json_of(row.view(&[part])),
+            json!({
+                "upload_id": id, "location": format!("/v1/uploads/{id}"), "digest": D,
+                "size": (12 << 20) + 3, "part_size": 5 << 20, "parts": 3,
+                "received": [{ "number": 2, "size": 5 << 20 }], "missing": [1, 3],
+            })
+        );
+        assert_eq!(json_of(row.view(&[]))["missing"], json!([1, 2, 3]));
+    }
+}
