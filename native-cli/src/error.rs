@@ -5,6 +5,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use packet_core::WriteError;
 use serde::Serialize;
 
 /// Exit code for success.
@@ -17,6 +18,8 @@ pub const EXIT_VERIFY: i32 = 3;
 pub const EXIT_IO: i32 = 4;
 /// Exit code for input the command refuses (workspace, target, harness).
 pub const EXIT_REFUSED: i32 = 5;
+/// Exit code for a bug in pillbox itself (sysexits' `EX_SOFTWARE`).
+pub const EXIT_BUG: i32 = 70;
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -49,6 +52,10 @@ pub enum CliError {
     },
     /// The command line is not usable.
     Usage(String),
+    /// A bug in this program: packet-core driven out of order, or a state
+    /// the CLI's own code rules out. Never a verdict on the packet or the
+    /// workspace.
+    Bug(String),
     /// A packet store refused a request or could not be reached. A packet
     /// refused by the store's packet-core (HTTP 422) keeps its code, path
     /// and offset unchanged.
@@ -98,6 +105,15 @@ impl CliError {
         }
     }
 
+    /// A failure of packet-core's writer while packing: the workspace is
+    /// refused, or the writer was driven out of order (a bug).
+    pub fn unpackable(e: WriteError) -> CliError {
+        match e {
+            WriteError::Refused(e) => CliError::Unpackable(e),
+            WriteError::Misuse(m) => CliError::Bug(m.to_string()),
+        }
+    }
+
     /// The stable code shown in the JSON.
     pub fn code(&self) -> &str {
         match self {
@@ -105,6 +121,7 @@ impl CliError {
             CliError::Io { .. } => "io",
             CliError::Refused { code, .. } => code,
             CliError::Usage(_) => "usage",
+            CliError::Bug(_) => "bug",
             CliError::Remote { code, .. } => code,
         }
     }
@@ -116,6 +133,7 @@ impl CliError {
             CliError::Unpackable(_) | CliError::Refused { .. } => EXIT_REFUSED,
             CliError::Io { .. } => EXIT_IO,
             CliError::Usage(_) => EXIT_USAGE,
+            CliError::Bug(_) => EXIT_BUG,
             CliError::Remote { exit, .. } => *exit,
         }
     }
@@ -152,6 +170,12 @@ impl CliError {
                 None,
                 message.clone(),
                 "see `pillbox checkpoint --help`".to_owned(),
+            ),
+            CliError::Bug(message) => (
+                None,
+                None,
+                message.clone(),
+                "this is a bug in pillbox, not a problem with the packet or the workspace: please report it with the command that led to it".to_owned(),
             ),
             CliError::Remote {
                 path,

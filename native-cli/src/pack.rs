@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use packet_core::{
-    Digest, Entry, ErrorCode, Hasher, Kind, Limits, Manifest, Step, Writer, WriterOptions,
+    Digest, ErrorCode, Hasher, Kind, Limits, Manifest, Member, Step, Writer, WriterOptions,
 };
 use rustix::fs::{openat, Mode, OFlags};
 use serde::Serialize;
@@ -242,7 +242,7 @@ fn hash_all(
     workspace: &Path,
     mut planned: Vec<Planned>,
     progress: &Progress,
-) -> Result<(Vec<Entry>, Vec<BodySource>)> {
+) -> Result<(Vec<Member>, Vec<BodySource>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
     crate::walk::sort_planned(&mut planned);
@@ -296,8 +296,8 @@ fn hash_all(
     let mut files = files.into_iter();
     for p in planned {
         match p {
-            Planned::Dir { member } => entries.push(Entry::dir(member)),
-            Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
+            Planned::Dir { member } => entries.push(Member::dir(member)),
+            Planned::Symlink { member, target } => entries.push(Member::symlink(member, target)),
             Planned::File {
                 member, executable, ..
             } => {
@@ -308,7 +308,7 @@ fn hash_all(
                 let Some(path) = files.next() else {
                     return Err(first_error_or_usage());
                 };
-                entries.push(Entry::file(member, stamp.size, digest, executable));
+                entries.push(Member::file(member, stamp.size, digest, executable));
                 sources.push(BodySource { path, stamp });
             }
         }
@@ -560,15 +560,15 @@ fn produce<W: Write>(
         files.next()
     };
     loop {
-        match writer.next().map_err(CliError::Unpackable)? {
+        match writer.next().map_err(CliError::unpackable)? {
             Step::Bytes(bytes) => out.put(bytes)?,
             Step::Body { index, size, .. } => {
                 let entry = &manifest.members[index];
                 let Some(source) = source_of(index) else {
-                    return Err(CliError::Unpackable(
-                        packet_core::Error::new(ErrorCode::Usage, "no source file for this member")
-                            .at_path(&entry.path),
-                    ));
+                    return Err(CliError::Bug(format!(
+                        "no source file for the member {:?}",
+                        entry.path
+                    )));
                 };
                 let path = source.path.as_path();
                 let mut f = opener
@@ -582,7 +582,7 @@ fn produce<W: Write>(
                     let space = &mut out.buf[out.used..];
                     let want = (space.len() as u64).min(remaining) as usize;
                     let n = read_more(&mut f, &mut space[..want], path, &entry.path)?;
-                    writer.body(&space[..n]).map_err(CliError::Unpackable)?;
+                    writer.body(&space[..n]).map_err(CliError::unpackable)?;
                     out.used += n;
                     remaining -= n as u64;
                     progress.inc(n as u64);
@@ -598,10 +598,7 @@ fn produce<W: Write>(
         }
     }
     if source_of(manifest.members.len()).is_some() {
-        return Err(CliError::Unpackable(packet_core::Error::new(
-            ErrorCode::Usage,
-            "more source files than file members",
-        )));
+        return Err(CliError::Bug("more source files than file members".into()));
     }
     Ok(())
 }

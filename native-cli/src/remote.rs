@@ -524,13 +524,7 @@ pub struct PushReport {
 pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Result<PushReport> {
     let input = PacketInput::open(&request.packet)?;
     let read = packet_io::verify(&input, None, progress)?;
-    let digest = read.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
-    })?;
-    let size = read.verified.size;
+    let (digest, size) = (read.digest, read.size);
     // The bytes to send: the file itself, or the spooled copy of stdin.
     let (file, _spool) = upload_file(&input)?;
     let started = Instant::now();
@@ -1075,7 +1069,7 @@ pub fn pull(
         ..ReaderOptions::default()
     };
     // The temporary file is removed when `tmp` drops on any error below.
-    let read = packet_io::read_packet(&download, options, progress, &mut |_, _| Ok(()))?;
+    let read = packet_io::read_packet(&download, options, progress, &mut |_| Ok(()))?;
     let resumed = download.resumed.get();
     drop(download);
     progress.finish();
@@ -1117,7 +1111,7 @@ pub fn pull(
     Ok(PullReport {
         schema: "pillbox.checkpoint.pull/1",
         digest: digest.to_string(),
-        size: read.verified.size,
+        size: read.size,
         remote: remote.base().to_owned(),
         ref_name,
         output: output_label,

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use packet_core::{Digest, Event, Kind, ReaderOptions};
+use packet_core::{Digest, Event, Kind, ReaderOptions, VerifiedPacket};
 use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
 use serde::Serialize;
 use tempfile::TempDir;
@@ -105,9 +105,9 @@ pub fn unpack(
             let totals = placed.read.manifest.totals;
             Ok(UnpackReport {
                 schema: "pillbox.checkpoint.unpack/1",
-                digest: placed.digest.to_string(),
+                digest: placed.read.digest.to_string(),
                 digest_checked: request.expected.is_some(),
-                size: placed.read.verified.size,
+                size: placed.read.size,
                 members: totals.members,
                 totals,
                 workspace: placed.workspace.display().to_string(),
@@ -159,8 +159,7 @@ struct HarnessTarget {
 
 /// What [`place`] established.
 struct Placed {
-    read: packet_io::PacketRead,
-    digest: Digest,
+    read: VerifiedPacket,
     workspace: PathBuf,
     harness: Option<HarnessReport>,
 }
@@ -213,63 +212,55 @@ fn place(
             let full = std::mem::replace(batch, Vec::with_capacity(BATCH));
             ops.send(full).map_err(|_| writer_stopped())
         };
-        let read =
-            packet_io::read_packet_blocks(source, options, progress, &mut |m, event, block| {
-                if !std::ptr::eq(Arc::as_ptr(block), batch_block) || batch.len() >= BATCH {
-                    flush(&mut batch)?;
-                    batch_block = Arc::as_ptr(block);
+        let read = packet_io::read_packet_blocks(source, options, progress, &mut |event, block| {
+            if !std::ptr::eq(Arc::as_ptr(block), batch_block) || batch.len() >= BATCH {
+                flush(&mut batch)?;
+                batch_block = Arc::as_ptr(block);
+            }
+            let mut send = |op: Op| {
+                batch.push(op);
+                Ok::<(), CliError>(())
+            };
+            match event {
+                Event::Manifest(m) => {
+                    let Some(h) = &m.harness else {
+                        return Ok(());
+                    };
+                    let home = match h.kind {
+                        packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
+                        packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
+                    };
+                    let Some(home) = home else {
+                        return Ok(());
+                    };
+                    created.dir_all(home)?;
+                    let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+                    let plan = harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
+                    let target = HarnessTarget {
+                        prefix: format!("{}/", h.kind.root()),
+                        staging: staging_in(&home)?,
+                        plan,
+                    };
+                    send(Op::Root(
+                        target.prefix.clone(),
+                        target.staging.path().to_path_buf(),
+                    ))?;
+                    harness_target = Some(target);
+                    Ok(())
                 }
-                let mut send = |op: Op| {
-                    batch.push(op);
-                    Ok::<(), CliError>(())
-                };
-                match event {
-                    Event::Manifest => {
-                        let Some(h) = &m.harness else {
-                            return Ok(());
-                        };
-                        let home = match h.kind {
-                            packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
-                            packet_core::HarnessKind::Claude => {
-                                request.claude_config_dir.as_deref()
-                            }
-                        };
-                        let Some(home) = home else {
-                            return Ok(());
-                        };
-                        created.dir_all(home)?;
-                        let home =
-                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-                        let plan =
-                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
-                        let target = HarnessTarget {
-                            prefix: format!("harness/{}/", h.kind.as_str()),
-                            staging: staging_in(&home)?,
-                            plan,
-                        };
-                        send(Op::Root(
-                            target.prefix.clone(),
-                            target.staging.path().to_path_buf(),
-                        ))?;
-                        harness_target = Some(target);
-                        Ok(())
-                    }
-                    Event::MemberStart { index, .. } => {
-                        let e = &m.members[index];
-                        send(Op::Start(Member {
-                            path: e.path.clone(),
-                            kind: e.kind,
-                            mode: e.mode,
-                            target: e.target.clone(),
-                        }))
-                    }
-                    Event::Data(bytes) => send(match block.offset_of(bytes) {
-                        Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
-                        None => Op::Bytes(bytes.to_vec()),
-                    }),
-                    Event::MemberEnd { .. } => send(Op::End),
-                }
-            });
+                Event::MemberStart { member: e, .. } => send(Op::Start(Member {
+                    path: e.path.clone(),
+                    kind: e.kind,
+                    mode: e.mode,
+                    target: e.target.clone(),
+                })),
+                Event::Data(bytes) => send(match block.offset_of(bytes) {
+                    Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
+                    None => Op::Bytes(bytes.to_vec()),
+                }),
+                Event::MemberEnd { .. } => send(Op::End),
+            }
+        });
         let read = read.and_then(|r| flush(&mut batch).map(|()| r));
         drop(batch);
         drop(ops);
@@ -284,12 +275,6 @@ fn place(
             (Ok(_), Err(w)) => Err(w),
             (Ok(read), Ok(())) => Ok(read),
         }
-    })?;
-    let digest = read.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
     })?;
 
     // Everything verified: move into place, undoing the moves on failure.
@@ -319,7 +304,6 @@ fn place(
     });
     Ok(Placed {
         read,
-        digest,
         workspace,
         harness,
     })
@@ -613,10 +597,10 @@ fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
 mod tests {
     use super::*;
     use crate::packet_io::test_support::Bytes;
-    use packet_core::build::{build, Source};
+    use packet_core::in_memory::{build, Built, Source};
     use packet_core::Limits;
 
-    fn packet(body: &[u8]) -> packet_core::build::Built {
+    fn packet(body: &[u8]) -> Built {
         build(
             &[
                 Source::Dir {

@@ -11,8 +11,8 @@ mod support;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use packet_core::build::{build, Source};
-use packet_core::{reader, Digest, Entry, ErrorCode as C, Limits, Manifest, ReaderOptions};
+use packet_core::in_memory::{build, Source};
+use packet_core::{reader, Digest, ErrorCode as C, Limits, Manifest, ReaderOptions};
 use support::*;
 
 const A: &str = "workspace/a.txt";
@@ -44,9 +44,9 @@ fn independent_encoder_matches_the_writer() {
         .collect();
     let built = build(&sources, None, vec![], &Limits::FORMAT).unwrap();
     assert_eq!(built.bytes, base_packet());
-    let (manifest, verified) = reader::verify(&base_packet(), ReaderOptions::default()).unwrap();
-    assert_eq!(manifest.members.len(), members.len());
-    assert_eq!(verified.digest, Some(Digest::of(&built.bytes)));
+    let verified = reader::verify(&base_packet(), ReaderOptions::default()).unwrap();
+    assert_eq!(verified.manifest.members.len(), members.len());
+    assert_eq!(verified.digest, Digest::of(&built.bytes));
 }
 
 // ---------------------------------------------------------------- headers
@@ -616,8 +616,8 @@ fn bad_paths_in_the_manifest() {
         assert_eq!((e.code(), e.path()), (code, Some(path)), "{path:?}: {e}");
         // The same rule through Manifest::build.
         let entries = vec![
-            Entry::dir("workspace"),
-            Entry::file(path, 1, Digest::of(b"x"), false),
+            packet_core::Member::dir("workspace"),
+            packet_core::Member::file(path, 1, Digest::of(b"x"), false),
         ];
         let e = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap_err();
         assert_eq!(e.code(), code, "{path:?}");
@@ -908,10 +908,10 @@ fn non_canonical_modes_in_the_manifest() {
         assert_eq!(e.code(), expected, "{mode} {kind}: {e}");
     }
     // Through the API.
-    let mut e = Entry::file("workspace/x", 0, Digest::of(b""), false);
+    let mut e = packet_core::Member::file("workspace/x", 0, Digest::of(b""), false);
     e.mode = 0o4644;
     let err = Manifest::build(
-        vec![Entry::dir("workspace"), e],
+        vec![packet_core::Member::dir("workspace"), e],
         None,
         vec![],
         &Limits::FORMAT,
@@ -1391,10 +1391,10 @@ fn declared_size_over_the_format_limit_is_refused_before_any_body() {
 
 #[test]
 fn more_members_than_the_format_allows() {
-    let mut entries = vec![Entry::dir("workspace")];
-    entries.extend(
-        (0..250_000).map(|i| Entry::file(format!("workspace/f{i:06}"), 0, Digest::of(b""), false)),
-    );
+    let mut entries = vec![packet_core::Member::dir("workspace")];
+    entries.extend((0..250_000).map(|i| {
+        packet_core::Member::file(format!("workspace/f{i:06}"), 0, Digest::of(b""), false)
+    }));
     assert_eq!(entries.len(), 250_001);
     let e = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap_err();
     assert_eq!(e.code(), C::LimitMembers);
@@ -1421,19 +1421,26 @@ fn a_manifest_listing_250_001_members_is_refused() {
 }
 
 #[test]
-fn skipping_the_packet_digest_ignores_the_expected_one() {
+fn a_digest_computed_elsewhere_is_still_compared_with_the_expected_one() {
     let p = base_packet();
-    let options = ReaderOptions {
-        expected_digest: Some(Digest::of(b"other")),
-        skip_packet_digest: true,
-        ..Default::default()
+    let read_elsewhere = |bytes: &[u8], expected: Option<Digest>| {
+        let mut r = packet_core::Reader::hashed_elsewhere(ReaderOptions {
+            expected_digest: expected,
+            ..Default::default()
+        });
+        r.feed(bytes)?;
+        r.finish_with_digest(Digest::of(bytes))
     };
-    let (_, v) = reader::verify(&p, options).unwrap();
-    assert_eq!(v.digest, None);
-    // Member digests are still checked.
+    let e = read_elsewhere(&p, Some(Digest::of(b"other"))).unwrap_err();
+    assert_eq!(e.code(), C::PacketDigestMismatch);
+    let v = read_elsewhere(&p, Some(Digest::of(&p))).unwrap();
+    assert_eq!(v.digest, Digest::of(&p));
+    assert_eq!(read_elsewhere(&p, None).unwrap().digest, Digest::of(&p));
+    // Member digests are still checked, before the packet's.
     let mut bad = p.clone();
     bad[find(&p, A).offset + BLOCK] ^= 1;
-    assert_eq!(refuse_with(&bad, options).code(), C::MemberDigestMismatch);
+    let e = read_elsewhere(&bad, Some(Digest::of(&p))).unwrap_err();
+    assert_eq!(e.code(), C::MemberDigestMismatch);
 }
 
 #[test]
@@ -1462,8 +1469,8 @@ fn digest_mismatch() {
         expected_digest: Some(Digest::of(&p)),
         ..Default::default()
     };
-    let (_, v) = reader::verify(&p, right).unwrap();
-    assert_eq!(v.digest, Some(Digest::of(&p)));
+    let v = reader::verify(&p, right).unwrap();
+    assert_eq!(v.digest, Digest::of(&p));
     assert_eq!(v.size, p.len() as u64);
     // Digest syntax.
     for bad in [
@@ -1546,7 +1553,7 @@ fn credential_files_are_refused() {
         Some("harness/codex/auth.json"),
     );
     // build() refuses it too.
-    let e = build(
+    let packet_core::WriteError::Refused(e) = build(
         &[
             Source::Dir {
                 path: "workspace".into(),
@@ -1561,7 +1568,9 @@ fn credential_files_are_refused() {
         vec![],
         &Limits::FORMAT,
     )
-    .unwrap_err();
+    .unwrap_err() else {
+        panic!("build() was driven out of order");
+    };
     assert_eq!(
         (e.code(), e.path()),
         (C::CredentialInPacket, Some("workspace/.netrc"))
@@ -1599,9 +1608,9 @@ fn case_and_normalisation_collisions() {
 fn assemble_checks_nothing_and_validate_refuses_what_build_does() {
     let entries = || {
         vec![
-            Entry::file("workspace/readme", 1, Digest::of(b"2"), false),
-            Entry::dir("workspace"),
-            Entry::file("workspace/README", 1, Digest::of(b"1"), false),
+            packet_core::Member::file("workspace/readme", 1, Digest::of(b"2"), false),
+            packet_core::Member::dir("workspace"),
+            packet_core::Member::file("workspace/README", 1, Digest::of(b"1"), false),
         ]
     };
     let assembled = Manifest::assemble(entries(), None, vec![]);
@@ -1717,13 +1726,7 @@ fn a_failed_reader_stays_failed() {
     let p = base_packet();
     let bad = patch_raw(&p, find(&p, A).offset, CHKSUM, b"000001\0 ", false);
     let mut r = packet_core::Reader::new(ReaderOptions::default());
-    let mut input = bad.as_slice();
-    let first = loop {
-        match r.feed(input) {
-            Ok((used, _)) => input = &input[used..],
-            Err(e) => break e,
-        }
-    };
+    let first = r.feed(&bad).unwrap_err();
     assert_eq!(r.feed(b"more").unwrap_err(), first);
     assert_eq!(r.finish().unwrap_err(), first);
 }

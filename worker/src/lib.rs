@@ -13,8 +13,7 @@
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables (pure) |
-//! | [`verify`] | packet chunks → packet-core → what the index needs (pure) |
-//! | `store` | streams between requests, packet-core and R2 (wasm) |
+//! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `index` | the D1 queries (wasm) |
 //! | `api` | one handler per route (wasm) |
 //!
@@ -31,7 +30,6 @@ pub mod multipart;
 pub mod problem;
 pub mod range;
 pub mod route;
-pub mod verify;
 
 #[cfg(target_arch = "wasm32")]
 mod api;

@@ -21,7 +21,8 @@ use crate::walk::{walk_tree, Planned, Walk};
 /// The Claude Code adapter.
 pub struct Claude;
 
-const ROOT: &str = "harness/claude";
+/// Where the packet keeps Claude Code's state.
+const ROOT: &str = HarnessKind::Claude.root();
 
 /// Claude Code's longest project folder name before it adds a hash.
 const MAX_ENCODED: usize = 200;
@@ -70,7 +71,7 @@ impl Adapter for Claude {
                 ));
             }
         }
-        let member = format!("{ROOT}/{file_name}");
+        let member = HarnessKind::Claude.member_path(&file_name);
         let mut planned = vec![
             Planned::Dir {
                 member: "harness".into(),
@@ -93,7 +94,7 @@ impl Adapter for Claude {
         {
             walk_tree(
                 &sidecar,
-                &format!("{ROOT}/{}", request.id),
+                &HarnessKind::Claude.member_path(request.id),
                 request.walk,
                 &mut walk,
             )?;
@@ -104,8 +105,8 @@ impl Adapter for Claude {
             harness: Harness {
                 kind: HarnessKind::Claude,
                 model,
-                rollout: member,
-                thread_id: request.id.to_owned(),
+                session_log: member,
+                session_id: request.id.to_owned(),
             },
             source_path: source,
             walk,
@@ -128,12 +129,13 @@ impl Adapter for Claude {
             ));
         };
         let project = home.join("projects").join(encoded);
-        let transcript = format!("{}.jsonl", harness.thread_id);
-        if harness.rollout != format!("{ROOT}/{transcript}") {
+        let session = &harness.session_id;
+        let transcript = format!("{session}.jsonl");
+        if HarnessKind::Claude.relative_path(&harness.session_log) != Some(transcript.as_str()) {
             return Err(CliError::refused(
                 "transcript_invalid",
-                Some(Path::new(&harness.rollout)),
-                format!("the packet's transcript {:?} is not {ROOT}/{transcript}", harness.rollout),
+                Some(Path::new(&harness.session_log)),
+                format!("the packet's transcript {:?} is not {ROOT}/{transcript}", harness.session_log),
                 "unpack without --claude-config-dir to restore the workspace alone, or repack the session with pillbox",
             ));
         }
@@ -141,11 +143,13 @@ impl Adapter for Claude {
             relative: transcript.clone(),
             destination: project.join(&transcript),
         }];
-        let sidecar = format!("{ROOT}/{}", harness.thread_id);
-        if manifest.find(&sidecar).is_some() {
+        if manifest
+            .find(&HarnessKind::Claude.member_path(session))
+            .is_some()
+        {
             moves.push(Move {
-                relative: harness.thread_id.clone(),
-                destination: project.join(&harness.thread_id),
+                relative: session.clone(),
+                destination: project.join(session),
             });
         }
         for m in &moves {

@@ -18,8 +18,6 @@ use crate::walk::{Planned, Walk};
 /// The Codex adapter.
 pub struct Codex;
 
-const PREFIX: &str = "harness/codex/";
-
 impl Adapter for Codex {
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let (relative, source) = find_rollout(request.home, request.id)?;
@@ -46,7 +44,7 @@ impl Adapter for Codex {
                 ));
             }
         }
-        let member = format!("{PREFIX}{relative}");
+        let member = HarnessKind::Codex.member_path(&relative);
         let mut planned = ancestors(&member);
         planned.push(Planned::File {
             member: member.clone(),
@@ -59,8 +57,8 @@ impl Adapter for Codex {
             harness: Harness {
                 kind: HarnessKind::Codex,
                 model: meta.model,
-                rollout: member,
-                thread_id: request.id.to_owned(),
+                session_log: member,
+                session_id: request.id.to_owned(),
             },
             source_path: source,
             walk: Walk::default(),
@@ -74,16 +72,16 @@ impl Adapter for Codex {
         _manifest: &Manifest,
         _workspace: &Path,
     ) -> Result<RestorePlan> {
-        let relative = harness
-            .rollout
-            .strip_prefix(PREFIX)
-            .unwrap_or(&harness.rollout)
+        let rollout = &harness.session_log;
+        let relative = HarnessKind::Codex
+            .relative_path(rollout)
+            .unwrap_or(rollout)
             .to_owned();
-        if !is_rollout_path(&relative, &harness.thread_id) {
+        if !is_rollout_path(&relative, &harness.session_id) {
             return Err(CliError::refused(
                 "rollout_invalid",
-                Some(Path::new(&harness.rollout)),
-                format!("the packet's rollout {:?} is not at sessions/YYYY/MM/DD/rollout-*-{}.jsonl, where Codex looks for it", harness.rollout, harness.thread_id),
+                Some(Path::new(rollout)),
+                format!("the packet's rollout {rollout:?} is not at sessions/YYYY/MM/DD/rollout-*-{}.jsonl, where Codex looks for it", harness.session_id),
                 "unpack without --codex-home to restore the workspace alone, or repack the session with pillbox",
             ));
         }

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use packet_core::{manifest::is_canonical_uuid, Harness, HarnessKind, Manifest};
+use packet_core::{Harness, HarnessKind, Manifest};
 use serde::Serialize;
 
 use crate::error::{CliError, Result};
@@ -132,7 +132,7 @@ pub fn home_dir(flag: Option<&Path>, env: &str, default_dir: &str) -> Result<Pat
 
 /// Refuses an id that is not a lowercase hyphenated UUID.
 pub fn check_id(id: &str, what: &str) -> Result<()> {
-    if is_canonical_uuid(id) {
+    if Harness::is_session_id(id) {
         return Ok(());
     }
     Err(CliError::refused(

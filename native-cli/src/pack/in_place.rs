@@ -33,11 +33,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
-use packet_core::canonical::Sink;
-use packet_core::writer::write_manifest_member;
 use packet_core::{
-    Digest, Entry, ErrorCode, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Step, Writer,
-    WriterOptions,
+    write_manifest_member, Digest, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Member,
+    Sink, Step, Writer, WriterOptions,
 };
 
 use super::{changed_size, hash_file, read_more, Opener, Stamp};
@@ -184,8 +182,8 @@ fn pack_with(
     let mut entries = Vec::with_capacity(planned.len());
     for (index, p) in planned.into_iter().enumerate() {
         match p {
-            Planned::Dir { member } => entries.push(Entry::dir(member)),
-            Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
+            Planned::Dir { member } => entries.push(Member::dir(member)),
+            Planned::Symlink { member, target } => entries.push(Member::symlink(member, target)),
             Planned::File {
                 member,
                 source,
@@ -200,7 +198,7 @@ fn pack_with(
                 if let Some(source) = source {
                     sources.elsewhere.insert(index, source);
                 }
-                entries.push(Entry::file(member, size, digest, executable));
+                entries.push(Member::file(member, size, digest, executable));
             }
         }
     }
@@ -209,7 +207,7 @@ fn pack_with(
     // is kept unless the manifest passes.
     let mut manifest = Manifest::assemble(entries, harness, exclusions);
     if manifest.members.len() != walked {
-        return Err(usage("the manifest does not list the members walked"));
+        return Err(bug("the manifest does not list the members walked"));
     }
     let options = WriterOptions {
         packet_digest: false,
@@ -291,19 +289,16 @@ fn pack_with(
         }
         let laid_out = lay_out(&manifest, &sources, head, &jobs_tx, &stop);
         drop(jobs_tx);
-        let validated = validation.join().unwrap_or_else(|_| {
-            Err(packet_core::Error::new(
-                ErrorCode::Usage,
-                "the manifest check stopped unexpectedly",
-            ))
-        });
+        let validated = validation
+            .join()
+            .map_err(|_| bug("the manifest check stopped unexpectedly"));
         (laid_out, validated)
     });
     // A rule the members break comes first; then a file that could not be read.
-    validated.map_err(CliError::Unpackable)?;
+    validated?.map_err(CliError::Unpackable)?;
     let outcome = outcome
         .into_inner()
-        .map_err(|_| usage("a packing thread stopped unexpectedly"))?;
+        .map_err(|_| bug("a packing thread stopped unexpectedly"))?;
     if let Some((_, e)) = outcome.failure {
         return Err(e);
     }
@@ -313,7 +308,7 @@ fn pack_with(
         if entry.kind != Kind::File || entry.size == 0 {
             continue;
         }
-        entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
+        entry.sha256 = Some(digest.ok_or_else(|| bug("a file was not read"))?);
     }
     between();
     progress.phase("write", manifest.packet_size());
@@ -333,8 +328,9 @@ fn pack_with(
     Ok((manifest, digest, abs.display().to_string()))
 }
 
-fn usage(message: &str) -> CliError {
-    CliError::Unpackable(packet_core::Error::new(ErrorCode::Usage, message))
+/// A state this module's own code rules out.
+fn bug(message: &str) -> CliError {
+    CliError::Bug(message.into())
 }
 
 /// Adds `start..end`, written in phase 1, to the regions.
@@ -363,7 +359,7 @@ fn lay_out(
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let send = |job: Job| {
         jobs.send(job)
-            .map_err(|_| usage("the packing threads stopped unexpectedly"))
+            .map_err(|_| bug("the packing threads stopped unexpectedly"))
     };
     let new_run = |offset: u64| Job::Run {
         offset,
@@ -384,9 +380,9 @@ fn lay_out(
             return Ok(regions);
         }
         let Job::Run { bytes, slots, .. } = &mut run else {
-            return Err(usage("the layout lost its run"));
+            return Err(bug("the layout lost its run"));
         };
-        match writer.next().map_err(CliError::Unpackable)? {
+        match writer.next().map_err(CliError::unpackable)? {
             Step::Bytes(b) => bytes.extend_from_slice(b),
             Step::Body {
                 index,
@@ -395,7 +391,7 @@ fn lay_out(
             } => {
                 let source = sources
                     .of(manifest, index)
-                    .ok_or_else(|| usage("no source file for this member"))?;
+                    .ok_or_else(|| bug("no source file for this member"))?;
                 if size <= SMALL {
                     let at = bytes.len();
                     bytes.resize(at + size as usize, 0);
@@ -423,7 +419,7 @@ fn lay_out(
                 let mut left = size;
                 while left > 0 {
                     let n = left.min(ZEROS.len() as u64) as usize;
-                    writer.body(&ZEROS[..n]).map_err(CliError::Unpackable)?;
+                    writer.body(&ZEROS[..n]).map_err(CliError::unpackable)?;
                     left -= n as u64;
                 }
             }
@@ -666,7 +662,7 @@ fn copy_and_hash(
                             return Ok(());
                         }
                         if written != *end {
-                            return Err(usage("the manifest changed length once digested"));
+                            return Err(bug("the manifest changed length once digested"));
                         }
                     }
                     Region::Written(start, end) => {
@@ -713,7 +709,7 @@ fn copy_and_hash(
                         let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
                         let stamp = stamps
                             .get(&slot.index)
-                            .ok_or_else(|| usage("a large file was not hashed"))?;
+                            .ok_or_else(|| bug("a large file was not hashed"))?;
                         stamp.check(&Stamp::of(&meta, meta.len()), member)?;
                     }
                 }
@@ -727,7 +723,7 @@ fn copy_and_hash(
         }
         copier
             .join()
-            .unwrap_or_else(|_| Err(usage("the copying thread stopped unexpectedly")))?;
+            .unwrap_or_else(|_| Err(bug("the copying thread stopped unexpectedly")))?;
         Ok(hasher.finish())
     })
 }

@@ -78,19 +78,16 @@ fn read_chunked(
     let mut reader = Reader::new(options);
     let mut bodies: Vec<Vec<u8>> = Vec::new();
     for piece in bytes.chunks(chunk.max(1)) {
-        let mut input = piece;
-        while !input.is_empty() {
-            let (used, event) = reader.feed(input)?;
-            input = &input[used..];
+        reader.feed_with(piece, |event| {
             match event {
-                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
-                Some(Event::Data(d)) => bodies.last_mut().unwrap().extend_from_slice(d),
+                Event::MemberStart { .. } => bodies.push(Vec::new()),
+                Event::Data(d) => bodies.last_mut().unwrap().extend_from_slice(d),
                 _ => {}
             }
-        }
+            Ok::<(), packet_core::Error>(())
+        })?;
     }
-    reader.finish()?;
-    Ok((reader.into_manifest().unwrap(), bodies))
+    Ok((reader.finish()?.manifest, bodies))
 }
 
 /// Re-encodes an accepted packet with the writer: the format has one

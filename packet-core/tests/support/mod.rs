@@ -637,14 +637,10 @@ pub fn feed_chunked(
     bytes: &[u8],
     options: packet_core::ReaderOptions,
     chunk: usize,
-) -> Result<packet_core::Verified, packet_core::Error> {
+) -> Result<packet_core::VerifiedPacket, packet_core::Error> {
     let mut reader = packet_core::Reader::new(options);
     for piece in bytes.chunks(chunk.max(1)) {
-        let mut input = piece;
-        while !input.is_empty() {
-            let (used, _) = reader.feed(input)?;
-            input = &input[used..];
-        }
+        reader.feed(piece)?;
     }
     reader.finish()
 }
