@@ -25,7 +25,7 @@ use packet_core::{
 use rustix::fs::{openat, Mode, OFlags};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, LocateRequest};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
@@ -86,12 +86,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     let workspace = fs::canonicalize(&request.workspace)
         .map_err(|e| CliError::io("open the workspace", &request.workspace, e))?;
     if !workspace.is_dir() {
-        return Err(CliError::refused(
-            "workspace_not_directory",
-            Some(&workspace),
-            format!("{} is not a directory", workspace.display()),
-            "name the workspace directory to pack",
-        ));
+        return Err(Refused::WorkspaceNotDirectory { workspace }.into());
     }
     let mut walk = Walk::default();
     walk_tree(
@@ -249,7 +244,10 @@ fn hash_all(
     let files: Vec<PathBuf> = planned
         .iter()
         .filter(|p| matches!(p, Planned::File { .. }))
-        .map(|p| p.source(workspace).ok_or_else(first_error_or_usage))
+        .map(|p| {
+            p.source(workspace)
+                .ok_or_else(stopped_after_earlier_failure)
+        })
         .collect::<Result<_>>()?;
     if progress.is_shown() {
         let total: u64 = files
@@ -303,10 +301,10 @@ fn hash_all(
             } => {
                 let (stamp, digest) = match results.next().flatten() {
                     Some(r) => r?,
-                    None => return Err(first_error_or_usage()),
+                    None => return Err(stopped_after_earlier_failure()),
                 };
                 let Some(path) = files.next() else {
-                    return Err(first_error_or_usage());
+                    return Err(stopped_after_earlier_failure());
                 };
                 entries.push(Member::file(member, stamp.size, digest, executable));
                 sources.push(BodySource { path, stamp });
@@ -316,13 +314,8 @@ fn hash_all(
     Ok((entries, sources))
 }
 
-fn first_error_or_usage() -> CliError {
-    CliError::refused(
-        "pack_interrupted",
-        None,
-        "hashing stopped after an earlier failure",
-        "fix the error reported for the file above and pack again",
-    )
+fn stopped_after_earlier_failure() -> CliError {
+    Refused::PackAfterEarlierFailure {}.into()
 }
 
 /// Opens files for reading relative to a descriptor of the last folder
@@ -458,14 +451,7 @@ fn write_packet<W: Write>(
         drop(out);
         let digest = hasher.join();
         produced?;
-        digest.map_err(|_| {
-            CliError::refused(
-                "pack_interrupted",
-                None,
-                "the hashing thread stopped unexpectedly",
-                "pack again; if it persists, report this bug",
-            )
-        })
+        digest.map_err(|_| CliError::from(Refused::PackHashingStopped {}))
     })
 }
 
@@ -500,14 +486,9 @@ impl<W: Write> Blocks<'_, W> {
         };
         let block = Arc::new(std::mem::replace(&mut self.buf, next));
         let used = std::mem::take(&mut self.used);
-        self.full.send((Arc::clone(&block), used)).map_err(|_| {
-            CliError::refused(
-                "pack_interrupted",
-                None,
-                "the hashing thread stopped unexpectedly",
-                "pack again; if it persists, report this bug",
-            )
-        })?;
+        self.full
+            .send((Arc::clone(&block), used))
+            .map_err(|_| CliError::from(Refused::PackHashingStopped {}))?;
         self.sink
             .write_all(&block[..used])
             .map_err(|e| CliError::io("write", self.label, e))
@@ -641,7 +622,7 @@ mod tests {
     fn a_file_changed_between_hashing_and_writing_is_refused() {
         let e = write_after(|f| fs::write(f, b"0123456780").unwrap());
         assert_eq!(e.code(), "member_digest_mismatch");
-        assert_eq!(e.report().path.as_deref(), Some("workspace/f.txt"));
+        assert_eq!(e.report().details.path.as_deref(), Some("workspace/f.txt"));
         assert_eq!(
             write_after(|f| fs::write(f, b"01234567890").unwrap()).code(),
             "member_mismatch"

@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 
 use packet_core::{Event, Hasher, Limits, Reader, ReaderOptions, VerifiedPacket};
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::progress::Progress;
 
 /// Size of every read and write buffer.
@@ -56,12 +56,10 @@ impl PacketInput {
             return Ok(PacketInput::File(arg.to_path_buf()));
         }
         if meta.is_dir() {
-            return Err(CliError::refused(
-                "not_a_packet",
-                Some(arg),
-                format!("{} is a directory, not a packet file", arg.display()),
-                "name the packet file (a .tar written by `pillbox checkpoint pack`)",
-            ));
+            return Err(Refused::NotAPacket {
+                arg: arg.to_path_buf(),
+            }
+            .into());
         }
         let f = File::open(arg).map_err(|e| CliError::io("open", arg, e))?;
         Self::spool(&arg.display().to_string(), f)
@@ -198,14 +196,7 @@ pub fn read_packet_blocks(
     let mut reader = Reader::hashed_elsewhere(options);
     let (full_tx, full_rx) = mpsc::sync_channel::<Arc<Block>>(BLOCKS);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-    let hashing_stopped = || {
-        CliError::refused(
-            "read_interrupted",
-            None,
-            "the hashing thread stopped unexpectedly",
-            "read the packet again; if it persists, report this bug",
-        )
-    };
+    let hashing_stopped = || CliError::from(Refused::ReadHashingStopped {});
     std::thread::scope(|scope| {
         let hasher = scope.spawn(move || {
             let mut hasher = Hasher::new();

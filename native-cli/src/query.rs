@@ -9,7 +9,7 @@ use packet_core::diff::Change;
 use packet_core::{Digest, Event, Kind, Manifest, Member, VerifiedPacket};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
 use crate::report::{mode_string, ExclusionReport, HarnessReport, MemberReport, Totals};
@@ -206,20 +206,17 @@ pub fn cat(
         match event {
             Event::Manifest(m) => {
                 let Some((index, entry)) = m.find(member) else {
-                    return Err(CliError::refused(
-                        "member_not_found",
-                        None,
-                        format!("the packet has no member {member:?}"),
-                        "list the members with `pillbox checkpoint inspect --format text`; paths start with workspace/ or harness/",
-                    ));
+                    return Err(Refused::MemberNotFound {
+                        member: member.to_owned(),
+                    }
+                    .into());
                 };
                 if entry.kind != Kind::File {
-                    return Err(CliError::refused(
-                        "not_a_file",
-                        None,
-                        format!("{member:?} is a {}, not a file", entry.kind.as_str()),
-                        "cat prints files; use inspect to see directories and symlink targets",
-                    ));
+                    return Err(Refused::NotAFile {
+                        member: member.to_owned(),
+                        kind: entry.kind.as_str(),
+                    }
+                    .into());
                 }
                 target = Some(index);
             }
@@ -235,14 +232,12 @@ pub fn cat(
         Ok(())
     })?;
     progress.finish();
-    let (_, entry) = read.manifest.find(member).ok_or_else(|| {
-        CliError::refused(
-            "member_not_found",
-            None,
-            format!("no member {member:?}"),
-            "check the path",
-        )
-    })?;
+    let (_, entry) = read
+        .manifest
+        .find(member)
+        .ok_or_else(|| Refused::MemberNotInManifest {
+            member: member.to_owned(),
+        })?;
     spool
         .seek(SeekFrom::Start(0))
         .map_err(|e| CliError::io("rewind a temporary file in", &tmp_dir, e))?;

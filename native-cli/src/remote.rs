@@ -20,7 +20,7 @@ use serde_json::Value;
 use ureq::http::Response;
 use ureq::{Body, SendBody};
 
-use crate::error::{CliError, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
+use crate::error::{CliError, Refused, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
 use crate::packet_io::{self, PacketInput, PacketSource, CHUNK};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
@@ -385,12 +385,11 @@ fn read_json(what: &str, response: &mut Response<Body>) -> Result<Value> {
 }
 
 fn bad_answer(what: &str, detail: &str) -> CliError {
-    CliError::refused(
-        "remote_invalid_answer",
-        None,
-        format!("{what}: the store's answer is not what the API describes: {detail}"),
-        "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)",
-    )
+    Refused::RemoteInvalidAnswer {
+        what: what.to_owned(),
+        detail: detail.to_owned(),
+    }
+    .into()
 }
 
 /// What `GET /v1` says about the store.
@@ -897,15 +896,10 @@ fn drive_multipart(
             _ => return Err(status_error(&what, r)),
         }
     }
-    Err(CliError::refused(
-        "upload_incomplete",
-        None,
-        format!(
-            "the store still lacks parts of upload {} after three rounds",
-            view.id
-        ),
-        "run the push again: it continues the same upload",
-    ))
+    Err(Refused::UploadIncomplete {
+        upload: view.id.clone(),
+    }
+    .into())
 }
 
 fn missing_bytes(view: &UploadView, size: u64) -> u64 {
@@ -1250,12 +1244,7 @@ impl Read for &Download<'_> {
 impl PacketSource for Download<'_> {
     fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
         if self.opened.replace(true) {
-            return Err(CliError::refused(
-                "read_interrupted",
-                None,
-                "a download can be read only once",
-                "report this bug",
-            ));
+            return Err(Refused::DownloadReadTwice {}.into());
         }
         Ok(Box::new(self))
     }

@@ -20,7 +20,7 @@ use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
 use serde::Serialize;
 use tempfile::TempDir;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, RestorePlan};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
@@ -126,24 +126,17 @@ fn check_target(target: &Path) -> Result<()> {
     match fs::metadata(target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(CliError::io("inspect", target, e)),
-        Ok(m) if !m.is_dir() => Err(CliError::refused(
-            "target_not_directory",
-            Some(target),
-            format!("{} exists and is not a directory", target.display()),
-            "unpack into an empty or absent directory",
-        )),
+        Ok(m) if !m.is_dir() => Err(Refused::TargetNotDirectory {
+            target: target.to_path_buf(),
+        }
+        .into()),
         Ok(_) => {
             let mut entries = fs::read_dir(target).map_err(|e| CliError::io("list", target, e))?;
             if entries.next().is_some() {
-                return Err(CliError::refused(
-                    "target_not_empty",
-                    Some(target),
-                    format!(
-                        "{} is not empty; unpack never overwrites or merges",
-                        target.display()
-                    ),
-                    "unpack into an empty or absent directory",
-                ));
+                return Err(Refused::TargetNotEmpty {
+                    target: target.to_path_buf(),
+                }
+                .into());
             }
             Ok(())
         }
@@ -270,7 +263,7 @@ fn place(
         let written = writing.join().unwrap_or_else(|_| Err(writer_stopped()));
         match (read, written) {
             // The writer's own error explains why it stopped taking work.
-            (Err(e), Err(w)) if e.code() == WRITER_STOPPED => Err(w),
+            (Err(CliError::Refused(Refused::UnpackWriterStopped {})), Err(w)) => Err(w),
             (Err(e), _) => Err(e),
             (Ok(_), Err(w)) => Err(w),
             (Ok(read), Ok(())) => Ok(read),
@@ -309,17 +302,10 @@ fn place(
     })
 }
 
-/// The code of the error the reading thread gets when the writing thread
-/// stopped taking work (its own error is reported instead).
-const WRITER_STOPPED: &str = "unpack_interrupted";
-
+/// The error the reading thread gets when the writing thread stopped
+/// taking work (the writer's own error is reported instead).
 fn writer_stopped() -> CliError {
-    CliError::refused(
-        WRITER_STOPPED,
-        None,
-        "the writing thread stopped unexpectedly",
-        "unpack again; if it persists, report this bug",
-    )
+    Refused::UnpackWriterStopped {}.into()
 }
 
 /// Batches of operations queued for the writing thread (each operation is
@@ -390,12 +376,10 @@ fn move_into_place(
 /// Renames, refusing to replace anything that appeared meanwhile.
 fn rename_new(from: &Path, to: &Path) -> Result<()> {
     if fs::symlink_metadata(to).is_ok() {
-        return Err(CliError::refused(
-            "target_not_empty",
-            Some(to),
-            format!("{} appeared while unpacking", to.display()),
-            "make sure nothing else writes to the target, then unpack again",
-        ));
+        return Err(Refused::TargetAppeared {
+            target: to.to_path_buf(),
+        }
+        .into());
     }
     fs::rename(from, to).map_err(|e| CliError::io("move into place", to, e))
 }
@@ -490,12 +474,10 @@ impl StagingWriter {
             self.dirs.pop();
         }
         let Some(dir) = self.dirs.last() else {
-            return Err(CliError::refused(
-                "unpack_parent_missing",
-                Some(Path::new(member)),
-                "the member's parent folder was not created by this unpack",
-                "the packet is malformed: repack it from the source workspace",
-            ));
+            return Err(Refused::ParentNotCreated {
+                member: member.to_owned(),
+            }
+            .into());
         };
         let path = dir.path.join(name);
         Ok(Some(match &dir.fd {
@@ -642,7 +624,10 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let err = unpack_bytes(tampered, t.path().join("ws"), None).unwrap_err();
         assert_eq!(err.code(), "member_digest_mismatch");
-        assert_eq!(err.report().path.as_deref(), Some("workspace/data.txt"));
+        assert_eq!(
+            err.report().details.path.as_deref(),
+            Some("workspace/data.txt")
+        );
         assert!(
             !t.path().join("ws").exists(),
             "the target it created is removed"

@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{
     file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
-use crate::error::{CliError, Result};
+use crate::error::{Refused, Result};
 use crate::walk::{walk_tree, Planned, Walk};
 
 /// The Claude Code adapter.
@@ -25,7 +25,7 @@ pub struct Claude;
 const ROOT: &str = HarnessKind::Claude.root();
 
 /// Claude Code's longest project folder name before it adds a hash.
-const MAX_ENCODED: usize = 200;
+pub const MAX_ENCODED: usize = 200;
 
 /// The project folder name for a working directory: every character that
 /// is not an ASCII letter or digit becomes `-`. Names longer than 200
@@ -51,24 +51,21 @@ impl Adapter for Claude {
         let source = project.join(&file_name);
         let (session, model) = read_transcript(&source)?;
         if let Some(found) = session.filter(|s| s != request.id) {
-            return Err(CliError::refused(
-                "transcript_mismatch",
-                Some(&source),
-                format!(
-                    "the transcript records session {found:?}, not {}",
-                    request.id
-                ),
-                "check the session id; the transcript may have been renamed or copied",
-            ));
+            return Err(Refused::TranscriptSessionMismatch {
+                source,
+                recorded: found,
+                id: request.id.to_owned(),
+            }
+            .into());
         }
         if let Some(expected) = request.expect_model {
             if model.as_deref() != Some(expected) {
-                return Err(CliError::refused(
-                    "transcript_mismatch",
-                    Some(&source),
-                    format!("the transcript records model {model:?}, not {expected:?}"),
-                    "check --expect-model, or leave it out",
-                ));
+                return Err(Refused::TranscriptModelMismatch {
+                    source,
+                    recorded: model,
+                    expected: expected.to_owned(),
+                }
+                .into());
             }
         }
         let member = HarnessKind::Claude.member_path(&file_name);
@@ -121,23 +118,20 @@ impl Adapter for Claude {
         workspace: &Path,
     ) -> Result<RestorePlan> {
         let Some(encoded) = encode_project(workspace) else {
-            return Err(CliError::refused(
-                "claude_project_path_too_long",
-                Some(workspace),
-                format!("Claude Code names project folders for paths longer than {MAX_ENCODED} characters with a hash this tool cannot compute"),
-                "unpack into a workspace with a shorter absolute path",
-            ));
+            return Err(Refused::ClaudeProjectPathTooLong {
+                workspace: workspace.to_path_buf(),
+            }
+            .into());
         };
         let project = home.join("projects").join(encoded);
         let session = &harness.session_id;
         let transcript = format!("{session}.jsonl");
         if HarnessKind::Claude.relative_path(&harness.session_log) != Some(transcript.as_str()) {
-            return Err(CliError::refused(
-                "transcript_invalid",
-                Some(Path::new(&harness.session_log)),
-                format!("the packet's transcript {:?} is not {ROOT}/{transcript}", harness.session_log),
-                "unpack without --claude-config-dir to restore the workspace alone, or repack the session with pillbox",
-            ));
+            return Err(Refused::TranscriptNotWhereExpected {
+                member: harness.session_log.clone(),
+                expected: HarnessKind::Claude.member_path(&transcript),
+            }
+            .into());
         }
         let mut moves = vec![Move {
             relative: transcript.clone(),
@@ -174,18 +168,17 @@ fn search_projects(projects: &Path, file_name: &str) -> Result<PathBuf> {
     found.sort();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(CliError::refused(
-            "transcript_not_found",
-            Some(projects),
-            format!("no transcript {file_name} in any folder of {}", projects.display()),
-            "check the session id and the Claude Code config dir (--claude-config-dir, $CLAUDE_CONFIG_DIR, $HOME/.claude); to carry the workspace alone, pack without --harness",
-        )),
-        _ => Err(CliError::refused(
-            "transcript_ambiguous",
-            Some(&found[1]),
-            format!("{file_name} is in {} project folders, none of them this workspace's", found.len()),
-            "run pack from the workspace the session belongs to",
-        )),
+        0 => Err(Refused::TranscriptNotFound {
+            projects: projects.to_path_buf(),
+            file_name: file_name.to_owned(),
+        }
+        .into()),
+        count => Err(Refused::TranscriptAmbiguous {
+            file_name: file_name.to_owned(),
+            count,
+            second: found.swap_remove(1),
+        }
+        .into()),
     }
 }
 
@@ -215,12 +208,10 @@ fn read_transcript(path: &Path) -> Result<(Option<String>, Option<String>)> {
         true
     })?;
     if lines == 0 || unparsable == lines {
-        return Err(CliError::refused(
-            "transcript_invalid",
-            Some(path),
-            format!("{} holds no JSON lines", path.display()),
-            "check that the file is a Claude Code transcript",
-        ));
+        return Err(Refused::TranscriptWithoutJson {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok((session, model))
 }

@@ -777,7 +777,10 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.code(), "member_digest_mismatch");
-        assert_eq!(e.report().path.as_deref(), Some("workspace/big.bin"));
+        assert_eq!(
+            e.report().details.path.as_deref(),
+            Some("workspace/big.bin")
+        );
         let e = pack_changing(&|d| {
             fs::write(d.join("big.bin"), b"short").unwrap();
         })
@@ -852,8 +855,12 @@ mod tests {
             let (packed, left) = pack_listed(files);
             let e = packed.unwrap_err();
             assert_eq!(e.code(), "member_mismatch", "{path}");
-            assert_eq!(e.report().path.as_deref(), Some(path));
-            assert!(e.report().message.contains(how), "{}", e.report().message);
+            assert_eq!(e.report().details.path.as_deref(), Some(path));
+            assert!(
+                e.report().details.message.contains(how),
+                "{}",
+                e.report().details.message
+            );
             // Neither the packet nor its temporary file is left behind.
             assert_eq!(left, ["ws"], "{path}");
         }
