@@ -1,15 +1,16 @@
 //! The API's refusals: an HTTP status and the JSON body
-//! `{"error":{"code","path","offset","message","advice"}}`. Packet refusals
+//! `{"error":{"code","path","offset","message","advice"}}`, packet-core's
+//! [`Refusal`] shape (plus `current` for a ref conflict). Packet refusals
 //! carry packet-core's codes unchanged; the API's own codes are listed in
 //! `proto/openapi.yaml`.
 
+use packet_core::{Refusal, RefusalDetails};
 use serde::Serialize;
 
 /// A refusal, ready to become a response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// HTTP status.
-    #[serde(skip)]
     pub status: u16,
     /// Stable machine-readable code.
     pub code: String,
@@ -22,16 +23,22 @@ pub struct Problem {
     /// What a person can do about it.
     pub advice: String,
     /// For a ref conflict: the digest the ref holds now (`null` if absent).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub current: Option<Option<String>>,
     /// For 405: the methods the resource allows.
-    #[serde(skip)]
     pub allow: Option<String>,
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
-    error: &'a Problem,
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    #[serde(flatten)]
+    refusal: Refusal<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current: Option<&'a Option<String>>,
 }
 
 impl Problem {
@@ -148,7 +155,19 @@ impl Problem {
 
     /// The JSON body.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&Body { error: self })
+        let error = ErrorBody {
+            refusal: Refusal {
+                code: self.code.as_str().into(),
+                details: RefusalDetails {
+                    path: self.path.as_deref().map(Into::into),
+                    offset: self.offset,
+                    message: self.message.as_str().into(),
+                    advice: self.advice.as_str().into(),
+                },
+            },
+            current: self.current.as_ref(),
+        };
+        serde_json::to_string(&Body { error })
             .unwrap_or_else(|_| String::from("{\"error\":{\"code\":\"internal\"}}"))
     }
 }
@@ -175,6 +194,10 @@ mod tests {
             ErrorCode::MemberDigestMismatch.advice()
         );
         assert!(v["error"].get("current").is_none());
+        // The body is packet-core's refusal, field for field.
+        let body = p.to_json();
+        let core = serde_json::to_string(&e).unwrap();
+        assert_eq!(body, format!("{{\"error\":{core}}}"));
     }
 
     #[test]
