@@ -2,14 +2,14 @@
 //! first, on every core. Into a file (the usual case) the packet is laid
 //! out in advance: each small file is then read once, on every core,
 //! hashed and written at its place; each large file is hashed, then copied
-//! while the whole packet is hashed (see `in_place`). To standard output,
+//! while the whole packet is hashed (see `into_file`). To standard output,
 //! which cannot seek, pass 1 hashes every file in parallel to build the
 //! manifest, and pass 2 drives packet-core's [`Writer`], streaming each
 //! file again and refusing a file that is not, unchanged, the one pass 1
 //! hashed (its inode, size and change times; see `Stamp::check`), while a
 //! second thread computes the packet digest.
 
-mod in_place;
+mod into_file;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -136,7 +136,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         )?;
         (manifest, digest, "-".to_owned())
     } else {
-        in_place::pack_to_file(
+        into_file::pack_into_file(
             &workspace,
             planned,
             harness_descriptor,
