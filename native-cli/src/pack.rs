@@ -143,6 +143,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
             exclusions,
             &request.output,
             progress,
+            &mut || {},
         )?
     };
     let size = manifest.packet_size();

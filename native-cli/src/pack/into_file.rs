@@ -145,29 +145,9 @@ impl Outcome {
 
 /// Packs `planned` into `output` (through a temporary file renamed into
 /// place); returns the manifest, the packet digest and the output's
-/// absolute path.
+/// absolute path. `between_phases` runs after phase 1 (packing passes a
+/// no-op; tests change files there).
 pub fn pack_into_file(
-    workspace: &Path,
-    planned: Vec<Planned>,
-    harness: Option<Harness>,
-    exclusions: Vec<Exclusion>,
-    output: &Path,
-    progress: &Progress,
-) -> Result<(Manifest, Digest, String)> {
-    pack_into_file_with(
-        workspace,
-        planned,
-        harness,
-        exclusions,
-        output,
-        progress,
-        &mut || {},
-    )
-}
-
-/// [`pack_into_file`], calling `between_phases` after phase 1 (tests change
-/// files there).
-fn pack_into_file_with(
     workspace: &Path,
     planned: Vec<Planned>,
     harness: Option<Harness>,
@@ -819,7 +799,7 @@ mod tests {
             planned_file("small.txt", 5),
         ];
         let dir = t.path().to_path_buf();
-        pack_into_file_with(
+        pack_into_file(
             t.path(),
             planned,
             None,
@@ -867,7 +847,7 @@ mod tests {
             fs::write(ws.join(name), bytes).unwrap();
             planned.push(planned_file(name, *listed));
         }
-        let packed = pack_into_file_with(
+        let packed = pack_into_file(
             &ws,
             planned,
             None,

@@ -89,12 +89,7 @@ pub(crate) fn write_manifest(m: &Manifest, out: &mut impl Sink) {
     out.put(b"{");
     if !m.exclusions.is_empty() {
         out.put(b"\"exclusions\":[");
-        for (i, e) in m.exclusions.iter().enumerate() {
-            if i > 0 {
-                out.put(b",");
-            }
-            write_exclusion(e, out);
-        }
+        write_list(&m.exclusions, out, write_exclusion);
         out.put(b"],");
     }
     out.put(b"\"format\":");
@@ -104,15 +99,25 @@ pub(crate) fn write_manifest(m: &Manifest, out: &mut impl Sink) {
         write_harness(h, out);
     }
     out.put(b",\"members\":[");
-    for (i, e) in m.members.iter().enumerate() {
-        if i > 0 {
-            out.put(b",");
-        }
-        write_member(e, out);
-    }
+    write_members(&m.members, out);
     out.put(b"],\"totals\":");
     write_totals(&m.totals, out);
     out.put(b"}");
+}
+
+/// Writes the items of a JSON array, separated by commas.
+fn write_list<T, S: Sink>(items: &[T], out: &mut S, write: impl Fn(&T, &mut S)) {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put(b",");
+        }
+        write(item, out);
+    }
+}
+
+/// Writes the members array's items.
+pub(crate) fn write_members(members: &[Member], out: &mut impl Sink) {
+    write_list(members, out, write_member);
 }
 
 fn write_exclusion(e: &Exclusion, out: &mut impl Sink) {

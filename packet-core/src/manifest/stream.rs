@@ -231,12 +231,7 @@ fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<Manifest> {
 fn rebuild(prefix: &[u8], members: &[Member], rest: &[u8]) -> Vec<u8> {
     let mut text = Vec::new();
     text.extend_from_slice(prefix);
-    for (i, m) in members.iter().enumerate() {
-        if i > 0 {
-            text.push(b',');
-        }
-        json::write_member(m, &mut text);
-    }
+    json::write_members(members, &mut text);
     text.extend_from_slice(rest);
     text
 }
