@@ -427,7 +427,7 @@ def inspector_packet(data, mb):
 WASM_CONFIGS = {
     "sha256": "raw SHA-256: `PacketHasher` (the sha2 crate in the same module)",
     "reader": "reader, member + whole-packet digests (`new Verifier`)",
-    "reader, skip_packet_digest": "reader, member digests only (`Verifier.withExternalDigest`, `skip_packet_digest`)",
+    "reader, hashed elsewhere": "reader, member digests only (`Verifier.withExternalDigest`: the packet hashed elsewhere)",
 }
 
 
@@ -468,7 +468,7 @@ def wasm_node_targets(res):
     for c in res["configs"]:
         if c["name"] == "sha256":
             continue
-        what = "member + packet digests" if c["passes"] == 2 else "member digests only, skip_packet_digest"
+        what = "member + packet digests" if c["passes"] == 2 else "member digests only, the packet hashed elsewhere"
         r = c["limit_ratio"]
         out.append((f"reader in wasm (node) ≥ 80% of the software SHA-256 limit for its work "
                     f"({what}: {c['passes']} pass{'es' if c['passes'] > 1 else ''})", r, 0.8, r >= 0.8))

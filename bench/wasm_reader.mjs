@@ -15,7 +15,7 @@
 //   packet: one SHA-256 pass, the reference;
 // - `reader`: `new Verifier(null)`: packet-core hashes every member body
 //   and the whole packet (2 passes);
-// - `reader, skip_packet_digest`: `Verifier.withExternalDigest(null)`, the
+// - `reader, hashed elsewhere`: `Verifier.withExternalDigest(null)`, the
 //   configuration of the inspector's verification thread and of the Worker
 //   with PACKET_HASHER=platform: member bodies only (1 pass); the digest
 //   handed to `finishWithDigest` is computed outside the timed region.
@@ -59,7 +59,7 @@ function reader() {
   return report;
 }
 
-function readerSkipPacketDigest() {
+function readerHashedElsewhere() {
   const v = Verifier.withExternalDigest(null);
   for (const c of chunks) v.push(c);
   const packet = v.finishWithDigest(digest);
@@ -71,7 +71,7 @@ function readerSkipPacketDigest() {
 const configs = [
   { name: 'sha256', passes: 1, run: sha256 },
   { name: 'reader', passes: 2, run: reader },
-  { name: 'reader, skip_packet_digest', passes: 1, run: readerSkipPacketDigest },
+  { name: 'reader, hashed elsewhere', passes: 1, run: readerHashedElsewhere },
 ];
 const times = Object.fromEntries(configs.map((c) => [c.name, []]));
 for (let round = 0; round <= reps; round++) {

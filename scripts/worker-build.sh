@@ -19,7 +19,7 @@ mkdir -p inspector/dist
 
 out=worker/build/index.js
 if [[ -z "${PILLBOX_WORKER_FORCE_BUILD:-}" && -f "$out" ]] &&
-  [[ -z "$(find worker/src worker/Cargo.toml packet-core/src packet-core/Cargo.toml Cargo.lock -newer "$out" -print -quit)" ]]; then
+  [[ -z "$(find worker/src worker/Cargo.toml wire/src wire/Cargo.toml packet-core/src packet-core/Cargo.toml Cargo.lock -newer "$out" -print -quit)" ]]; then
   echo "worker-build: $out is up to date"
   exit 0
 fi

@@ -248,11 +248,16 @@ function drawVerified({ name, report, seconds }) {
   drawTree();
 }
 
+// The code the wasm side throws for a call it rules out: a bug in this
+// page, which says nothing about the packet.
+const BUG = 'bug';
+
 function drawRefused(name, refusal, source) {
   state.tree = null;
+  const bug = refusal.code === BUG;
   const banner = $('banner');
   banner.className = 'banner bad';
-  banner.dataset.verdict = 'refused';
+  banner.dataset.verdict = bug ? 'bug' : 'refused';
   banner.dataset.code = refusal.code;
   const rows = [
     ['Code', el('code', { class: 'mono', 'data-field': 'code', text: refusal.code })],
@@ -265,9 +270,11 @@ function drawRefused(name, refusal, source) {
   ];
   if (source.kind === 'file') rows.push(['File', `${source.file.name}, ${exact(source.file.size)} on disk`]);
   banner.replaceChildren(
-    el('span', { class: 'badge', text: 'Refused' }),
+    el('span', { class: 'badge', text: bug ? 'Bug' : 'Refused' }),
     el('div', { class: 'body' },
-      el('div', { class: 'title', text: `${name} is not a valid session packet. Nothing from it is shown.` }),
+      el('div', { class: 'title', text: bug
+        ? `The inspector failed while reading ${name}: this is a bug in the page, not a verdict on the packet. Nothing from it is shown.`
+        : `${name} is not a valid session packet. Nothing from it is shown.` }),
       el('dl', {}, rows.map(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]))),
   );
   // Nothing from a refused packet is trustworthy: no summary, tree or preview.
@@ -520,7 +527,7 @@ async function select(path) {
 
 function refusalBox(r, lead) {
   return el('div', { class: 'error-box', role: 'alert', 'data-code': r.code },
-    el('strong', { text: lead }), el('br'),
+    el('strong', { text: r.code === BUG ? 'This is a bug in the inspector page, not a verdict on the packet.' : lead }), el('br'),
     el('code', { class: 'mono', text: r.code }), ` ${r.path ? `at ${r.path}: ` : ''}${r.message}`, el('br'),
     el('span', { class: 'muted', text: r.advice }));
 }
@@ -620,10 +627,13 @@ async function openB(source, name, expectedDigest = null) {
 }
 
 function drawRefusedB(name, r) {
-    $('compare-status').replaceChildren(el('div', { class: 'banner bad', 'data-verdict': 'refused', 'data-code': r.code },
-      el('span', { class: 'badge', text: 'Refused' }),
+    const bug = r.code === BUG;
+    $('compare-status').replaceChildren(el('div', { class: 'banner bad', 'data-verdict': bug ? 'bug' : 'refused', 'data-code': r.code },
+      el('span', { class: 'badge', text: bug ? 'Bug' : 'Refused' }),
       el('div', { class: 'body' },
-        el('div', { class: 'title', text: `${name} is not a valid session packet; nothing from it is compared.` }),
+        el('div', { class: 'title', text: bug
+          ? `The inspector failed while reading ${name}: this is a bug in the page, not a verdict on the packet.`
+          : `${name} is not a valid session packet; nothing from it is compared.` }),
         el('div', {}, el('code', { class: 'mono', text: r.code }), r.path ? [' at ', el('code', { class: 'failing', text: r.path })] : null, `: ${r.message}`),
         el('div', { class: 'muted small', text: r.advice }))));
 }

@@ -2,6 +2,8 @@
 // digest, stream the packet by digest, read one member. The page is served
 // by the Worker, so the API is on the same origin.
 
+import { refusal } from './refusal.js';
+
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 const enc = (s) => encodeURIComponent(s);
@@ -15,24 +17,21 @@ export async function resolve(input) {
   try {
     response = await fetch(`/v1/refs/${text.split('/').map(enc).join('/')}`, { headers: { accept: 'application/json' } });
   } catch (err) {
-    throw { code: 'io', message: `the edge could not be reached: ${err.message}`, path: null, offset: null,
-            advice: 'check the connection; a page opened from disk can only open local files' };
+    throw refusal('io', `the edge could not be reached: ${err.message}`,
+                  'check the connection; a page opened from disk can only open local files');
   }
   let body = null;
   try { body = await response.json(); } catch { /* not JSON */ }
   if (!response.ok) {
     const e = body?.error ?? {};
-    throw {
-      code: e.code ?? `http_${response.status}`,
-      message: e.message ?? `the edge answered ${response.status} for ref ${text}`,
-      path: null, offset: null,
-      advice: e.advice ?? 'check the ref name, or open the packet by its digest',
-    };
+    throw refusal(e.code ?? `http_${response.status}`,
+                  e.message ?? `the edge answered ${response.status} for ref ${text}`,
+                  e.advice ?? 'check the ref name, or open the packet by its digest');
   }
   const digest = body?.digest ?? body?.ref?.digest;
   if (!DIGEST.test(digest ?? '')) {
-    throw { code: 'edge_answer', message: `the edge's answer for ref ${text} holds no digest`, path: null, offset: null,
-            advice: 'the edge and this page disagree on the API: reload the page' };
+    throw refusal('edge_answer', `the edge's answer for ref ${text} holds no digest`,
+                  'the edge and this page disagree on the API: reload the page');
   }
   return { digest, ref: text };
 }

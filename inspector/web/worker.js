@@ -3,6 +3,7 @@
 // the page passed through packet-core here first.
 import init, { Verifier, comparePackets, lineDiff, classify } from './pkg/packet_inspector_wasm.js';
 import { DigestThread } from './digest-thread.js';
+import { refusal } from './refusal.js';
 
 const CHUNK = 4 << 20;
 // What a preview or a diff holds of one member (the rest is only hashed).
@@ -36,12 +37,12 @@ ready.then(() => {
 
 function post(message, transfer = []) { self.postMessage(message, transfer); }
 
-// A refusal from the wasm side is a plain {code, message, path, offset,
+// A refusal from the wasm side is a plain {code, path, offset, message,
 // advice}; anything else (an I/O error) is wrapped in the same shape.
 function asRefusal(err) {
   if (err && typeof err === 'object' && typeof err.code === 'string' && 'advice' in err) return err;
-  return { code: 'io', message: String(err && err.message || err), path: null, offset: null,
-           advice: 'the packet could not be read: check the file or the connection and try again' };
+  return refusal('io', String(err && err.message || err),
+                 'the packet could not be read: check the file or the connection and try again');
 }
 
 function close(id) {
@@ -145,11 +146,11 @@ async function httpRefusal(response) {
   try { body = await response.json(); } catch { /* not JSON */ }
   const e = body && (body.error || body);
   if (e && typeof e.code === 'string') {
-    return { code: e.code, message: e.message || '', path: e.path ?? null, offset: e.offset ?? null,
-             advice: e.advice || `the edge answered ${response.status}` };
+    return refusal(e.code, e.message || '', e.advice || `the edge answered ${response.status}`,
+                   { path: e.path ?? null, offset: e.offset ?? null });
   }
-  return { code: 'http_' + response.status, message: `the edge answered ${response.status} ${response.statusText}`,
-           path: null, offset: null, advice: 'check the digest or ref, and that the edge is reachable' };
+  return refusal('http_' + response.status, `the edge answered ${response.status} ${response.statusText}`,
+                 'check the digest or ref, and that the edge is reachable');
 }
 
 // Reads one file member back (a File slice, or the edge's member read) and

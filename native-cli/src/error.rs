@@ -2,10 +2,14 @@
 //! involved, a message and advice, and maps to one exit code
 //! (docs/cli.md, "Exit codes").
 
+use std::borrow::Cow;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use packet_core::{RefusalDetails, WriteError};
 use serde::Serialize;
+
+pub use crate::refused::Refused;
 
 /// Exit code for success.
 pub const EXIT_OK: i32 = 0;
@@ -17,6 +21,8 @@ pub const EXIT_VERIFY: i32 = 3;
 pub const EXIT_IO: i32 = 4;
 /// Exit code for input the command refuses (workspace, target, harness).
 pub const EXIT_REFUSED: i32 = 5;
+/// Exit code for a bug in pillbox itself (sysexits' `EX_SOFTWARE`).
+pub const EXIT_BUG: i32 = 70;
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -37,18 +43,13 @@ pub enum CliError {
     },
     /// The command refuses its input (a target that is not empty, a
     /// harness that cannot be carried, a rollout that is missing...).
-    Refused {
-        /// Stable snake_case code.
-        code: &'static str,
-        /// The path involved, if any.
-        path: Option<String>,
-        /// What happened.
-        message: String,
-        /// What the user can do.
-        advice: String,
-    },
+    Refused(Refused),
     /// The command line is not usable.
     Usage(String),
+    /// A bug in this program: packet-core driven out of order, or a state
+    /// the CLI's own code rules out. Never a verdict on the packet or the
+    /// workspace.
+    Bug(String),
     /// A packet store refused a request or could not be reached. A packet
     /// refused by the store's packet-core (HTTP 422) keeps its code, path
     /// and offset unchanged.
@@ -83,18 +84,12 @@ impl CliError {
         }
     }
 
-    /// A refusal with a code, a path, a message and advice.
-    pub fn refused(
-        code: &'static str,
-        path: Option<&Path>,
-        message: impl Into<String>,
-        advice: impl Into<String>,
-    ) -> CliError {
-        CliError::Refused {
-            code,
-            path: path.map(|p| p.display().to_string()),
-            message: message.into(),
-            advice: advice.into(),
+    /// A failure of packet-core's writer while packing: the workspace is
+    /// refused, or the writer was driven out of order (a bug).
+    pub fn unpackable(e: WriteError) -> CliError {
+        match e {
+            WriteError::Refused(e) => CliError::Unpackable(e),
+            WriteError::Misuse(m) => CliError::Bug(m.to_string()),
         }
     }
 
@@ -103,8 +98,9 @@ impl CliError {
         match self {
             CliError::Packet(e) | CliError::Unpackable(e) => e.code().as_str(),
             CliError::Io { .. } => "io",
-            CliError::Refused { code, .. } => code,
+            CliError::Refused(r) => r.code(),
             CliError::Usage(_) => "usage",
+            CliError::Bug(_) => "bug",
             CliError::Remote { code, .. } => code,
         }
     }
@@ -113,9 +109,10 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Packet(_) => EXIT_VERIFY,
-            CliError::Unpackable(_) | CliError::Refused { .. } => EXIT_REFUSED,
+            CliError::Unpackable(_) | CliError::Refused(_) => EXIT_REFUSED,
             CliError::Io { .. } => EXIT_IO,
             CliError::Usage(_) => EXIT_USAGE,
+            CliError::Bug(_) => EXIT_BUG,
             CliError::Remote { exit, .. } => *exit,
         }
     }
@@ -141,17 +138,21 @@ impl CliError {
                 format!("cannot {op} {}: {source}", path.display()),
                 io_advice(source.kind()).to_owned(),
             ),
-            CliError::Refused {
-                path,
-                message,
-                advice,
-                ..
-            } => (path.clone(), None, message.clone(), advice.clone()),
+            CliError::Refused(r) => {
+                let (path, message, advice) = r.describe();
+                (path, None, message, advice.to_owned())
+            }
             CliError::Usage(message) => (
                 None,
                 None,
                 message.clone(),
                 "see `pillbox checkpoint --help`".to_owned(),
+            ),
+            CliError::Bug(message) => (
+                None,
+                None,
+                message.clone(),
+                "this is a bug in pillbox, not a problem with the packet or the workspace: please report it with the command that led to it".to_owned(),
             ),
             CliError::Remote {
                 path,
@@ -165,10 +166,12 @@ impl CliError {
             schema: "pillbox.error/1",
             code: self.code().to_owned(),
             exit_code: self.exit_code(),
-            path,
-            offset,
-            message,
-            advice,
+            details: RefusalDetails {
+                path: path.map(Cow::Owned),
+                offset,
+                message: Cow::Owned(message),
+                advice: Cow::Owned(advice),
+            },
         }
     }
 }
@@ -210,23 +213,27 @@ fn io_advice(kind: io::ErrorKind) -> &'static str {
     }
 }
 
-/// The JSON object printed for every failure.
+/// The JSON object printed for every failure: packet-core's refusal shape
+/// with the schema in front and the exit code after the code.
 #[derive(Debug, Serialize)]
 pub struct ErrorReport {
     /// Always `pillbox.error/1`.
     pub schema: &'static str,
-    /// Stable snake_case code: a packet-core code, `io`, `usage`, or a CLI refusal.
+    /// Stable snake_case code: a packet-core code, `io`, `usage`, `bug`, or
+    /// a CLI refusal.
     pub code: String,
     /// The process exit code.
     pub exit_code: i32,
-    /// The member path or file path involved.
-    pub path: Option<String>,
-    /// Byte offset in the packet, when known.
-    pub offset: Option<u64>,
-    /// What happened.
-    pub message: String,
-    /// What the user can do.
-    pub advice: String,
+    /// The member path or file path involved, the byte offset in the
+    /// packet when known, what happened and what the user can do.
+    #[serde(flatten)]
+    pub details: RefusalDetails<'static>,
+}
+
+impl From<Refused> for CliError {
+    fn from(r: Refused) -> Self {
+        CliError::Refused(r)
+    }
 }
 
 impl From<packet_core::Error> for CliError {
@@ -248,11 +255,24 @@ mod tests {
         let io = CliError::io("read", "/x", io::Error::from(io::ErrorKind::NotFound));
         assert_eq!(io.exit_code(), EXIT_IO);
         let report = io.report();
-        assert_eq!(report.path.as_deref(), Some("/x"));
-        assert!(report.message.contains("/x"));
+        assert_eq!(report.details.path.as_deref(), Some("/x"));
+        assert!(report.details.message.contains("/x"));
         assert_eq!(CliError::Usage("x".into()).exit_code(), EXIT_USAGE);
-        let refused = CliError::refused("target_not_empty", Some(Path::new("/t")), "m", "a");
+        let refused = CliError::from(Refused::TargetNotEmpty {
+            target: PathBuf::from("/t"),
+        });
         assert_eq!(refused.exit_code(), EXIT_REFUSED);
         assert_eq!(refused.report().code, "target_not_empty");
+        // packet-core's writer driven out of order: a bug, not a refusal.
+        let manifest = packet_core::Manifest::build(
+            vec![packet_core::Member::dir("workspace")],
+            None,
+            vec![],
+            &packet_core::Limits::FORMAT,
+        )
+        .unwrap();
+        let misuse = packet_core::Writer::new(&manifest).body(b"x").unwrap_err();
+        let bug = CliError::unpackable(misuse);
+        assert_eq!((bug.code(), bug.exit_code()), ("bug", EXIT_BUG));
     }
 }

@@ -11,6 +11,7 @@ mod pack;
 mod packet_io;
 mod progress;
 mod query;
+mod refused;
 mod remote;
 mod report;
 mod restore_check;

@@ -2,14 +2,14 @@
 //! first, on every core. Into a file (the usual case) the packet is laid
 //! out in advance: each small file is then read once, on every core,
 //! hashed and written at its place; each large file is hashed, then copied
-//! while the whole packet is hashed (see `in_place`). To standard output,
+//! while the whole packet is hashed (see `into_file`). To standard output,
 //! which cannot seek, pass 1 hashes every file in parallel to build the
 //! manifest, and pass 2 drives packet-core's [`Writer`], streaming each
 //! file again and refusing a file that is not, unchanged, the one pass 1
 //! hashed (its inode, size and change times; see `Stamp::check`), while a
 //! second thread computes the packet digest.
 
-mod in_place;
+mod into_file;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use packet_core::{
-    Digest, Entry, ErrorCode, Hasher, Kind, Limits, Manifest, Step, Writer, WriterOptions,
+    Digest, ErrorCode, Hasher, Kind, Limits, Manifest, Member, Step, Writer, WriterOptions,
 };
 use rustix::fs::{openat, Mode, OFlags};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, LocateRequest};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
@@ -86,12 +86,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     let workspace = fs::canonicalize(&request.workspace)
         .map_err(|e| CliError::io("open the workspace", &request.workspace, e))?;
     if !workspace.is_dir() {
-        return Err(CliError::refused(
-            "workspace_not_directory",
-            Some(&workspace),
-            format!("{} is not a directory", workspace.display()),
-            "name the workspace directory to pack",
-        ));
+        return Err(Refused::WorkspaceNotDirectory { workspace }.into());
     }
     let mut walk = Walk::default();
     walk_tree(
@@ -141,13 +136,14 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         )?;
         (manifest, digest, "-".to_owned())
     } else {
-        in_place::pack_to_file(
+        into_file::pack_into_file(
             &workspace,
             planned,
             harness_descriptor,
             exclusions,
             &request.output,
             progress,
+            &mut || {},
         )?
     };
     let size = manifest.packet_size();
@@ -242,14 +238,17 @@ fn hash_all(
     workspace: &Path,
     mut planned: Vec<Planned>,
     progress: &Progress,
-) -> Result<(Vec<Entry>, Vec<BodySource>)> {
+) -> Result<(Vec<Member>, Vec<BodySource>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
     crate::walk::sort_planned(&mut planned);
     let files: Vec<PathBuf> = planned
         .iter()
         .filter(|p| matches!(p, Planned::File { .. }))
-        .map(|p| p.source(workspace).ok_or_else(first_error_or_usage))
+        .map(|p| {
+            p.source(workspace)
+                .ok_or_else(stopped_after_earlier_failure)
+        })
         .collect::<Result<_>>()?;
     if progress.is_shown() {
         let total: u64 = files
@@ -296,19 +295,19 @@ fn hash_all(
     let mut files = files.into_iter();
     for p in planned {
         match p {
-            Planned::Dir { member } => entries.push(Entry::dir(member)),
-            Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
+            Planned::Dir { member } => entries.push(Member::dir(member)),
+            Planned::Symlink { member, target } => entries.push(Member::symlink(member, target)),
             Planned::File {
                 member, executable, ..
             } => {
                 let (stamp, digest) = match results.next().flatten() {
                     Some(r) => r?,
-                    None => return Err(first_error_or_usage()),
+                    None => return Err(stopped_after_earlier_failure()),
                 };
                 let Some(path) = files.next() else {
-                    return Err(first_error_or_usage());
+                    return Err(stopped_after_earlier_failure());
                 };
-                entries.push(Entry::file(member, stamp.size, digest, executable));
+                entries.push(Member::file(member, stamp.size, digest, executable));
                 sources.push(BodySource { path, stamp });
             }
         }
@@ -316,13 +315,8 @@ fn hash_all(
     Ok((entries, sources))
 }
 
-fn first_error_or_usage() -> CliError {
-    CliError::refused(
-        "pack_interrupted",
-        None,
-        "hashing stopped after an earlier failure",
-        "fix the error reported for the file above and pack again",
-    )
+fn stopped_after_earlier_failure() -> CliError {
+    Refused::PackAfterEarlierFailure {}.into()
 }
 
 /// Opens files for reading relative to a descriptor of the last folder
@@ -458,14 +452,7 @@ fn write_packet<W: Write>(
         drop(out);
         let digest = hasher.join();
         produced?;
-        digest.map_err(|_| {
-            CliError::refused(
-                "pack_interrupted",
-                None,
-                "the hashing thread stopped unexpectedly",
-                "pack again; if it persists, report this bug",
-            )
-        })
+        digest.map_err(|_| CliError::from(Refused::PackHashingStopped {}))
     })
 }
 
@@ -500,14 +487,9 @@ impl<W: Write> Blocks<'_, W> {
         };
         let block = Arc::new(std::mem::replace(&mut self.buf, next));
         let used = std::mem::take(&mut self.used);
-        self.full.send((Arc::clone(&block), used)).map_err(|_| {
-            CliError::refused(
-                "pack_interrupted",
-                None,
-                "the hashing thread stopped unexpectedly",
-                "pack again; if it persists, report this bug",
-            )
-        })?;
+        self.full
+            .send((Arc::clone(&block), used))
+            .map_err(|_| CliError::from(Refused::PackHashingStopped {}))?;
         self.sink
             .write_all(&block[..used])
             .map_err(|e| CliError::io("write", self.label, e))
@@ -560,15 +542,15 @@ fn produce<W: Write>(
         files.next()
     };
     loop {
-        match writer.next().map_err(CliError::Unpackable)? {
+        match writer.next().map_err(CliError::unpackable)? {
             Step::Bytes(bytes) => out.put(bytes)?,
             Step::Body { index, size, .. } => {
                 let entry = &manifest.members[index];
                 let Some(source) = source_of(index) else {
-                    return Err(CliError::Unpackable(
-                        packet_core::Error::new(ErrorCode::Usage, "no source file for this member")
-                            .at_path(&entry.path),
-                    ));
+                    return Err(CliError::Bug(format!(
+                        "no source file for the member {:?}",
+                        entry.path
+                    )));
                 };
                 let path = source.path.as_path();
                 let mut f = opener
@@ -582,7 +564,7 @@ fn produce<W: Write>(
                     let space = &mut out.buf[out.used..];
                     let want = (space.len() as u64).min(remaining) as usize;
                     let n = read_more(&mut f, &mut space[..want], path, &entry.path)?;
-                    writer.body(&space[..n]).map_err(CliError::Unpackable)?;
+                    writer.body(&space[..n]).map_err(CliError::unpackable)?;
                     out.used += n;
                     remaining -= n as u64;
                     progress.inc(n as u64);
@@ -598,10 +580,7 @@ fn produce<W: Write>(
         }
     }
     if source_of(manifest.members.len()).is_some() {
-        return Err(CliError::Unpackable(packet_core::Error::new(
-            ErrorCode::Usage,
-            "more source files than file members",
-        )));
+        return Err(CliError::Bug("more source files than file members".into()));
     }
     Ok(())
 }
@@ -644,7 +623,7 @@ mod tests {
     fn a_file_changed_between_hashing_and_writing_is_refused() {
         let e = write_after(|f| fs::write(f, b"0123456780").unwrap());
         assert_eq!(e.code(), "member_digest_mismatch");
-        assert_eq!(e.report().path.as_deref(), Some("workspace/f.txt"));
+        assert_eq!(e.report().details.path.as_deref(), Some("workspace/f.txt"));
         assert_eq!(
             write_after(|f| fs::write(f, b"01234567890").unwrap()).code(),
             "member_mismatch"

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use std::sync::{mpsc, Arc};
 
-use packet_core::{Event, Hasher, Limits, Manifest, Reader, ReaderOptions, Verified};
+use packet_core::{Event, Hasher, Limits, Reader, ReaderOptions, VerifiedPacket};
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::progress::Progress;
 
 /// Size of every read and write buffer.
@@ -56,12 +56,10 @@ impl PacketInput {
             return Ok(PacketInput::File(arg.to_path_buf()));
         }
         if meta.is_dir() {
-            return Err(CliError::refused(
-                "not_a_packet",
-                Some(arg),
-                format!("{} is a directory, not a packet file", arg.display()),
-                "name the packet file (a .tar written by `pillbox checkpoint pack`)",
-            ));
+            return Err(Refused::NotAPacket {
+                arg: arg.to_path_buf(),
+            }
+            .into());
         }
         let f = File::open(arg).map_err(|e| CliError::io("open", arg, e))?;
         Self::spool(&arg.display().to_string(), f)
@@ -130,14 +128,6 @@ impl PacketSource for PacketInput {
     }
 }
 
-/// A packet read to its end: its manifest and what the reader established.
-pub struct PacketRead {
-    /// The manifest.
-    pub manifest: Manifest,
-    /// Digest, size and member count.
-    pub verified: Verified,
-}
-
 /// A block of packet bytes read from the source, shared (not copied) by
 /// the thread that parses it, the thread that hashes the whole packet and
 /// any consumer of member data (unpack's writing thread). When the last
@@ -169,28 +159,28 @@ impl Drop for Block {
     }
 }
 
-/// The callback of [`read_packet_blocks`]: each event with the manifest
-/// and the block its bytes come from.
-pub type BlockEvents<'a> = dyn FnMut(&Manifest, Event<'_>, &Arc<Block>) -> Result<()> + 'a;
+/// The callback of [`read_packet_blocks`]: each event with the block its
+/// bytes come from.
+pub type BlockEvents<'a> = dyn FnMut(Event<'_>, &Arc<Block>) -> Result<()> + 'a;
 
 /// Read buffers in circulation: one being parsed, the rest queued for or
 /// being hashed or written on other threads.
 pub const BLOCKS: usize = 8;
 
 /// Reads one pass over a packet with a fresh [`Reader`], calling `on_event`
-/// for every event with the manifest (available from the first event on).
+/// for every event.
 ///
 /// The reader checks the members (and hashes every body) on this thread;
 /// the whole packet is hashed on a second thread from the same 1 MiB
-/// blocks (packet-core's `skip_packet_digest`), and compared here with the
-/// expected digest once the reader has finished.
+/// blocks, and handed to the reader's finish, which compares it with the
+/// expected digest.
 pub fn read_packet(
     source: &dyn PacketSource,
     options: ReaderOptions,
     progress: &Progress,
-    on_event: &mut dyn FnMut(&Manifest, Event<'_>) -> Result<()>,
-) -> Result<PacketRead> {
-    read_packet_blocks(source, options, progress, &mut |m, e, _| on_event(m, e))
+    on_event: &mut dyn FnMut(Event<'_>) -> Result<()>,
+) -> Result<VerifiedPacket> {
+    read_packet_blocks(source, options, progress, &mut |e, _| on_event(e))
 }
 
 /// [`read_packet`], also handing `on_event` the block an event's bytes
@@ -201,23 +191,13 @@ pub fn read_packet_blocks(
     options: ReaderOptions,
     progress: &Progress,
     on_event: &mut BlockEvents<'_>,
-) -> Result<PacketRead> {
+) -> Result<VerifiedPacket> {
     let mut input = source.open_packet()?;
-    let mut reader = Reader::new(ReaderOptions {
-        skip_packet_digest: true,
-        ..options
-    });
+    let mut reader = Reader::hashed_elsewhere(options);
     let (full_tx, full_rx) = mpsc::sync_channel::<Arc<Block>>(BLOCKS);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-    let hashing_stopped = || {
-        CliError::refused(
-            "read_interrupted",
-            None,
-            "the hashing thread stopped unexpectedly",
-            "read the packet again; if it persists, report this bug",
-        )
-    };
-    let read = std::thread::scope(|scope| {
+    let hashing_stopped = || CliError::from(Refused::ReadHashingStopped {});
+    std::thread::scope(|scope| {
         let hasher = scope.spawn(move || {
             let mut hasher = Hasher::new();
             for block in full_rx {
@@ -226,7 +206,6 @@ pub fn read_packet_blocks(
             hasher.finish()
         });
         let mut made = 0;
-        let mut last: Option<Arc<Block>> = None;
         let read = (|| -> Result<()> {
             loop {
                 let mut data = if made < BLOCKS {
@@ -242,79 +221,27 @@ pub fn read_packet_blocks(
                         Err(e) => return Err(CliError::io("read", source.label(), e)),
                     }
                 };
+                if n == 0 {
+                    return Ok(());
+                }
                 let block = Arc::new(Block {
                     data,
                     len: n,
                     home: free_tx.clone(),
                 });
-                if n == 0 {
-                    last = Some(block);
-                    return Ok(());
-                }
                 progress.inc(n as u64);
                 if full_tx.send(Arc::clone(&block)).is_err() {
                     return Err(hashing_stopped());
                 }
-                let mut chunk = block.bytes();
-                while !chunk.is_empty() {
-                    let (used, event) = reader.feed(chunk)?;
-                    chunk = &chunk[used..];
-                    if let Some(event) = event {
-                        dispatch(&reader, event, &block, on_event)?;
-                    }
-                }
+                reader.feed_with(block.bytes(), |event| on_event(event, &block))?;
             }
         })();
         drop(full_tx);
         let digest = hasher.join();
         read?;
-        // A member that ended with the last byte read still owes its MemberEnd.
-        if let Some(block) = &last {
-            while let (_, Some(event @ Event::MemberEnd { .. })) = reader.feed(&[])? {
-                dispatch(&reader, event, block, on_event)?;
-            }
-        }
-        let verified = reader.finish()?;
         let digest = digest.map_err(|_| hashing_stopped())?;
-        Ok::<_, CliError>((verified, digest))
-    });
-    let (mut verified, digest) = read?;
-    let manifest = reader.into_manifest().ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Truncated,
-            "the packet ends before packet.json",
-        ))
-    })?;
-    if let Some(expected) = options
-        .expected_digest
-        .filter(|_| !options.skip_packet_digest)
-    {
-        if expected != digest {
-            return Err(CliError::Packet(packet_core::Error::new(
-                packet_core::ErrorCode::PacketDigestMismatch,
-                format!("expected {expected}, the packet is {digest}"),
-            )));
-        }
-    }
-    if !options.skip_packet_digest {
-        verified.digest = Some(digest);
-    }
-    Ok(PacketRead { manifest, verified })
-}
-
-fn dispatch(
-    reader: &Reader,
-    event: Event<'_>,
-    block: &Arc<Block>,
-    on_event: &mut BlockEvents<'_>,
-) -> Result<()> {
-    match reader.manifest() {
-        Some(m) => on_event(m, event, block),
-        None => Err(CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader yielded an event before the manifest",
-        ))),
-    }
+        Ok(reader.finish_with_digest(digest)?)
+    })
 }
 
 /// Verifies a whole packet without writing anything.
@@ -322,13 +249,13 @@ pub fn verify(
     source: &dyn PacketSource,
     expected: Option<packet_core::Digest>,
     progress: &Progress,
-) -> Result<PacketRead> {
+) -> Result<VerifiedPacket> {
     let options = ReaderOptions {
         expected_digest: expected,
         ..ReaderOptions::default()
     };
     progress.phase("verify", source.size_hint().unwrap_or(0));
-    read_packet(source, options, progress, &mut |_, _| Ok(()))
+    read_packet(source, options, progress, &mut |_| Ok(()))
 }
 
 #[cfg(test)]
@@ -358,13 +285,13 @@ mod tests {
 
     #[test]
     fn reads_every_member_end_even_at_the_last_byte() {
-        let packet = packet_core::build::sample_packet();
+        let packet = packet_core::in_memory::sample_packet();
         let mut ends = 0;
         let read = read_packet(
             &Bytes(packet),
             ReaderOptions::default(),
             &Progress::new(true),
-            &mut |_, e| {
+            &mut |e| {
                 if let Event::MemberEnd { .. } = e {
                     ends += 1;
                 }
@@ -377,7 +304,7 @@ mod tests {
 
     #[test]
     fn a_truncated_packet_is_refused() {
-        let mut packet = packet_core::build::sample_packet();
+        let mut packet = packet_core::in_memory::sample_packet();
         packet.truncate(packet.len() - 600);
         let err = verify(&Bytes(packet), None, &Progress::new(true))
             .err()

@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use packet_core::diff::Change;
-use packet_core::{Digest, Event, Kind, Manifest};
+use packet_core::{Digest, Event, Kind, Manifest, Member, VerifiedPacket};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
-use crate::packet_io::{self, PacketRead, PacketSource, CHUNK};
+use crate::error::{CliError, Refused, Result};
+use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
-use crate::report::{mode_string, EntryReport, ExclusionReport, HarnessReport, Totals};
+use crate::report::{mode_string, ExclusionReport, HarnessReport, MemberReport, Totals};
 
 /// The `pillbox.checkpoint.verify/1` object.
 #[derive(Debug, Serialize)]
@@ -46,21 +46,12 @@ pub fn verify(
     Ok(VerifyReport {
         schema: "pillbox.checkpoint.verify/1",
         ok: true,
-        digest: digest_of(&read)?.to_string(),
+        digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
-        size: read.verified.size,
+        size: read.size,
         members: read.manifest.totals.members,
         totals: read.manifest.totals,
         harness: read.manifest.harness.as_ref().map(HarnessReport::of),
-    })
-}
-
-fn digest_of(read: &PacketRead) -> Result<Digest> {
-    read.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
     })
 }
 
@@ -82,7 +73,7 @@ pub struct InspectReport {
     /// Exclusion rules that applied when it was packed.
     pub exclusions: Vec<ExclusionReport>,
     /// Every member, in archive order.
-    pub members: Vec<EntryReport>,
+    pub members: Vec<MemberReport>,
 }
 
 /// `inspect`.
@@ -97,12 +88,12 @@ pub fn inspect(
     Ok(InspectReport {
         schema: "pillbox.checkpoint.inspect/1",
         format: m.format.clone(),
-        digest: digest_of(&read)?.to_string(),
-        size: read.verified.size,
+        digest: read.digest.to_string(),
+        size: read.size,
         totals: m.totals,
         harness: m.harness.as_ref().map(HarnessReport::of),
         exclusions: m.exclusions.iter().map(ExclusionReport::from).collect(),
-        members: m.members.iter().map(EntryReport::from).collect(),
+        members: m.members.iter().map(MemberReport::from).collect(),
     })
 }
 
@@ -138,7 +129,7 @@ pub fn inspect_text(report: &InspectReport) -> String {
         );
     }
     for e in &report.members {
-        let entry = entry_from_report(e);
+        let entry = member_from_report(e);
         let name = match e.kind {
             "dir" => format!("{}/", e.path),
             "symlink" => format!("{} -> {}", e.path, e.target.as_deref().unwrap_or("")),
@@ -155,14 +146,14 @@ pub fn inspect_text(report: &InspectReport) -> String {
     s
 }
 
-fn entry_from_report(e: &EntryReport) -> packet_core::Entry {
+fn member_from_report(e: &MemberReport) -> Member {
     let mode = u32::from_str_radix(&e.mode, 8).unwrap_or(0);
     let kind = match e.kind {
         "dir" => Kind::Dir,
         "symlink" => Kind::Symlink,
         _ => Kind::File,
     };
-    packet_core::Entry {
+    Member {
         path: e.path.clone(),
         kind,
         mode,
@@ -211,24 +202,21 @@ pub fn cat(
         ..Default::default()
     };
     progress.phase("read", source.size_hint().unwrap_or(0));
-    let read = packet_io::read_packet(source, options, progress, &mut |m, event| {
+    let read = packet_io::read_packet(source, options, progress, &mut |event| {
         match event {
-            Event::Manifest => {
+            Event::Manifest(m) => {
                 let Some((index, entry)) = m.find(member) else {
-                    return Err(CliError::refused(
-                        "member_not_found",
-                        None,
-                        format!("the packet has no member {member:?}"),
-                        "list the members with `pillbox checkpoint inspect --format text`; paths start with workspace/ or harness/",
-                    ));
+                    return Err(Refused::MemberNotFound {
+                        member: member.to_owned(),
+                    }
+                    .into());
                 };
                 if entry.kind != Kind::File {
-                    return Err(CliError::refused(
-                        "not_a_file",
-                        None,
-                        format!("{member:?} is a {}, not a file", entry.kind.as_str()),
-                        "cat prints files; use inspect to see directories and symlink targets",
-                    ));
+                    return Err(Refused::NotAFile {
+                        member: member.to_owned(),
+                        kind: entry.kind.as_str(),
+                    }
+                    .into());
                 }
                 target = Some(index);
             }
@@ -244,14 +232,12 @@ pub fn cat(
         Ok(())
     })?;
     progress.finish();
-    let (_, entry) = read.manifest.find(member).ok_or_else(|| {
-        CliError::refused(
-            "member_not_found",
-            None,
-            format!("no member {member:?}"),
-            "check the path",
-        )
-    })?;
+    let (_, entry) = read
+        .manifest
+        .find(member)
+        .ok_or_else(|| Refused::MemberNotInManifest {
+            member: member.to_owned(),
+        })?;
     spool
         .seek(SeekFrom::Start(0))
         .map_err(|e| CliError::io("rewind a temporary file in", &tmp_dir, e))?;
@@ -277,7 +263,7 @@ pub fn cat(
             .map(|d| d.hex().to_string())
             .unwrap_or_default(),
         mode: format!("{:04o}", entry.mode),
-        packet_digest: digest_of(&read)?.to_string(),
+        packet_digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
     })
 }
@@ -305,9 +291,9 @@ pub struct Changed {
     /// Which of `type`, `mode`, `size`, `sha256`, `target` differ.
     pub fields: Vec<&'static str>,
     /// The member in the first packet.
-    pub a: EntryReport,
+    pub a: MemberReport,
     /// The member in the second packet.
-    pub b: EntryReport,
+    pub b: MemberReport,
 }
 
 /// The `pillbox.checkpoint.diff/1` object.
@@ -322,9 +308,9 @@ pub struct DiffReport {
     /// The second packet.
     pub b: DiffSide,
     /// Members only in the second packet.
-    pub added: Vec<EntryReport>,
+    pub added: Vec<MemberReport>,
     /// Members only in the first packet.
-    pub removed: Vec<EntryReport>,
+    pub removed: Vec<MemberReport>,
     /// Members in both that differ.
     pub changed: Vec<Changed>,
     /// Whether the harness descriptors differ.
@@ -341,11 +327,11 @@ pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> 
     let (added, removed, changed) = compare(&ra.manifest, &rb.manifest);
     let harness_changed = ra.manifest.harness != rb.manifest.harness;
     let exclusions_changed = ra.manifest.exclusions != rb.manifest.exclusions;
-    let side = |src: &dyn PacketSource, r: &PacketRead| -> Result<DiffSide> {
+    let side = |src: &dyn PacketSource, r: &VerifiedPacket| -> Result<DiffSide> {
         Ok(DiffSide {
             packet: src.label(),
-            digest: digest_of(r)?.to_string(),
-            size: r.verified.size,
+            digest: r.digest.to_string(),
+            size: r.size,
             totals: r.manifest.totals,
             harness: r.manifest.harness.as_ref().map(HarnessReport::of),
         })
@@ -369,12 +355,12 @@ pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> 
 
 /// Members added, removed and changed from `a` to `b`, in archive order
 /// (packet-core's [`diff`](packet_core::diff::diff)).
-pub fn compare(a: &Manifest, b: &Manifest) -> (Vec<EntryReport>, Vec<EntryReport>, Vec<Changed>) {
+pub fn compare(a: &Manifest, b: &Manifest) -> (Vec<MemberReport>, Vec<MemberReport>, Vec<Changed>) {
     let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     for change in packet_core::diff::diff(a, b) {
         match change {
-            Change::Added { b: j } => added.push(EntryReport::from(&b.members[j])),
-            Change::Removed { a: i } => removed.push(EntryReport::from(&a.members[i])),
+            Change::Added { b: j } => added.push(MemberReport::from(&b.members[j])),
+            Change::Removed { a: i } => removed.push(MemberReport::from(&a.members[i])),
             Change::Changed { a: i, b: j, fields } => changed.push(Changed {
                 path: a.members[i].path.clone(),
                 fields: fields.names(),
@@ -435,7 +421,7 @@ pub fn diff_text(report: &DiffReport) -> String {
 mod tests {
     use super::*;
     use crate::packet_io::test_support::Bytes;
-    use packet_core::build::{build, Source};
+    use packet_core::in_memory::{build, Source};
 
     fn packet(files: &[(&str, &[u8], bool)]) -> Vec<u8> {
         let mut sources = vec![Source::Dir {

@@ -1,6 +1,6 @@
 //! JSON shapes shared by several commands (proto/cli/*.schema.json).
 
-use packet_core::{exclude, Entry, Exclusion, Harness, Kind};
+use packet_core::{exclude, Exclusion, Harness, Kind, Member};
 use serde::Serialize;
 
 /// Manifest totals: packet-core's own type, serialised as the manifest does.
@@ -60,9 +60,9 @@ impl HarnessReport {
     pub fn of(h: &Harness) -> HarnessReport {
         HarnessReport {
             kind: h.kind.as_str(),
-            thread_id: h.thread_id.clone(),
+            thread_id: h.session_id.clone(),
             model: h.model.clone(),
-            member: h.rollout.clone(),
+            member: h.session_log.clone(),
             source_path: None,
             restored: None,
             rollout_path: None,
@@ -80,7 +80,7 @@ impl HarnessReport {
 
 /// One member as listed by inspect and diff.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct EntryReport {
+pub struct MemberReport {
     /// Member path.
     pub path: String,
     /// `file`, `dir` or `symlink`.
@@ -96,9 +96,9 @@ pub struct EntryReport {
     pub target: Option<String>,
 }
 
-impl From<&Entry> for EntryReport {
-    fn from(e: &Entry) -> Self {
-        EntryReport {
+impl From<&Member> for MemberReport {
+    fn from(e: &Member) -> Self {
+        MemberReport {
             path: e.path.clone(),
             kind: e.kind.as_str(),
             mode: format!("{:04o}", e.mode),
@@ -110,7 +110,7 @@ impl From<&Entry> for EntryReport {
 }
 
 /// `drwxr-xr-x`-style permissions for a listing.
-pub fn mode_string(e: &Entry) -> String {
+pub fn mode_string(e: &Member) -> String {
     let t = match e.kind {
         Kind::Dir => 'd',
         Kind::Symlink => 'l',
@@ -133,11 +133,11 @@ mod tests {
 
     #[test]
     fn modes_render_like_ls() {
-        let d = Entry::dir("workspace");
+        let d = Member::dir("workspace");
         assert_eq!(mode_string(&d), "drwxr-xr-x");
-        let l = Entry::symlink("workspace/l", "x");
+        let l = Member::symlink("workspace/l", "x");
         assert_eq!(mode_string(&l), "lrwxrwxrwx");
-        let f = Entry::file("workspace/f", 0, packet_core::Digest::of(b""), false);
+        let f = Member::file("workspace/f", 0, packet_core::Digest::of(b""), false);
         assert_eq!(mode_string(&f), "-rw-r--r--");
     }
 }

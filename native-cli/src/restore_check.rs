@@ -12,11 +12,8 @@ use packet_core::HarnessKind;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{CliError, Result};
+use crate::error::{Refused, Result};
 use crate::harness::{self, codex};
-
-/// The recovery every failed check points to.
-const RECOVERY: &str = "clear the rollout from the checkpoint and start a fresh thread; do not resume into an empty session";
 
 /// What to check.
 pub struct RestoreCheckRequest {
@@ -32,39 +29,30 @@ pub struct RestoreCheckRequest {
 impl RestoreCheckRequest {
     /// From the JSON an `unpack` printed.
     pub fn from_unpack_json(text: &str, label: &Path) -> Result<RestoreCheckRequest> {
-        let v: Value = serde_json::from_str(text).map_err(|e| {
-            CliError::refused(
-                "checkpoint_invalid",
-                Some(label),
-                format!("not JSON: {e}"),
-                "pass the JSON object that `pillbox checkpoint unpack` printed",
-            )
+        let v: Value = serde_json::from_str(text).map_err(|e| Refused::CheckpointNotJson {
+            label: label.to_path_buf(),
+            error: e.to_string(),
         })?;
         if v["schema"] != "pillbox.checkpoint.unpack/1" {
-            return Err(CliError::refused(
-                "checkpoint_invalid",
-                Some(label),
-                format!(
-                    "schema is {}, expected \"pillbox.checkpoint.unpack/1\"",
-                    v["schema"]
-                ),
-                "pass the JSON object that `pillbox checkpoint unpack` printed",
-            ));
+            return Err(Refused::CheckpointNotUnpackReport {
+                label: label.to_path_buf(),
+                schema: v["schema"].to_string(),
+            }
+            .into());
         }
         let h = &v["harness"];
         let (Some(kind), Some(thread)) = (h["kind"].as_str(), h["thread_id"].as_str()) else {
-            return Err(unavailable(None, "the checkpoint carries no harness state"));
+            return Err(Refused::CheckpointWithoutHarness {}.into());
         };
         let kind = match kind {
             "codex" => HarnessKind::Codex,
             "claude" => HarnessKind::Claude,
             other => {
-                return Err(CliError::refused(
-                    "checkpoint_invalid",
-                    Some(label),
-                    format!("unknown harness kind {other:?}"),
-                    RECOVERY,
-                ))
+                return Err(Refused::CheckpointHarnessUnknown {
+                    label: label.to_path_buf(),
+                    kind: other.to_owned(),
+                }
+                .into())
             }
         };
         Ok(RestoreCheckRequest {
@@ -94,23 +82,19 @@ pub struct RestoreCheckReport {
     pub resume: Vec<String>,
 }
 
-fn unavailable(path: Option<&Path>, message: impl Into<String>) -> CliError {
-    CliError::refused("rollout_unavailable", path, message, RECOVERY)
-}
-
-fn invalid(path: &Path, message: impl Into<String>) -> CliError {
-    CliError::refused("invalid_rollout_path", Some(path), message, RECOVERY)
-}
-
 /// Runs the checks.
 pub fn restore_check(request: &RestoreCheckRequest) -> Result<RestoreCheckReport> {
     harness::check_id(&request.thread_id, "thread id")?;
     let Some(raw) = request.rollout_path.as_deref().filter(|p| !p.is_empty()) else {
-        return Err(unavailable(None, "the checkpoint records no rollout path"));
+        return Err(Refused::CheckpointWithoutRolloutPath {}.into());
     };
     let path = PathBuf::from(raw);
     if !path.is_absolute() {
-        return Err(invalid(&path, format!("rollout path {raw:?} is relative; a host resolves nothing against its own working directory")));
+        return Err(Refused::RolloutPathRelative {
+            path,
+            raw: raw.to_owned(),
+        }
+        .into());
     }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let id = &request.thread_id;
@@ -121,40 +105,44 @@ pub fn restore_check(request: &RestoreCheckRequest) -> Result<RestoreCheckReport
         HarnessKind::Claude => name == format!("{id}.jsonl"),
     };
     if !well_named {
-        return Err(invalid(
-            &path,
-            format!("{raw} is not named for thread {id}"),
-        ));
+        return Err(Refused::RolloutPathMisnamed {
+            path,
+            raw: raw.to_owned(),
+            id: id.clone(),
+        }
+        .into());
     }
     match fs::metadata(&path) {
         Ok(m) if m.is_file() => {}
         Ok(_) => {
-            return Err(unavailable(
-                Some(&path),
-                format!("{raw} is not a regular file"),
-            ))
+            return Err(Refused::RolloutNotARegularFile {
+                path,
+                raw: raw.to_owned(),
+            }
+            .into())
         }
         Err(e) => {
-            return Err(unavailable(
-                Some(&path),
-                format!("{raw} is not on this machine ({e})"),
-            ))
+            return Err(Refused::RolloutNotOnThisMachine {
+                path,
+                raw: raw.to_owned(),
+                error: e.to_string(),
+            }
+            .into())
         }
     }
     let (model, resume) = match request.kind {
         HarnessKind::Codex => {
-            let meta = codex::read_rollout(&path)
-                .map_err(|_| unavailable(Some(&path), format!("{raw} is not a Codex rollout")))?;
+            let meta = codex::read_rollout(&path).map_err(|_| Refused::RolloutNotCodex {
+                path: path.clone(),
+                raw: raw.to_owned(),
+            })?;
             if meta.thread_id.as_deref() != Some(id) {
-                return Err(CliError::refused(
-                    "rollout_mismatch",
-                    Some(&path),
-                    format!(
-                        "the rollout records thread {:?}, not {id}",
-                        meta.thread_id.unwrap_or_default()
-                    ),
-                    RECOVERY,
-                ));
+                return Err(Refused::RestoredRolloutThreadMismatch {
+                    path,
+                    recorded: meta.thread_id.unwrap_or_default(),
+                    id: id.clone(),
+                }
+                .into());
             }
             (
                 meta.model,

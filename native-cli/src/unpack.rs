@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use packet_core::{Digest, Event, Kind, ReaderOptions};
+use packet_core::{Digest, Event, Kind, ReaderOptions, VerifiedPacket};
 use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
 use serde::Serialize;
 use tempfile::TempDir;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, RestorePlan};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
@@ -105,9 +105,9 @@ pub fn unpack(
             let totals = placed.read.manifest.totals;
             Ok(UnpackReport {
                 schema: "pillbox.checkpoint.unpack/1",
-                digest: placed.digest.to_string(),
+                digest: placed.read.digest.to_string(),
                 digest_checked: request.expected.is_some(),
-                size: placed.read.verified.size,
+                size: placed.read.size,
                 members: totals.members,
                 totals,
                 workspace: placed.workspace.display().to_string(),
@@ -126,24 +126,17 @@ fn check_target(target: &Path) -> Result<()> {
     match fs::metadata(target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(CliError::io("inspect", target, e)),
-        Ok(m) if !m.is_dir() => Err(CliError::refused(
-            "target_not_directory",
-            Some(target),
-            format!("{} exists and is not a directory", target.display()),
-            "unpack into an empty or absent directory",
-        )),
+        Ok(m) if !m.is_dir() => Err(Refused::TargetNotDirectory {
+            target: target.to_path_buf(),
+        }
+        .into()),
         Ok(_) => {
             let mut entries = fs::read_dir(target).map_err(|e| CliError::io("list", target, e))?;
             if entries.next().is_some() {
-                return Err(CliError::refused(
-                    "target_not_empty",
-                    Some(target),
-                    format!(
-                        "{} is not empty; unpack never overwrites or merges",
-                        target.display()
-                    ),
-                    "unpack into an empty or absent directory",
-                ));
+                return Err(Refused::TargetNotEmpty {
+                    target: target.to_path_buf(),
+                }
+                .into());
             }
             Ok(())
         }
@@ -159,8 +152,7 @@ struct HarnessTarget {
 
 /// What [`place`] established.
 struct Placed {
-    read: packet_io::PacketRead,
-    digest: Digest,
+    read: VerifiedPacket,
     workspace: PathBuf,
     harness: Option<HarnessReport>,
 }
@@ -213,63 +205,55 @@ fn place(
             let full = std::mem::replace(batch, Vec::with_capacity(BATCH));
             ops.send(full).map_err(|_| writer_stopped())
         };
-        let read =
-            packet_io::read_packet_blocks(source, options, progress, &mut |m, event, block| {
-                if !std::ptr::eq(Arc::as_ptr(block), batch_block) || batch.len() >= BATCH {
-                    flush(&mut batch)?;
-                    batch_block = Arc::as_ptr(block);
+        let read = packet_io::read_packet_blocks(source, options, progress, &mut |event, block| {
+            if !std::ptr::eq(Arc::as_ptr(block), batch_block) || batch.len() >= BATCH {
+                flush(&mut batch)?;
+                batch_block = Arc::as_ptr(block);
+            }
+            let mut send = |op: Op| {
+                batch.push(op);
+                Ok::<(), CliError>(())
+            };
+            match event {
+                Event::Manifest(m) => {
+                    let Some(h) = &m.harness else {
+                        return Ok(());
+                    };
+                    let home = match h.kind {
+                        packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
+                        packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
+                    };
+                    let Some(home) = home else {
+                        return Ok(());
+                    };
+                    created.dir_all(home)?;
+                    let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+                    let plan = harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
+                    let target = HarnessTarget {
+                        prefix: format!("{}/", h.kind.root()),
+                        staging: staging_in(&home)?,
+                        plan,
+                    };
+                    send(Op::Root(
+                        target.prefix.clone(),
+                        target.staging.path().to_path_buf(),
+                    ))?;
+                    harness_target = Some(target);
+                    Ok(())
                 }
-                let mut send = |op: Op| {
-                    batch.push(op);
-                    Ok::<(), CliError>(())
-                };
-                match event {
-                    Event::Manifest => {
-                        let Some(h) = &m.harness else {
-                            return Ok(());
-                        };
-                        let home = match h.kind {
-                            packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
-                            packet_core::HarnessKind::Claude => {
-                                request.claude_config_dir.as_deref()
-                            }
-                        };
-                        let Some(home) = home else {
-                            return Ok(());
-                        };
-                        created.dir_all(home)?;
-                        let home =
-                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-                        let plan =
-                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
-                        let target = HarnessTarget {
-                            prefix: format!("harness/{}/", h.kind.as_str()),
-                            staging: staging_in(&home)?,
-                            plan,
-                        };
-                        send(Op::Root(
-                            target.prefix.clone(),
-                            target.staging.path().to_path_buf(),
-                        ))?;
-                        harness_target = Some(target);
-                        Ok(())
-                    }
-                    Event::MemberStart { index, .. } => {
-                        let e = &m.members[index];
-                        send(Op::Start(Member {
-                            path: e.path.clone(),
-                            kind: e.kind,
-                            mode: e.mode,
-                            target: e.target.clone(),
-                        }))
-                    }
-                    Event::Data(bytes) => send(match block.offset_of(bytes) {
-                        Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
-                        None => Op::Bytes(bytes.to_vec()),
-                    }),
-                    Event::MemberEnd { .. } => send(Op::End),
-                }
-            });
+                Event::MemberStart { member: e, .. } => send(Op::Start(Member {
+                    path: e.path.clone(),
+                    kind: e.kind,
+                    mode: e.mode,
+                    target: e.target.clone(),
+                })),
+                Event::Data(bytes) => send(match block.offset_of(bytes) {
+                    Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
+                    None => Op::Bytes(bytes.to_vec()),
+                }),
+                Event::MemberEnd { .. } => send(Op::End),
+            }
+        });
         let read = read.and_then(|r| flush(&mut batch).map(|()| r));
         drop(batch);
         drop(ops);
@@ -279,17 +263,11 @@ fn place(
         let written = writing.join().unwrap_or_else(|_| Err(writer_stopped()));
         match (read, written) {
             // The writer's own error explains why it stopped taking work.
-            (Err(e), Err(w)) if e.code() == WRITER_STOPPED => Err(w),
+            (Err(CliError::Refused(Refused::UnpackWriterStopped {})), Err(w)) => Err(w),
             (Err(e), _) => Err(e),
             (Ok(_), Err(w)) => Err(w),
             (Ok(read), Ok(())) => Ok(read),
         }
-    })?;
-    let digest = read.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
     })?;
 
     // Everything verified: move into place, undoing the moves on failure.
@@ -319,23 +297,15 @@ fn place(
     });
     Ok(Placed {
         read,
-        digest,
         workspace,
         harness,
     })
 }
 
-/// The code of the error the reading thread gets when the writing thread
-/// stopped taking work (its own error is reported instead).
-const WRITER_STOPPED: &str = "unpack_interrupted";
-
+/// The error the reading thread gets when the writing thread stopped
+/// taking work (the writer's own error is reported instead).
 fn writer_stopped() -> CliError {
-    CliError::refused(
-        WRITER_STOPPED,
-        None,
-        "the writing thread stopped unexpectedly",
-        "unpack again; if it persists, report this bug",
-    )
+    Refused::UnpackWriterStopped {}.into()
 }
 
 /// Batches of operations queued for the writing thread (each operation is
@@ -406,12 +376,10 @@ fn move_into_place(
 /// Renames, refusing to replace anything that appeared meanwhile.
 fn rename_new(from: &Path, to: &Path) -> Result<()> {
     if fs::symlink_metadata(to).is_ok() {
-        return Err(CliError::refused(
-            "target_not_empty",
-            Some(to),
-            format!("{} appeared while unpacking", to.display()),
-            "make sure nothing else writes to the target, then unpack again",
-        ));
+        return Err(Refused::TargetAppeared {
+            target: to.to_path_buf(),
+        }
+        .into());
     }
     fs::rename(from, to).map_err(|e| CliError::io("move into place", to, e))
 }
@@ -506,12 +474,10 @@ impl StagingWriter {
             self.dirs.pop();
         }
         let Some(dir) = self.dirs.last() else {
-            return Err(CliError::refused(
-                "unpack_parent_missing",
-                Some(Path::new(member)),
-                "the member's parent folder was not created by this unpack",
-                "the packet is malformed: repack it from the source workspace",
-            ));
+            return Err(Refused::ParentNotCreated {
+                member: member.to_owned(),
+            }
+            .into());
         };
         let path = dir.path.join(name);
         Ok(Some(match &dir.fd {
@@ -613,10 +579,10 @@ fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
 mod tests {
     use super::*;
     use crate::packet_io::test_support::Bytes;
-    use packet_core::build::{build, Source};
+    use packet_core::in_memory::{build, Built, Source};
     use packet_core::Limits;
 
-    fn packet(body: &[u8]) -> packet_core::build::Built {
+    fn packet(body: &[u8]) -> Built {
         build(
             &[
                 Source::Dir {
@@ -658,7 +624,10 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let err = unpack_bytes(tampered, t.path().join("ws"), None).unwrap_err();
         assert_eq!(err.code(), "member_digest_mismatch");
-        assert_eq!(err.report().path.as_deref(), Some("workspace/data.txt"));
+        assert_eq!(
+            err.report().details.path.as_deref(),
+            Some("workspace/data.txt")
+        );
         assert!(
             !t.path().join("ws").exists(),
             "the target it created is removed"

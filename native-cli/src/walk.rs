@@ -16,7 +16,7 @@ use std::sync::{Condvar, Mutex};
 use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 
 /// One member to pack, before its file (if any) is hashed.
 #[derive(Debug, Clone)]
@@ -186,12 +186,7 @@ pub fn walk_tree(
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    let e = CliError::refused(
-                        "pack_interrupted",
-                        None,
-                        "a walking thread stopped unexpectedly",
-                        "pack again; if it persists, report this bug",
-                    );
+                    let e = CliError::from(Refused::PackWalkingStopped {});
                     (Walk::default(), Some((String::new(), e)))
                 })
             })
@@ -530,14 +525,11 @@ fn check_git_file(source: &Path, member: &str) -> Result<()> {
     if inside {
         return Ok(());
     }
-    Err(CliError::refused(
-        "git_dir_outside_workspace",
-        Some(Path::new(member)),
-        format!(
-            "{member} is a .git file pointing at {gitdir:?}, outside the workspace (a linked worktree): the packet could not be restored as a working repository elsewhere"
-        ),
-        "pack the main checkout instead, or leave git out with --exclude .git (the files are packed without their history)",
-    ))
+    Err(Refused::GitDirOutsideWorkspace {
+        member: member.to_owned(),
+        gitdir: gitdir.to_owned(),
+    }
+    .into())
 }
 
 #[cfg(test)]

@@ -2,6 +2,6 @@
 use std::io::Write;
 fn main() {
     std::io::stdout()
-        .write_all(&packet_core::build::sample_packet())
+        .write_all(&packet_core::in_memory::sample_packet())
         .unwrap();
 }

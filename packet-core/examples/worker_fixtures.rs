@@ -15,9 +15,9 @@
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 
-use packet_core::build::{build, Source};
+use packet_core::in_memory::{build, Source};
 use packet_core::{
-    reader, Digest, Entry, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Reader,
+    reader, Digest, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Member, Reader,
     ReaderOptions, Step, Writer,
 };
 
@@ -124,8 +124,8 @@ fn write_set(dir_path: &str) -> Result<()> {
         Some(Harness {
             kind: HarnessKind::Codex,
             model: Some("gpt-5-codex".into()),
-            rollout: rollout.clone(),
-            thread_id: thread.into(),
+            session_log: rollout.clone(),
+            session_id: thread.into(),
         }),
     ));
     let mut many = vec![dir("workspace")];
@@ -169,24 +169,24 @@ fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_j
         ..Default::default()
     });
     let mut starts = Vec::new();
-    let mut input = bytes;
-    while !input.is_empty() {
-        let (used, event) = r.feed(input).map_err(|e| e.to_string())?;
-        input = &input[used..];
-        if let Some(Event::MemberStart {
+    r.feed_with(bytes, |event| {
+        if let Event::MemberStart {
             index,
             header_offset,
             data_offset,
-        }) = event
+            ..
+        } = event
         {
             starts.push((index, header_offset, data_offset));
         }
-    }
+        Ok::<(), packet_core::Error>(())
+    })
+    .map_err(|e| e.to_string())?;
     r.finish().map_err(|e| e.to_string())?;
     let members: Vec<serde_json::Value> = starts
         .iter()
         .map(|&(i, header_offset, data_offset)| {
-            let e: &Entry = &manifest.members[i];
+            let e: &Member = &manifest.members[i];
             serde_json::json!({
                 "path": e.path,
                 "type": e.kind.as_str(),
@@ -202,7 +202,7 @@ fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_j
         "size": bytes.len(),
         "manifest_offset": 512,
         "manifest_len": manifest.to_canonical_json().len(),
-        "harness": manifest.harness.as_ref().map(|h| serde_json::json!({"kind": h.kind.as_str(), "thread_id": h.thread_id})),
+        "harness": manifest.harness.as_ref().map(|h| serde_json::json!({"kind": h.kind.as_str(), "thread_id": h.session_id})),
         "members": members,
     }))
 }
@@ -218,9 +218,9 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
     }
     let mut buf = vec![0u8; MIB as usize];
     let mut entries = vec![
-        Entry::dir("workspace"),
-        Entry::dir("workspace/big"),
-        Entry::dir("workspace/small"),
+        Member::dir("workspace"),
+        Member::dir("workspace/big"),
+        Member::dir("workspace/small"),
     ];
     for (p, size, seed) in &specs {
         let mut noise = Noise(*seed);
@@ -232,7 +232,7 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
             h.update(&buf[..n]);
             left -= n as u64;
         }
-        entries.push(Entry::file(p.clone(), *size, h.finish(), false));
+        entries.push(Member::file(p.clone(), *size, h.finish(), false));
     }
     let manifest =
         Manifest::build(entries, None, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
@@ -289,8 +289,8 @@ fn verify(path: &str, digest: Option<&String>) -> Result<()> {
             ..Default::default()
         },
     ) {
-        Ok((_, v)) => {
-            serde_json::json!({ "ok": true, "digest": v.digest.map(|d| d.to_string()), "size": v.size })
+        Ok(v) => {
+            serde_json::json!({ "ok": true, "digest": v.digest.to_string(), "size": v.size })
         }
         Err(e) => {
             serde_json::json!({ "ok": false, "code": e.code().as_str(), "path": e.path(), "offset": e.offset() })

@@ -114,7 +114,7 @@ pub fn diff(a: &Manifest, b: &Manifest) -> Vec<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::{build, Source};
+    use crate::in_memory::{build, Source};
     use crate::limits::Limits;
     use alloc::string::String;
     use alloc::vec;

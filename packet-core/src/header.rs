@@ -10,6 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::{Error, ErrorCode};
+use crate::path::MANIFEST_PATH;
 use crate::scan;
 
 /// The tar block size.
@@ -66,6 +67,17 @@ impl Kind {
         }
     }
 
+    /// Whether `mode` is a canonical mode for this type
+    /// (docs/session-packet.md §4): 0644 or 0755 for files, 0755 for
+    /// directories, 0777 for symlinks.
+    pub const fn allows_mode(self, mode: u32) -> bool {
+        match self {
+            Kind::File => mode == 0o644 || mode == 0o755,
+            Kind::Dir => mode == 0o755,
+            Kind::Symlink => mode == 0o777,
+        }
+    }
+
     pub(crate) const fn typeflag(self) -> u8 {
         match self {
             Kind::File => TYPE_FILE,
@@ -88,6 +100,20 @@ pub struct HeaderSpec<'a> {
     pub size: u64,
     /// The symlink target (empty for other types).
     pub target: &'a str,
+}
+
+impl HeaderSpec<'static> {
+    /// The header of `packet.json` for a manifest of `len` bytes: the first
+    /// member, a regular file of mode 0644 (docs/session-packet.md §5).
+    pub const fn manifest(len: u64) -> HeaderSpec<'static> {
+        HeaderSpec {
+            path: MANIFEST_PATH,
+            kind: Kind::File,
+            mode: 0o644,
+            size: len,
+            target: "",
+        }
+    }
 }
 
 /// Rounds `n` up to a whole number of blocks.
@@ -322,22 +348,6 @@ pub(crate) fn first_nonzero(bytes: &[u8]) -> Option<usize> {
     scan::position(bytes, |b| b != 0)
 }
 
-/// A header decoded just far enough to identify its member. The reader then
-/// re-encodes what this describes and compares bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawHeader {
-    /// The typeflag byte.
-    pub typeflag: u8,
-    /// `prefix/name` (or `name`) as stored.
-    pub path: Vec<u8>,
-    /// The linkname field as stored.
-    pub linkname: Vec<u8>,
-    /// The mode field.
-    pub mode: u32,
-    /// The size field.
-    pub size: u64,
-}
-
 fn field(block: &[u8; BLOCK], f: (usize, usize)) -> &[u8] {
     &block[f.0..f.0 + f.1]
 }
@@ -393,8 +403,9 @@ const ZERO_FIELDS: [((usize, usize), &str); 5] = [
     (DEVMINOR, "devminor"),
 ];
 
-/// A header decoded in place: what [`RawHeader`] holds, borrowed from the
-/// block.
+/// A header decoded just far enough to identify its member, borrowed from
+/// the block. The reader then re-encodes what this describes and compares
+/// bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Fields<'a> {
     pub(crate) typeflag: u8,
@@ -439,18 +450,8 @@ impl Fields<'_> {
 
 /// Decodes one non-zero header block: magic, checksum, typeflag, numeric
 /// fields and the fields that must be zero. Path, mode and size are returned
-/// for the caller to check against the manifest and re-encode.
-pub fn decode(block: &[u8; BLOCK]) -> Result<RawHeader, Error> {
-    decode_fields(block).map(|f| RawHeader {
-        typeflag: f.typeflag,
-        path: f.path(),
-        linkname: f.linkname.to_vec(),
-        mode: f.mode,
-        size: f.size,
-    })
-}
-
-/// [`decode`], borrowing the string fields from the block.
+/// (borrowed from the block) for the caller to check against the manifest
+/// and re-encode.
 pub(crate) fn decode_fields(block: &[u8; BLOCK]) -> Result<Fields<'_>, Error> {
     if field(block, MAGIC) != b"ustar\0" || field(block, VERSION) != b"00" {
         return Err(Error::new(
@@ -692,18 +693,18 @@ mod tests {
             encode(&spec, &mut out);
             assert_eq!(out.len() as u64, encoded_len(&spec));
             let last: &[u8; BLOCK] = out[out.len() - BLOCK..].try_into().unwrap();
-            let raw = decode(last).unwrap();
+            let raw = decode_fields(last).unwrap();
             assert_eq!(raw.size, spec.size);
             assert_eq!(raw.mode, spec.mode);
             if out.len() > BLOCK {
                 let first: &[u8; BLOCK] = out[..BLOCK].try_into().unwrap();
-                let pax = decode(first).unwrap();
+                let pax = decode_fields(first).unwrap();
                 assert_eq!(pax.typeflag, TYPE_PAX);
                 let body = &out[BLOCK..BLOCK + pax.size as usize];
                 let v = decode_pax(body).unwrap();
                 assert_eq!(v.path.as_deref(), Some(spec.path.as_bytes()));
             } else {
-                assert_eq!(raw.path, spec.path.as_bytes());
+                assert_eq!(raw.path(), spec.path.as_bytes());
             }
         }
     }

@@ -8,24 +8,9 @@
 //! `no_std` + `alloc`, no I/O: consumers (the CLI, the Worker, the browser
 //! page) move bytes in and out.
 //!
-//! | module | holds |
-//! |---|---|
-//! | [`error`] | [`Error`] and its stable [`ErrorCode`]s |
-//! | [`limits`] | [`Limits`]: packet size, members, path length, manifest size |
-//! | [`digest`] | [`Digest`] (`sha256:<hex>`) and an incremental [`Hasher`] |
-//! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
-//! | [`header`] | the ustar header codec and the one permitted PAX use |
-//! | [`manifest`] | [`Manifest`] and the member-set rules |
-//! | [`canonical`] | the manifest's canonical JSON, written, measured or compared |
-//! | [`exclude`] | credential rules and `--exclude` globs |
-//! | [`diff`] | members added, removed and changed between two manifests |
-//! | [`writer`] | [`Writer`]: manifest + bodies → packet bytes |
-//! | [`reader`] | [`Reader`]: packet bytes in chunks → verified members |
-//! | [`build`] | building small packets in memory |
-//!
 //! ```
-//! use packet_core::build::{build, Source};
-//! use packet_core::{reader, Limits, ReaderOptions};
+//! use packet_core::in_memory::{build, Source};
+//! use packet_core::{Event, Limits, Reader, ReaderOptions};
 //!
 //! let built = build(
 //!     &[
@@ -36,37 +21,87 @@
 //!     vec![],
 //!     &Limits::FORMAT,
 //! )?;
-//! let options = ReaderOptions { expected_digest: Some(built.digest), ..Default::default() };
-//! let (manifest, verified) = reader::verify(&built.bytes, options)?;
-//! assert_eq!(manifest.members.len(), 2);
-//! assert_eq!(verified.size, built.bytes.len() as u64);
-//! # Ok::<(), packet_core::Error>(())
+//!
+//! // Read it back in chunks of any size, as a file or a stream delivers it.
+//! let mut reader = Reader::new(ReaderOptions { expected_digest: Some(built.digest), ..Default::default() });
+//! let mut body = Vec::new();
+//! for chunk in built.bytes.chunks(100) {
+//!     reader.feed_with(chunk, |event| {
+//!         if let Event::Data(bytes) = event {
+//!             body.extend_from_slice(bytes);
+//!         }
+//!         Ok::<(), packet_core::Error>(())
+//!     })?;
+//! }
+//! let packet = reader.finish()?;
+//! assert_eq!(packet.digest, built.digest);
+//! assert_eq!(packet.size, built.bytes.len() as u64);
+//! assert_eq!(packet.manifest.members.len(), 2);
+//! assert_eq!(body, b"hi");
+//! // Where each member's body is, and packet.json's own bytes.
+//! let at = packet.data_offsets[1] as usize;
+//! assert_eq!(&built.bytes[at..at + 2], b"hi");
+//! let json = &built.bytes[packet.manifest_range.start as usize..packet.manifest_range.end as usize];
+//! assert_eq!(json, packet.manifest.to_canonical_json());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`Reader`], [`ReaderOptions`], [`Event`], [`VerifiedPacket`], [`reader::verify`] | packet bytes in chunks → verified members |
+//! | [`Writer`], [`WriterOptions`], [`Step`] | a manifest and bodies → packet bytes |
+//! | [`Manifest`], [`Member`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
+//! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
+//! | [`Misuse`], [`WriteError`] | a writer driven out of order |
+//! | [`Digest`], [`Hasher`] | SHA-256 and the `sha256:<hex>` form |
+//! | [`Limits`], [`Kind`] | the format's limits and member types |
+//! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
+//! | [`exclude`] | credential rules and `--exclude` globs |
+//! | [`diff`] | members added, removed and changed between two manifests |
+//! | [`in_memory`] | building small packets in memory |
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 extern crate alloc;
 
-pub mod build;
-pub mod canonical;
 pub mod diff;
-pub mod digest;
-pub mod error;
+mod digest;
+mod error;
 pub mod exclude;
-pub mod header;
-pub mod limits;
-pub mod manifest;
-mod manifest_stream;
+mod header;
+pub mod in_memory;
+mod limits;
+mod manifest;
 pub mod path;
 pub mod reader;
 mod scan;
-pub mod writer;
+mod writer;
 
-pub use digest::{Digest, Hasher};
-pub use error::{Error, ErrorCode};
+pub use digest::{Digest, Hasher, HexDigest};
+pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
 pub use header::Kind;
 pub use limits::Limits;
-pub use manifest::{Entry, Exclusion, Harness, HarnessKind, Manifest, Totals, FORMAT_ID};
-pub use reader::{Event, Reader, ReaderOptions, Verified};
+pub use manifest::{Exclusion, Harness, HarnessKind, Manifest, Member, Totals, FORMAT_ID};
+pub use reader::{Event, HashedElsewhere, PacketHash, Reader, ReaderOptions, VerifiedPacket};
 pub use writer::{Step, Writer, WriterOptions};
+
+/// For a packer that lays the packet out before every digest is known and
+/// writes `packet.json` last, straight into its output ([`Writer::after_manifest`]).
+#[doc(hidden)]
+pub use manifest::json::Sink;
+#[doc(hidden)]
+pub use writer::write_manifest_member;
+
+/// The ustar header encoder, for tools that write hostile packets on
+/// purpose (the fuzz targets, the inspector's malformed fixtures). Nothing
+/// written with it is checked.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::header::{encode as encode_header, padded, HeaderSpec, BLOCK};
+
+    /// Appends the header(s) the format writes for `member`.
+    pub fn encode_member_header(member: &crate::Member, out: &mut alloc::vec::Vec<u8>) {
+        encode_header(&member.header_spec(), out);
+    }
+}

@@ -1,37 +1,43 @@
-//! The strict streaming reader and verifier: a push parser in the manner of
-//! csv-core. Feed it input in chunks of any size; it consumes some bytes
-//! and may yield an [`Event`]. Memory stays bounded by the parsed manifest
-//! and one header, whatever the packet size: `packet.json` is parsed as it
-//! arrives, member by member, and its text is not kept.
+//! The strict streaming reader and verifier. Feed it a packet in chunks of
+//! any size; each call consumes the whole chunk and reports, through a
+//! callback, every [`Event`] about that chunk's bytes. Memory stays bounded
+//! by the parsed manifest, one offset per member and one header, whatever
+//! the packet size: `packet.json` is parsed as it arrives, member by
+//! member, and its text is not kept.
+//!
+//! Finishing consumes the reader and yields a [`VerifiedPacket`], once the
+//! structure is complete and the whole packet's digest is known and equal
+//! to the expected one. The reader hashes the packet itself, or (a
+//! [`Reader<HashedElsewhere>`]) leaves it to the caller, who hands the
+//! digest to [`Reader::finish_with_digest`].
 //!
 //! ```
 //! use packet_core::{Event, Reader, ReaderOptions};
-//! # let packet = packet_core::build::sample_packet();
+//! # let packet = packet_core::in_memory::sample_packet();
 //! let mut reader = Reader::new(ReaderOptions::default());
-//! let mut files = 0;
+//! let mut ended = 0;
 //! for chunk in packet.chunks(1000) {
-//!     let mut input = chunk;
-//!     while !input.is_empty() {
-//!         let (used, event) = reader.feed(input)?;
-//!         input = &input[used..];
-//!         if let Some(Event::MemberStart { .. }) = event {
-//!             files += 1;
+//!     reader.feed_with(chunk, |event| {
+//!         if let Event::MemberEnd { .. } = event {
+//!             ended += 1;
 //!         }
-//!     }
+//!         Ok::<(), packet_core::Error>(())
+//!     })?;
 //! }
 //! let verified = reader.finish()?;
-//! assert_eq!(verified.members, files);
+//! assert_eq!(verified.manifest.members.len(), ended);
 //! # Ok::<(), packet_core::Error>(())
 //! ```
 
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use crate::digest::{Digest, Hasher};
 use crate::error::{Error, ErrorCode};
-use crate::header::{self, Fields, Kind, BLOCK, TYPE_PAX};
+use crate::header::{self, Fields, HeaderSpec, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
-use crate::manifest::Manifest;
-use crate::manifest_stream::ManifestStream;
+use crate::manifest::stream::ManifestStream;
+use crate::manifest::{Manifest, Member};
 use crate::path::{self, MANIFEST_PATH};
 
 /// How a [`Reader`] checks a packet.
@@ -39,33 +45,32 @@ use crate::path::{self, MANIFEST_PATH};
 pub struct ReaderOptions {
     /// Limits to enforce (clamped to the format's).
     pub limits: Limits,
-    /// The digest the whole packet must have, checked by [`Reader::finish`].
+    /// The digest the whole packet must have, checked when the reader
+    /// finishes, whoever hashed the packet.
     pub expected_digest: Option<Digest>,
-    /// Skip hashing the whole packet (the caller hashes it elsewhere, e.g.
-    /// on another thread or with a platform digest stream, and compares the
-    /// result itself). `expected_digest` is then ignored.
-    pub skip_packet_digest: bool,
     /// Skip hashing member bodies. Only for a second read of a packet whose
     /// members were all verified in a first read: when this read's whole
     /// packet digest equals the digest of that first read, the bodies are
     /// the same bytes, so hashing them again proves nothing. Every other
     /// check (headers, order, sizes, padding, end marker) still runs. A
-    /// caller that sets this MUST check the whole-packet digest of this
-    /// read (`expected_digest`, or its own hash with `skip_packet_digest`)
-    /// before trusting anything it read.
+    /// caller that sets this MUST set `expected_digest` to the first read's
+    /// digest.
     pub skip_member_digests: bool,
 }
 
-/// Something the reader found.
+/// Something the reader found, reported while it reads the chunk holding
+/// it: when [`Reader::feed_with`] returns, every event about the chunk's
+/// bytes has been reported.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'a> {
-    /// `packet.json` was read and every member-set rule holds;
-    /// [`Reader::manifest`] now returns it.
-    Manifest,
+    /// `packet.json` was read and every member-set rule holds.
+    Manifest(&'a Manifest),
     /// The header of `manifest.members[index]` matched the manifest.
     MemberStart {
         /// Index into the manifest's members.
         index: usize,
+        /// The member.
+        member: &'a Member,
         /// Offset of the member's first header block (a PAX header when
         /// there is one).
         header_offset: u64,
@@ -74,38 +79,311 @@ pub enum Event<'a> {
     },
     /// A slice of the current member's body, borrowed from the input.
     Data(&'a [u8]),
-    /// The current member's body ended and matched its sha256.
+    /// The current member ended (a file's body matched its sha256).
     MemberEnd {
         /// Index into the manifest's members.
         index: usize,
     },
 }
 
-/// What a successful read established.
+/// A packet read to its end: every check passed and its digest is known
+/// (and equal to the expected one, when one was given).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verified {
-    /// The packet digest, unless hashing was skipped.
-    pub digest: Option<Digest>,
-    /// Bytes read.
+#[non_exhaustive]
+pub struct VerifiedPacket {
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// The whole packet's digest.
+    pub digest: Digest,
+    /// Its size in bytes.
     pub size: u64,
-    /// Members after `packet.json`.
-    pub members: usize,
+    /// `data_offsets[i]` is the offset of `manifest.members[i]`'s first body
+    /// byte (for a member without a body, where it would start).
+    pub data_offsets: Vec<u64>,
+    /// Where `packet.json`'s bytes are in the packet.
+    pub manifest_range: Range<u64>,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Who hashes the whole packet while a [`Reader`] reads it: the reader
+/// itself ([`Hasher`], the default) or its caller ([`HashedElsewhere`]).
+pub trait PacketHash: sealed::Sealed {
+    #[doc(hidden)]
+    fn update(&mut self, bytes: &[u8]);
+}
+
+impl sealed::Sealed for Hasher {}
+
+impl PacketHash for Hasher {
+    fn update(&mut self, bytes: &[u8]) {
+        Hasher::update(self, bytes);
+    }
+}
+
+/// The caller hashes the same bytes elsewhere (another thread, a platform
+/// digest stream) and hands the digest to [`Reader::finish_with_digest`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HashedElsewhere;
+
+impl sealed::Sealed for HashedElsewhere {}
+
+impl PacketHash for HashedElsewhere {
+    fn update(&mut self, _: &[u8]) {}
+}
+
+/// The streaming reader. See the module docs for the loop that drives it.
+pub struct Reader<H: PacketHash = Hasher> {
+    options: ReaderOptions,
+    packet_hash: H,
+    manifest: Option<Manifest>,
+    data_offsets: Vec<u64>,
+    parser: Parser,
+    failed: Option<Error>,
+}
+
+impl Reader {
+    /// A reader that hashes the whole packet as it reads it.
+    pub fn new(options: ReaderOptions) -> Reader {
+        Reader::with_hash(options, Hasher::new())
+    }
+
+    /// Ends the input. Fails if the packet is incomplete or, when an
+    /// expected digest was given, if the packet's digest differs.
+    pub fn finish(self) -> Result<VerifiedPacket, Error> {
+        let (ended, hash) = self.end()?;
+        ended.with_digest(hash.finish())
+    }
+}
+
+impl Reader<HashedElsewhere> {
+    /// A reader that leaves the whole-packet digest to its caller.
+    pub fn hashed_elsewhere(options: ReaderOptions) -> Reader<HashedElsewhere> {
+        Reader::with_hash(options, HashedElsewhere)
+    }
+
+    /// Ends the input, `digest` being the whole packet's, computed by the
+    /// caller over exactly the bytes fed. Fails if the packet is
+    /// incomplete or, when an expected digest was given, if `digest`
+    /// differs from it.
+    pub fn finish_with_digest(self, digest: Digest) -> Result<VerifiedPacket, Error> {
+        let (ended, _) = self.end()?;
+        ended.with_digest(digest)
+    }
+}
+
+impl<H: PacketHash> Reader<H> {
+    fn with_hash(options: ReaderOptions, packet_hash: H) -> Reader<H> {
+        Reader {
+            options: ReaderOptions {
+                limits: options.limits.clamped(),
+                ..options
+            },
+            packet_hash,
+            manifest: None,
+            data_offsets: Vec::new(),
+            parser: Parser::new(),
+            failed: None,
+        }
+    }
+
+    /// The manifest, once [`Event::Manifest`] has been reported.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.parser.offset
+    }
+
+    /// Reads `chunk`, ignoring the events.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Error> {
+        self.feed_with(chunk, |_| Ok(()))
+    }
+
+    /// Reads `chunk`, reporting every event about its bytes to `on_event`
+    /// in order. A refusal is returned, and returned again by every later
+    /// call. An error from `on_event` stops the reading right after that
+    /// event's bytes ([`Reader::offset`] tells where) and is returned.
+    pub fn feed_with<E: From<Error>>(
+        &mut self,
+        chunk: &[u8],
+        mut on_event: impl FnMut(Event<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone().into());
+        }
+        let mut input = chunk;
+        let result = loop {
+            if input.is_empty() && self.parser.pending_end.is_none() {
+                break Ok(());
+            }
+            let start = self.parser.offset;
+            let (used, found) = match self
+                .parser
+                .step(input, self.manifest.as_ref(), &self.options)
+            {
+                Ok(step) => step,
+                Err(e) => {
+                    let e = e.at_offset(start);
+                    self.failed = Some(e.clone());
+                    break Err(e.into());
+                }
+            };
+            let (consumed, rest) = input.split_at(used);
+            input = rest;
+            let event = match found {
+                None => continue,
+                Some(Found::Manifest(manifest)) => {
+                    self.data_offsets.reserve_exact(manifest.members.len());
+                    Event::Manifest(self.manifest.insert(manifest))
+                }
+                Some(Found::MemberStart {
+                    index,
+                    member,
+                    header_offset,
+                    data_offset,
+                }) => {
+                    self.data_offsets.push(data_offset);
+                    Event::MemberStart {
+                        index,
+                        member,
+                        header_offset,
+                        data_offset,
+                    }
+                }
+                Some(Found::Data) => Event::Data(consumed),
+                Some(Found::MemberEnd { index }) => Event::MemberEnd { index },
+            };
+            if let Err(e) = on_event(event) {
+                break Err(e);
+            }
+        };
+        self.packet_hash.update(&chunk[..chunk.len() - input.len()]);
+        result
+    }
+
+    /// The structure's end: the packet is complete (or the refusal).
+    fn end(self) -> Result<(Ended, H), Error> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let offset = self.parser.offset;
+        match (&self.parser.state, self.manifest) {
+            (State::Done, Some(manifest)) => Ok((
+                Ended {
+                    manifest,
+                    size: offset,
+                    data_offsets: self.data_offsets,
+                    manifest_range: BLOCK as u64..BLOCK as u64 + self.parser.manifest_len,
+                    expected: self.options.expected_digest,
+                },
+                self.packet_hash,
+            )),
+            (state, manifest) => {
+                let what = match (state, &manifest) {
+                    (_, None) => alloc::string::String::from("before packet.json was complete"),
+                    (State::EndSecond, _) => {
+                        alloc::string::String::from("inside the end-of-archive marker")
+                    }
+                    (_, Some(m)) => match m.members.get(self.parser.next_index.saturating_sub(1)) {
+                        Some(e) => alloc::format!("inside or after member {:?}", e.path),
+                        None => alloc::string::String::from("before the end-of-archive marker"),
+                    },
+                };
+                Err(Error::new(
+                    ErrorCode::Truncated,
+                    alloc::format!("the packet ends after {offset} bytes, {what}"),
+                )
+                .at_offset(offset))
+            }
+        }
+    }
+}
+
+/// A packet whose structure is complete, waiting for its digest.
+struct Ended {
+    manifest: Manifest,
+    size: u64,
+    data_offsets: Vec<u64>,
+    manifest_range: Range<u64>,
+    expected: Option<Digest>,
+}
+
+impl Ended {
+    fn with_digest(self, digest: Digest) -> Result<VerifiedPacket, Error> {
+        if let Some(expected) = self.expected.filter(|e| *e != digest) {
+            return Err(Error::new(
+                ErrorCode::PacketDigestMismatch,
+                alloc::format!("expected {expected}, the packet is {digest}"),
+            ));
+        }
+        Ok(VerifiedPacket {
+            manifest: self.manifest,
+            digest,
+            size: self.size,
+            data_offsets: self.data_offsets,
+            manifest_range: self.manifest_range,
+        })
+    }
+}
+
+/// Verifies a whole packet held in memory.
+pub fn verify(bytes: &[u8], options: ReaderOptions) -> Result<VerifiedPacket, Error> {
+    let mut reader = Reader::new(options);
+    reader.feed(bytes)?;
+    reader.finish()
+}
+
+/// What one step of the parser found in the bytes it consumed.
+enum Found<'m> {
+    Manifest(Manifest),
+    MemberStart {
+        index: usize,
+        member: &'m Member,
+        header_offset: u64,
+        data_offset: u64,
+    },
+    /// The bytes consumed are body data.
+    Data,
+    MemberEnd {
+        index: usize,
+    },
 }
 
 #[derive(Debug)]
 enum State {
     Header,
-    Pax { size: u64, padded: u64 },
-    Manifest { size: u64, padded: u64 },
-    Body { index: usize, remaining: u64 },
-    Padding { remaining: u64 },
+    Pax {
+        size: u64,
+        padded: u64,
+    },
+    Manifest {
+        size: u64,
+        padded: u64,
+    },
+    Body {
+        index: usize,
+        remaining: u64,
+        /// The manifest's sha256 of the body.
+        expected: Option<Digest>,
+        /// Where the body starts (errors point there).
+        data_offset: u64,
+        /// Padding after the body.
+        padding: u64,
+    },
+    Padding {
+        remaining: u64,
+    },
     EndSecond,
     Done,
 }
 
-/// The streaming reader. See the module docs for the loop that drives it.
-pub struct Reader {
-    options: ReaderOptions,
+/// The parse state: everything a step changes.
+struct Parser {
     state: State,
     /// Bytes consumed so far.
     offset: u64,
@@ -114,159 +392,79 @@ pub struct Reader {
     /// Offset of the first byte of `block`.
     block_start: u64,
     /// The raw bytes of a pending PAX header (its header block and padded
-    /// body), compared with the canonical encoding of the member it serves.
+    /// body), compared with the canonical encoding of the member it serves,
+    /// and the length of its records.
     pax_raw: Vec<u8>,
+    pax_size: usize,
     pax_offset: u64,
-    /// `packet.json`'s text as it arrives, and how many bytes of its
-    /// padded body were consumed, and where its padding first held a
+    /// `packet.json`'s text as it arrives, its length, how many bytes of
+    /// its padded body were consumed, and where its padding first held a
     /// non-zero byte.
     manifest_text: Option<ManifestStream>,
+    manifest_len: u64,
     manifest_read: u64,
     manifest_padding_nonzero: Option<u64>,
-    manifest: Option<Manifest>,
     next_index: usize,
+    /// A member that ended with the last step's bytes; reported by the
+    /// next step, which consumes nothing.
     pending_end: Option<usize>,
     body_hasher: Hasher,
-    packet_hasher: Option<Hasher>,
-    failed: Option<Error>,
 }
 
-impl Reader {
-    /// A reader with the given options.
-    pub fn new(options: ReaderOptions) -> Reader {
-        let options = ReaderOptions {
-            limits: options.limits.clamped(),
-            ..options
-        };
-        Reader {
-            options,
+impl Parser {
+    fn new() -> Parser {
+        Parser {
             state: State::Header,
             offset: 0,
             block: [0; BLOCK],
             block_len: 0,
             block_start: 0,
             pax_raw: Vec::new(),
+            pax_size: 0,
             pax_offset: 0,
             manifest_text: None,
+            manifest_len: 0,
             manifest_read: 0,
             manifest_padding_nonzero: None,
-            manifest: None,
             next_index: 0,
             pending_end: None,
             body_hasher: Hasher::new(),
-            packet_hasher: (!options.skip_packet_digest).then(Hasher::new),
-            failed: None,
         }
     }
 
-    /// The manifest, once [`Event::Manifest`] has been yielded.
-    pub fn manifest(&self) -> Option<&Manifest> {
-        self.manifest.as_ref()
-    }
-
-    /// Takes the manifest out of a finished reader.
-    pub fn into_manifest(self) -> Option<Manifest> {
-        self.manifest
-    }
-
-    /// Bytes consumed so far.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    /// Consumes a prefix of `input` and possibly yields an event. Returns
-    /// the number of bytes consumed; call again with the rest. Every call
-    /// either consumes at least one byte or yields an event. After an error
-    /// the reader stays failed.
-    pub fn feed<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>), Error> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        match self.step(input) {
-            Ok((used, event)) => {
-                if let Some(h) = &mut self.packet_hasher {
-                    h.update(&input[..used]);
-                }
-                self.offset += used as u64;
-                Ok((used, event))
-            }
-            Err(e) => {
-                let e = e.at_offset(self.offset);
-                self.failed = Some(e.clone());
-                Err(e)
-            }
-        }
-    }
-
-    /// Ends the input. Fails if the packet is incomplete or, when an
-    /// expected digest was given, if the packet's digest differs.
-    pub fn finish(&mut self) -> Result<Verified, Error> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let result = self.finish_inner();
-        if let Err(e) = &result {
-            self.failed = Some(e.clone());
-        }
-        result
-    }
-
-    fn finish_inner(&mut self) -> Result<Verified, Error> {
-        if !matches!(self.state, State::Done) || self.pending_end.is_some() {
-            let what = match (&self.state, &self.manifest) {
-                (_, None) => alloc::string::String::from("before packet.json was complete"),
-                (State::EndSecond, _) => {
-                    alloc::string::String::from("inside the end-of-archive marker")
-                }
-                (_, Some(m)) => match m.members.get(self.next_index.saturating_sub(1)) {
-                    Some(e) => alloc::format!("inside or after member {:?}", e.path),
-                    None => alloc::string::String::from("before the end-of-archive marker"),
-                },
-            };
-            return Err(Error::new(
-                ErrorCode::Truncated,
-                alloc::format!("the packet ends after {} bytes, {what}", self.offset),
-            )
-            .at_offset(self.offset));
-        }
-        let digest = self.packet_hasher.take().map(Hasher::finish);
-        if let (Some(expected), Some(got)) = (self.options.expected_digest, digest) {
-            if expected != got {
-                return Err(Error::new(
-                    ErrorCode::PacketDigestMismatch,
-                    alloc::format!("expected {expected}, the packet is {got}"),
-                ));
-            }
-        }
-        Ok(Verified {
-            digest,
-            size: self.offset,
-            members: self.manifest.as_ref().map_or(0, |m| m.members.len()),
-        })
-    }
-
-    fn step<'a>(&mut self, input: &'a [u8]) -> Result<(usize, Option<Event<'a>>), Error> {
+    /// Consumes a prefix of `input` (possibly empty, when it reports a
+    /// pending end) and says what it found there.
+    fn step<'m>(
+        &mut self,
+        input: &[u8],
+        manifest: Option<&'m Manifest>,
+        options: &ReaderOptions,
+    ) -> Result<(usize, Option<Found<'m>>), Error> {
         if let Some(index) = self.pending_end.take() {
-            return Ok((0, Some(Event::MemberEnd { index })));
+            return Ok((0, Some(Found::MemberEnd { index })));
         }
-        if self.offset > self.options.limits.max_packet_bytes {
+        if self.offset > options.limits.max_packet_bytes {
             return Err(Error::new(
                 ErrorCode::LimitSize,
                 alloc::format!(
                     "the packet is larger than the limit of {} bytes",
-                    self.options.limits.max_packet_bytes
+                    options.limits.max_packet_bytes
                 ),
             ));
         }
-        match self.state {
+        let (used, found) = match self.state {
             State::Header | State::EndSecond => {
                 let used = self.fill_block(input);
                 if self.block_len < BLOCK {
-                    return Ok((used, None));
+                    (used, None)
+                } else {
+                    self.block_len = 0;
+                    let at = self.block_start;
+                    let found = self
+                        .on_block(manifest, options)
+                        .map_err(|e| e.at_offset(at))?;
+                    (used, found)
                 }
-                self.block_len = 0;
-                let event = self.on_block()?;
-                Ok((used, event))
             }
             State::Pax { size, padded } => {
                 let used = self.fill_pax(input, padded);
@@ -283,7 +481,7 @@ impl Reader {
                     }
                     self.state = State::Header;
                 }
-                Ok((used, None))
+                (used, None)
             }
             State::Manifest { size, padded } => {
                 let n = ((padded - self.manifest_read).min(input.len() as u64)) as usize;
@@ -299,8 +497,9 @@ impl Reader {
                     }
                 }
                 self.manifest_read += n as u64;
-                let used = n;
-                if self.manifest_read == padded {
+                if self.manifest_read < padded {
+                    (n, None)
+                } else {
                     // packet.json's body starts right after its header,
                     // the first block of the packet.
                     let body_start = BLOCK as u64;
@@ -317,70 +516,78 @@ impl Reader {
                         .take()
                         .unwrap_or_else(ManifestStream::new);
                     let manifest = stream
-                        .finish(&self.options.limits, size)
+                        .finish(&options.limits, size)
                         .map_err(|e| e.at_offset(body_start))?;
-                    self.manifest = Some(manifest);
                     self.state = State::Header;
-                    return Ok((used, Some(Event::Manifest)));
+                    (n, Some(Found::Manifest(manifest)))
                 }
-                Ok((used, None))
             }
-            State::Body { index, remaining } => {
+            State::Body {
+                index,
+                remaining,
+                expected,
+                data_offset,
+                padding,
+            } => {
                 let n = (remaining.min(input.len() as u64)) as usize;
-                let data = &input[..n];
-                let check = !self.options.skip_member_digests;
+                let check = !options.skip_member_digests;
                 if check {
-                    self.body_hasher.update(data);
+                    self.body_hasher.update(&input[..n]);
                 }
                 let remaining = remaining - n as u64;
                 if remaining == 0 {
                     let hasher = core::mem::take(&mut self.body_hasher);
-                    let got = if check { Some(hasher.finish()) } else { None };
-                    let entry = &self.manifest_ref()?.members[index];
-                    if let Some(got) = got.filter(|g| Some(*g) != entry.sha256) {
-                        // At the body's first byte, whatever the chunking.
-                        let data_offset = (self.offset + n as u64).saturating_sub(entry.size);
-                        return Err(Error::new(
-                            ErrorCode::MemberDigestMismatch,
-                            alloc::format!(
-                                "the bytes hash to {}, the manifest says {}",
-                                got.hex(),
-                                entry
-                                    .sha256
-                                    .map(|d| alloc::string::ToString::to_string(&d.hex()))
-                                    .unwrap_or_default()
-                            ),
-                        )
-                        .at_path(&entry.path)
-                        .at_offset(data_offset));
+                    if check {
+                        let got = hasher.finish();
+                        if Some(got) != expected {
+                            // At the body's first byte, whatever the chunking.
+                            let mut e = Error::new(
+                                ErrorCode::MemberDigestMismatch,
+                                alloc::format!(
+                                    "the bytes hash to {}, the manifest says {}",
+                                    got.hex(),
+                                    expected
+                                        .map(|d| alloc::string::ToString::to_string(&d.hex()))
+                                        .unwrap_or_default()
+                                ),
+                            )
+                            .at_offset(data_offset);
+                            if let Some(m) = manifest.and_then(|m| m.members.get(index)) {
+                                e = e.at_path(&m.path);
+                            }
+                            return Err(e);
+                        }
                     }
-                    let pad = header::padded(entry.size) - entry.size;
-                    self.state = if pad == 0 {
+                    self.state = if padding == 0 {
                         State::Header
                     } else {
-                        State::Padding { remaining: pad }
+                        State::Padding { remaining: padding }
                     };
                     self.pending_end = Some(index);
                 } else {
-                    self.state = State::Body { index, remaining };
+                    self.state = State::Body {
+                        index,
+                        remaining,
+                        expected,
+                        data_offset,
+                        padding,
+                    };
                 }
-                Ok((n, Some(Event::Data(data))))
+                (n, Some(Found::Data))
             }
             State::Padding { remaining } => {
                 let n = (remaining.min(input.len() as u64)) as usize;
                 if let Some(i) = header::first_nonzero(&input[..n]) {
-                    let path = self
-                        .manifest
-                        .as_ref()
-                        .and_then(|m| m.members.get(self.next_index.wrapping_sub(1)))
-                        .map(|e| e.path.clone())
-                        .unwrap_or_default();
-                    return Err(Error::new(
+                    let mut e = Error::new(
                         ErrorCode::PaddingNotZero,
                         "the padding after the body is not zero",
                     )
-                    .at_path(path)
-                    .at_offset(self.offset + i as u64));
+                    .at_offset(self.offset + i as u64);
+                    let member = self.next_index.checked_sub(1);
+                    if let Some(m) = member.and_then(|i| manifest?.members.get(i)) {
+                        e = e.at_path(&m.path);
+                    }
+                    return Err(e);
                 }
                 let remaining = remaining - n as u64;
                 self.state = if remaining == 0 {
@@ -388,25 +595,20 @@ impl Reader {
                 } else {
                     State::Padding { remaining }
                 };
-                Ok((n, None))
+                (n, None)
             }
             State::Done => {
-                if input.is_empty() {
-                    Ok((0, None))
-                } else {
-                    Err(Error::new(
+                if !input.is_empty() {
+                    return Err(Error::new(
                         ErrorCode::TrailingData,
                         "bytes follow the end-of-archive marker (two zero blocks end a packet, with nothing after them)",
-                    ))
+                    ));
                 }
+                (0, None)
             }
-        }
-    }
-
-    fn manifest_ref(&self) -> Result<&Manifest, Error> {
-        self.manifest
-            .as_ref()
-            .ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))
+        };
+        self.offset += used as u64;
+        Ok((used, found))
     }
 
     fn fill_block(&mut self, input: &[u8]) -> usize {
@@ -428,14 +630,13 @@ impl Reader {
         n
     }
 
-    fn on_block(&mut self) -> Result<Option<Event<'static>>, Error> {
-        let at = self.block_start;
-        self.on_block_inner().map_err(|e| e.at_offset(at))
-    }
-
-    fn on_block_inner(&mut self) -> Result<Option<Event<'static>>, Error> {
+    fn on_block<'m>(
+        &mut self,
+        manifest: Option<&'m Manifest>,
+        options: &ReaderOptions,
+    ) -> Result<Option<Found<'m>>, Error> {
         if header::is_zero_block(&self.block) {
-            return self.on_zero_block();
+            return self.on_zero_block(manifest).map(|()| None);
         }
         if matches!(self.state, State::EndSecond) {
             return Err(Error::new(
@@ -449,16 +650,16 @@ impl Reader {
         if raw.typeflag == TYPE_PAX {
             return self.on_pax_header(&raw).map(|()| None);
         }
-        if self.manifest.is_none() {
-            return self.on_manifest_header(&raw).map(|()| None);
+        match manifest {
+            None => self.on_manifest_header(&raw, options).map(|()| None),
+            Some(manifest) => self.on_member_header(manifest, &raw, options).map(Some),
         }
-        self.on_member_header(&raw).map(Some)
     }
 
-    fn on_zero_block(&mut self) -> Result<Option<Event<'static>>, Error> {
+    fn on_zero_block(&mut self, manifest: Option<&Manifest>) -> Result<(), Error> {
         if matches!(self.state, State::EndSecond) {
             self.state = State::Done;
-            return Ok(None);
+            return Ok(());
         }
         if !self.pax_raw.is_empty() {
             return Err(Error::new(
@@ -466,7 +667,7 @@ impl Reader {
                 "a PAX header is followed by the end of the archive, not by a member",
             ));
         }
-        let Some(manifest) = &self.manifest else {
+        let Some(manifest) = manifest else {
             return Err(Error::new(
                 ErrorCode::ManifestNotFirst,
                 "the archive ends before packet.json",
@@ -480,7 +681,7 @@ impl Reader {
             .at_path(&missing.path));
         }
         self.state = State::EndSecond;
-        Ok(None)
+        Ok(())
     }
 
     fn on_pax_header(&mut self, raw: &Fields<'_>) -> Result<(), Error> {
@@ -507,6 +708,7 @@ impl Reader {
             ));
         }
         self.pax_offset = self.block_start;
+        self.pax_size = raw.size as usize;
         self.pax_raw.extend_from_slice(&self.block);
         self.state = State::Pax {
             size: raw.size,
@@ -515,7 +717,11 @@ impl Reader {
         Ok(())
     }
 
-    fn on_manifest_header(&mut self, raw: &Fields<'_>) -> Result<(), Error> {
+    fn on_manifest_header(
+        &mut self,
+        raw: &Fields<'_>,
+        options: &ReaderOptions,
+    ) -> Result<(), Error> {
         if !self.pax_raw.is_empty() {
             // docs/session-packet.md §4: packet.json never needs a PAX header.
             return Err(Error::new(
@@ -532,29 +738,18 @@ impl Reader {
                 ),
             ));
         }
-        if raw.size > self.options.limits.max_manifest_bytes {
+        if raw.size > options.limits.max_manifest_bytes {
             return Err(Error::new(
                 ErrorCode::LimitManifest,
                 alloc::format!(
                     "packet.json declares {} bytes, the limit is {}",
                     raw.size,
-                    self.options.limits.max_manifest_bytes
+                    options.limits.max_manifest_bytes
                 ),
             )
             .at_path(MANIFEST_PATH));
         }
-        let mut expected = Vec::with_capacity(BLOCK);
-        header::encode(
-            &header::HeaderSpec {
-                path: MANIFEST_PATH,
-                kind: Kind::File,
-                mode: 0o644,
-                size: raw.size,
-                target: "",
-            },
-            &mut expected,
-        );
-        if expected[..] != self.block[..] {
+        if header::single_block(&HeaderSpec::manifest(raw.size)) != Some(self.block) {
             return Err(Error::new(
                 ErrorCode::HeaderNotCanonical,
                 "the header of packet.json is not the canonical one (mode 0644, all other fields zero)",
@@ -562,6 +757,7 @@ impl Reader {
             .at_path(MANIFEST_PATH));
         }
         self.manifest_text = Some(ManifestStream::new());
+        self.manifest_len = raw.size;
         self.manifest_read = 0;
         self.manifest_padding_nonzero = None;
         self.state = State::Manifest {
@@ -571,32 +767,19 @@ impl Reader {
         Ok(())
     }
 
-    fn on_member_header(&mut self, raw: &Fields<'_>) -> Result<Event<'static>, Error> {
-        let manifest = self
-            .manifest
-            .take()
-            .ok_or_else(|| Error::new(ErrorCode::Usage, "no manifest yet"))?;
-        let result = self.check_member_header(&manifest, raw);
-        self.manifest = Some(manifest);
-        result
-    }
-
-    fn check_member_header(
+    fn on_member_header<'m>(
         &mut self,
-        manifest: &Manifest,
+        manifest: &'m Manifest,
         raw: &Fields<'_>,
-    ) -> Result<Event<'static>, Error> {
-        let limits = self.options.limits;
+        options: &ReaderOptions,
+    ) -> Result<Found<'m>, Error> {
+        let limits = options.limits;
         let pax = if self.pax_raw.is_empty() {
             None
         } else {
-            let size = {
-                let pax_block: &[u8; BLOCK] = self.pax_raw[..BLOCK]
-                    .try_into()
-                    .map_err(|_| Error::new(ErrorCode::Usage, "PAX buffer shorter than a block"))?;
-                header::decode_fields(pax_block)?.size as usize
-            };
-            Some(header::decode_pax(&self.pax_raw[BLOCK..BLOCK + size])?)
+            Some(header::decode_pax(
+                &self.pax_raw[BLOCK..BLOCK + self.pax_size],
+            )?)
         };
         let pax_path = pax.as_ref().and_then(|p| p.path.as_deref());
         if pax_path.is_some() && !raw.path_is_empty() {
@@ -613,7 +796,7 @@ impl Reader {
         let path_buf;
         let path = match expected {
             // The manifest's paths passed the same check when it was read.
-            Some(entry) if stored_path(entry.path.as_bytes()) => entry.path.as_str(),
+            Some(member) if stored_path(member.path.as_bytes()) => member.path.as_str(),
             _ => match pax_path {
                 Some(p) => path::check_member_path(p, limits.max_path_bytes)?,
                 None => {
@@ -622,14 +805,14 @@ impl Reader {
                 }
             },
         };
-        let Some(entry) = expected else {
+        let Some(member) = expected else {
             return Err(Error::new(
                 ErrorCode::MemberUnexpected,
                 "the archive holds a member after the last one the manifest lists",
             )
             .at_path(path));
         };
-        if entry.path != path {
+        if member.path != path {
             let previous = self
                 .next_index
                 .checked_sub(1)
@@ -645,7 +828,7 @@ impl Reader {
                 code,
                 alloc::format!(
                     "the archive has this member where the manifest lists {:?}",
-                    entry.path
+                    member.path
                 ),
             )
             .at_path(path));
@@ -656,21 +839,16 @@ impl Reader {
             _ => Kind::Symlink,
         };
         let mismatch = |what: alloc::string::String| {
-            Error::new(ErrorCode::MemberMismatch, what).at_path(&entry.path)
+            Error::new(ErrorCode::MemberMismatch, what).at_path(&member.path)
         };
-        if kind != entry.kind {
+        if kind != member.kind {
             return Err(mismatch(alloc::format!(
                 "the archive has a {}, the manifest a {}",
                 kind.as_str(),
-                entry.kind.as_str()
+                member.kind.as_str()
             )));
         }
-        let canonical_mode = match kind {
-            Kind::File => raw.mode == 0o644 || raw.mode == 0o755,
-            Kind::Dir => raw.mode == 0o755,
-            Kind::Symlink => raw.mode == 0o777,
-        };
-        if !canonical_mode {
+        if !kind.allows_mode(raw.mode) {
             return Err(Error::new(
                 ErrorCode::ModeNotCanonical,
                 alloc::format!(
@@ -679,20 +857,20 @@ impl Reader {
                     kind.as_str()
                 ),
             )
-            .at_path(&entry.path));
+            .at_path(&member.path));
         }
-        if raw.mode != entry.mode {
+        if raw.mode != member.mode {
             return Err(mismatch(alloc::format!(
                 "the archive has mode {:o}, the manifest {:o}",
                 raw.mode,
-                entry.mode
+                member.mode
             )));
         }
-        if raw.size != entry.size {
+        if raw.size != member.size {
             return Err(mismatch(alloc::format!(
                 "the header declares {} bytes, the manifest {}",
                 raw.size,
-                entry.size
+                member.size
             )));
         }
         if kind == Kind::Symlink {
@@ -703,11 +881,11 @@ impl Reader {
                         ErrorCode::PaxInvalid,
                         "a PAX linkpath is given, so the ustar linkname must be empty",
                     )
-                    .at_path(&entry.path))
+                    .at_path(&member.path))
                 }
                 None => raw.linkname,
             };
-            if Some(target_bytes) != entry.target.as_deref().map(str::as_bytes) {
+            if Some(target_bytes) != member.target.as_deref().map(str::as_bytes) {
                 return Err(mismatch(alloc::format!(
                     "the archive's link target {:?} differs from the manifest's",
                     alloc::string::String::from_utf8_lossy(target_bytes)
@@ -715,8 +893,8 @@ impl Reader {
             }
         }
         if let Some(p) = &pax {
-            let unneeded_path = p.path.is_some() && !header::needs_pax_path(&entry.path);
-            let target = entry.target.as_deref().unwrap_or("");
+            let unneeded_path = p.path.is_some() && !header::needs_pax_path(&member.path);
+            let target = member.target.as_deref().unwrap_or("");
             let unneeded_link = p.linkpath.is_some()
                 && (kind != Kind::Symlink || !header::needs_pax_linkpath(target));
             if unneeded_path || unneeded_link {
@@ -724,12 +902,12 @@ impl Reader {
                     ErrorCode::PaxInvalid,
                     "a PAX header is used where the ustar fields suffice",
                 )
-                .at_path(&entry.path));
+                .at_path(&member.path));
             }
         }
         // The header bytes seen (PAX header, if any, then this block) must
         // be the member's one encoding.
-        let spec = entry.header_spec();
+        let spec = member.header_spec();
         let had_pax = !self.pax_raw.is_empty();
         let canonical = if had_pax {
             let mut expected = Vec::with_capacity(self.pax_raw.len() + BLOCK);
@@ -745,7 +923,7 @@ impl Reader {
                 ErrorCode::HeaderNotCanonical,
                 "the header differs from the format's one encoding of this member",
             )
-            .at_path(&entry.path));
+            .at_path(&member.path));
         }
         let index = self.next_index;
         self.next_index += 1;
@@ -755,42 +933,182 @@ impl Reader {
         } else {
             self.block_start
         };
-        if kind == Kind::File && entry.size > 0 {
+        if kind == Kind::File && member.size > 0 {
             self.body_hasher = Hasher::new();
             self.state = State::Body {
                 index,
-                remaining: entry.size,
+                remaining: member.size,
+                expected: member.sha256,
+                data_offset,
+                padding: header::padded(member.size) - member.size,
             };
         } else {
-            if kind == Kind::File && entry.sha256 != Some(Digest::EMPTY) {
+            if kind == Kind::File && member.sha256 != Some(Digest::EMPTY) {
                 return Err(Error::new(
                     ErrorCode::MemberDigestMismatch,
                     "the file is empty but the manifest's sha256 is not that of no bytes",
                 )
-                .at_path(&entry.path));
+                .at_path(&member.path));
             }
             self.state = State::Header;
             self.pending_end = Some(index);
         }
-        Ok(Event::MemberStart {
+        Ok(Found::MemberStart {
             index,
+            member,
             header_offset,
             data_offset,
         })
     }
 }
 
-/// Verifies a whole packet held in memory.
-pub fn verify(bytes: &[u8], options: ReaderOptions) -> Result<(Manifest, Verified), Error> {
-    let mut reader = Reader::new(options);
-    let mut input = bytes;
-    while !input.is_empty() {
-        let (used, _) = reader.feed(input)?;
-        input = &input[used..];
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::in_memory::sample_packet;
+
+    fn read_in_chunks(
+        bytes: &[u8],
+        chunk: usize,
+        elsewhere: bool,
+        expected: Option<Digest>,
+    ) -> Result<VerifiedPacket, Error> {
+        let options = ReaderOptions {
+            expected_digest: expected,
+            ..Default::default()
+        };
+        if elsewhere {
+            let mut r = Reader::hashed_elsewhere(options);
+            for c in bytes.chunks(chunk) {
+                r.feed(c)?;
+            }
+            r.finish_with_digest(Digest::of(bytes))
+        } else {
+            let mut r = Reader::new(options);
+            for c in bytes.chunks(chunk) {
+                r.feed(c)?;
+            }
+            r.finish()
+        }
     }
-    let verified = reader.finish()?;
-    let manifest = reader
-        .into_manifest()
-        .ok_or_else(|| Error::new(ErrorCode::Usage, "verified packet without a manifest"))?;
-    Ok((manifest, verified))
+
+    #[test]
+    fn offsets_point_at_the_member_bodies_and_packet_json() {
+        let bytes = sample_packet();
+        let digest = Digest::of(&bytes);
+        for chunk in [1, 7, 512, 100_000] {
+            for elsewhere in [false, true] {
+                let read = read_in_chunks(&bytes, chunk, elsewhere, Some(digest)).unwrap();
+                assert_eq!(read.size, bytes.len() as u64);
+                assert_eq!(read.digest, digest);
+                assert_eq!(read.data_offsets.len(), read.manifest.members.len());
+                for (m, &offset) in read.manifest.members.iter().zip(&read.data_offsets) {
+                    if let Some(sha) = m.sha256 {
+                        let body = &bytes[offset as usize..(offset + m.size) as usize];
+                        assert_eq!(Digest::of(body), sha, "{}", m.path);
+                    }
+                }
+                let range = read.manifest_range.start as usize..read.manifest_range.end as usize;
+                assert_eq!(&bytes[range], read.manifest.to_canonical_json().as_slice());
+            }
+        }
+    }
+
+    #[test]
+    fn the_whole_digest_is_checked_whoever_hashes() {
+        let bytes = sample_packet();
+        let other = Digest::of(b"another packet");
+        for elsewhere in [false, true] {
+            let e = read_in_chunks(&bytes, 1000, elsewhere, Some(other)).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::PacketDigestMismatch);
+            let read = read_in_chunks(&bytes, 1000, elsewhere, None).unwrap();
+            assert_eq!(read.digest, Digest::of(&bytes));
+        }
+        // A digest handed in that is not the expected one.
+        let mut r = Reader::hashed_elsewhere(ReaderOptions {
+            expected_digest: Some(Digest::of(&bytes)),
+            ..Default::default()
+        });
+        r.feed(&bytes).unwrap();
+        let e = r.finish_with_digest(other).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::PacketDigestMismatch);
+    }
+
+    /// Once a chunk is fed, every member whose last byte it held has
+    /// ended: no event waits for a later call.
+    #[test]
+    fn a_member_ends_with_the_chunk_that_holds_its_last_byte() {
+        let bytes = sample_packet();
+        let read = read_in_chunks(&bytes, usize::MAX, false, None).unwrap();
+        let ends: Vec<u64> = read
+            .manifest
+            .members
+            .iter()
+            .zip(&read.data_offsets)
+            .map(|(m, &at)| at + m.size)
+            .collect();
+        let mut r = Reader::new(ReaderOptions::default());
+        let mut ended = 0;
+        for (i, byte) in bytes.chunks(1).enumerate() {
+            r.feed_with(byte, |event| {
+                if let Event::MemberEnd { .. } = event {
+                    ended += 1;
+                }
+                Ok::<(), Error>(())
+            })
+            .unwrap();
+            let fed = i as u64 + 1;
+            assert_eq!(
+                ended,
+                ends.iter().filter(|&&end| end <= fed).count(),
+                "after {fed} bytes"
+            );
+        }
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn truncation_and_limits_are_refusals() {
+        let bytes = sample_packet();
+        for elsewhere in [false, true] {
+            let e = read_in_chunks(&bytes[..bytes.len() - 512], 512, elsewhere, None).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::Truncated);
+        }
+        let mut r = Reader::new(ReaderOptions {
+            limits: Limits {
+                max_members: 1,
+                ..Limits::FORMAT
+            },
+            ..Default::default()
+        });
+        assert_eq!(r.feed(&bytes).unwrap_err().code(), ErrorCode::LimitMembers);
+    }
+
+    #[test]
+    fn an_error_from_the_callback_stops_the_reading_after_its_event() {
+        let bytes = sample_packet();
+        let mut r = Reader::new(ReaderOptions::default());
+        #[derive(Debug, PartialEq)]
+        enum Stop {
+            Seen,
+            Refused,
+        }
+        impl From<Error> for Stop {
+            fn from(_: Error) -> Stop {
+                Stop::Refused
+            }
+        }
+        let stop = r
+            .feed_with(&bytes, |event| match event {
+                Event::Manifest(_) => Err(Stop::Seen),
+                _ => Ok(()),
+            })
+            .unwrap_err();
+        assert_eq!(stop, Stop::Seen);
+        let manifest_end = BLOCK as u64 + header::padded(r.manifest().unwrap().canonical_len());
+        assert_eq!(r.offset(), manifest_end);
+        // The rest reads on.
+        r.feed(&bytes[manifest_end as usize..]).unwrap();
+        assert_eq!(r.finish().unwrap().digest, Digest::of(&bytes));
+    }
 }

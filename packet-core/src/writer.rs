@@ -3,13 +3,13 @@
 //! body in turn. It does no I/O.
 //!
 //! ```
-//! use packet_core::{Digest, Entry, Limits, Manifest, Step, Writer};
+//! use packet_core::{Digest, Limits, Manifest, Member, Step, Writer};
 //!
 //! let body = b"hello\n";
 //! let manifest = Manifest::build(
 //!     vec![
-//!         Entry::dir("workspace"),
-//!         Entry::file("workspace/hello.txt", body.len() as u64, Digest::of(body), false),
+//!         Member::dir("workspace"),
+//!         Member::file("workspace/hello.txt", body.len() as u64, Digest::of(body), false),
 //!     ],
 //!     None,
 //!     vec![],
@@ -31,16 +31,15 @@
 //!         }
 //!     }
 //! }
-//! # Ok::<(), packet_core::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use alloc::vec::Vec;
 
 use crate::digest::{Digest, Hasher};
-use crate::error::{Error, ErrorCode};
+use crate::error::{Error, ErrorCode, Misuse, WriteError};
 use crate::header::{self, HeaderSpec, Kind, BLOCK};
-use crate::manifest::Manifest;
-use crate::path::MANIFEST_PATH;
+use crate::manifest::{json, Manifest};
 
 /// What the writer wants done next.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,27 +60,18 @@ pub enum Step<'w> {
     Done(Option<Digest>),
 }
 
-/// The header of `packet.json` for a manifest of `len` bytes.
-fn manifest_spec(len: u64) -> HeaderSpec<'static> {
-    HeaderSpec {
-        path: MANIFEST_PATH,
-        kind: Kind::File,
-        mode: 0o644,
-        size: len,
-        target: "",
-    }
-}
-
 /// Writes the `packet.json` member (header, canonical JSON and zero
 /// padding: the bytes a [`Writer`] starts with) into `sink`, without
 /// holding the JSON in memory; returns how many bytes it wrote, the offset
-/// at which [`Writer::after_manifest`] starts.
-pub fn write_manifest_member(manifest: &Manifest, sink: &mut impl crate::canonical::Sink) -> u64 {
+/// at which [`Writer::after_manifest`] starts. For a packer that writes
+/// `packet.json` last.
+#[doc(hidden)]
+pub fn write_manifest_member(manifest: &Manifest, sink: &mut impl json::Sink) -> u64 {
     let len = manifest.canonical_len();
     let mut head = Vec::with_capacity(BLOCK);
-    header::encode(&manifest_spec(len), &mut head);
+    header::encode(&HeaderSpec::manifest(len), &mut head);
     sink.put(&head);
-    crate::canonical::write_manifest(manifest, sink);
+    json::write_manifest(manifest, sink);
     let padding = (header::padded(len) - len) as usize;
     sink.put(&[0u8; BLOCK][..padding]);
     BLOCK as u64 + header::padded(len)
@@ -161,6 +151,7 @@ impl<'m> Writer<'m> {
     /// digest is known and writes `packet.json` last, with
     /// [`write_manifest_member`]. The manifest's JSON is never held in
     /// memory. It computes no packet digest, whatever `options` say.
+    #[doc(hidden)]
     pub fn after_manifest(manifest: &'m Manifest, options: WriterOptions) -> Writer<'m> {
         let mut writer = Self::with_options(
             manifest,
@@ -180,9 +171,10 @@ impl<'m> Writer<'m> {
     }
 
     /// The next step. After [`Step::Body`], call [`Writer::body`] until the
-    /// whole body has been fed, then call `next` again.
+    /// whole body has been fed, then call `next` again: calling it before
+    /// is a [`Misuse`].
     #[allow(clippy::should_implement_trait)] // a lending step, not an Iterator
-    pub fn next(&mut self) -> Result<Step<'_>, Error> {
+    pub fn next(&mut self) -> Result<Step<'_>, WriteError> {
         self.buf.clear();
         if self.buf.capacity() > 1 << 16 {
             // Give back what the manifest needed.
@@ -194,13 +186,12 @@ impl<'m> Writer<'m> {
                 // one copy, however many members it lists.
                 let len = self.manifest.canonical_len();
                 self.buf.reserve(BLOCK + len as usize);
-                header::encode(&manifest_spec(len), &mut self.buf);
-                crate::canonical::write_manifest(self.manifest, &mut self.buf);
+                header::encode(&HeaderSpec::manifest(len), &mut self.buf);
+                json::write_manifest(self.manifest, &mut self.buf);
                 self.pending_padding = (header::padded(len) - len) as usize;
-                self.state = State::Header(0);
-                self.next_header()
+                self.next_header(0)
             }
-            State::Header(_) => self.next_header(),
+            State::Header(index) => self.next_header(index),
             State::AnnounceBody(index) => {
                 self.state = State::Body(index);
                 Ok(Step::Body {
@@ -210,27 +201,28 @@ impl<'m> Writer<'m> {
                 })
             }
             State::Body(index) => {
+                let member = &self.manifest.members[index];
                 if self.remaining != 0 {
-                    return Err(Error::new(
-                        ErrorCode::Usage,
-                        alloc::format!("{} bytes of the body are still missing", self.remaining),
-                    )
-                    .at_path(&self.manifest.members[index].path));
+                    return Err(Misuse::new(alloc::format!(
+                        "the next step was asked for with {} bytes of the body still missing",
+                        self.remaining
+                    ))
+                    .at_path(&member.path)
+                    .into());
                 }
-                let entry = &self.manifest.members[index];
                 if let Some(hasher) = self.body_hasher.take() {
                     let got = hasher.finish();
-                    if Some(got) != entry.sha256 {
+                    if Some(got) != member.sha256 {
                         return Err(Error::new(
                             ErrorCode::MemberDigestMismatch,
                             "the file changed while it was being packed (its bytes no longer match the digest taken before writing)",
                         )
-                        .at_path(&entry.path));
+                        .at_path(&member.path)
+                        .into());
                     }
                 }
-                self.pending_padding = header::padded(entry.size) as usize - entry.size as usize;
-                self.state = State::Header(index + 1);
-                self.next_header()
+                self.pending_padding = header::padded(member.size) as usize - member.size as usize;
+                self.next_header(index + 1)
             }
             State::End | State::Done => {
                 self.state = State::Done;
@@ -239,29 +231,29 @@ impl<'m> Writer<'m> {
         }
     }
 
-    fn next_header(&mut self) -> Result<Step<'_>, Error> {
-        let State::Header(index) = self.state else {
-            return Err(Error::new(ErrorCode::Usage, "writer driven out of order"));
-        };
+    /// Emits the previous body's padding and the header of member `index`
+    /// (or the end marker after the last member).
+    fn next_header(&mut self, index: usize) -> Result<Step<'_>, WriteError> {
         let padding = core::mem::take(&mut self.pending_padding);
         self.buf.resize(self.buf.len() + padding, 0);
         match self.manifest.members.get(index) {
-            Some(entry) => {
-                header::encode(&entry.header_spec(), &mut self.buf);
-                if entry.kind == Kind::File && entry.size > 0 {
+            Some(member) => {
+                header::encode(&member.header_spec(), &mut self.buf);
+                if member.kind == Kind::File && member.size > 0 {
                     self.state = State::AnnounceBody(index);
-                    self.remaining = entry.size;
+                    self.remaining = member.size;
                     self.body_hasher = self.options.verify_bodies.then(Hasher::new);
                 } else {
                     self.state = State::Header(index + 1);
-                    if entry.kind == Kind::File && self.options.verify_bodies {
+                    if member.kind == Kind::File && self.options.verify_bodies {
                         // An empty file: its digest is that of no bytes.
-                        if entry.sha256 != Some(Digest::EMPTY) {
+                        if member.sha256 != Some(Digest::EMPTY) {
                             return Err(Error::new(
                                 ErrorCode::MemberDigestMismatch,
                                 "the file changed while it was being packed",
                             )
-                            .at_path(&entry.path));
+                            .at_path(&member.path)
+                            .into());
                         }
                     }
                 }
@@ -279,17 +271,19 @@ impl<'m> Writer<'m> {
     }
 
     /// Feeds part of the pending body. The caller writes the same bytes to
-    /// its output. Refuses more bytes than the manifest declares.
-    pub fn body(&mut self, chunk: &[u8]) -> Result<(), Error> {
+    /// its output. Refuses more bytes than the manifest declares; feeding a
+    /// body when [`Writer::next`] has not asked for one is a [`Misuse`].
+    pub fn body(&mut self, chunk: &[u8]) -> Result<(), WriteError> {
         let State::Body(index) = self.state else {
-            return Err(Error::new(ErrorCode::Usage, "no body is pending"));
+            return Err(Misuse::new("a body was fed when no body is pending").into());
         };
         if chunk.len() as u64 > self.remaining {
             return Err(Error::new(
                 ErrorCode::MemberMismatch,
                 "the file grew while it was being packed",
             )
-            .at_path(&self.manifest.members[index].path));
+            .at_path(&self.manifest.members[index].path)
+            .into());
         }
         self.remaining -= chunk.len() as u64;
         self.offset += chunk.len() as u64;
@@ -300,5 +294,62 @@ impl<'m> Writer<'m> {
             h.update(chunk);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::Limits;
+    use crate::manifest::Member;
+    use alloc::vec;
+
+    fn one_file() -> Manifest {
+        Manifest::build(
+            vec![
+                Member::dir("workspace"),
+                Member::file("workspace/a", 3, Digest::of(b"abc"), false),
+            ],
+            None,
+            vec![],
+            &Limits::FORMAT,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn driving_the_writer_out_of_order_is_a_misuse_not_a_refusal() {
+        let manifest = one_file();
+        let mut w = Writer::new(&manifest);
+        let Err(WriteError::Misuse(m)) = w.body(b"a") else {
+            panic!("a body before any was asked for");
+        };
+        assert!(m.message().contains("no body is pending"));
+        loop {
+            if let Step::Body { .. } = w.next().unwrap() {
+                break;
+            }
+        }
+        w.body(b"ab").unwrap();
+        let Err(WriteError::Misuse(m)) = w.next() else {
+            panic!("the next step with a body still missing");
+        };
+        assert_eq!(m.path(), Some("workspace/a"));
+    }
+
+    #[test]
+    fn a_body_that_grew_or_changed_is_a_refusal() {
+        let manifest = one_file();
+        let mut w = Writer::new(&manifest);
+        while !matches!(w.next().unwrap(), Step::Body { .. }) {}
+        let Err(WriteError::Refused(e)) = w.body(b"abcd") else {
+            panic!("more bytes than the manifest declares");
+        };
+        assert_eq!(e.code(), ErrorCode::MemberMismatch);
+        w.body(b"abd").unwrap();
+        let Err(WriteError::Refused(e)) = w.next() else {
+            panic!("bytes that do not hash to the manifest's sha256");
+        };
+        assert_eq!(e.code(), ErrorCode::MemberDigestMismatch);
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use description::{parse_digests, Description};
-use packet_core::build::Source;
+use packet_core::in_memory::Source;
 
 /// What a reader says a member is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use packet_core::build::{build, Source};
-use packet_core::{reader, Digest, Entry, ErrorCode as C, Limits, Manifest, ReaderOptions};
+use packet_core::in_memory::{build, Source};
+use packet_core::{reader, Digest, ErrorCode as C, Limits, Manifest, Member, ReaderOptions};
 
 const A: &str = "workspace/a.txt";
 const BLOCK: usize = 512;
@@ -107,14 +107,10 @@ fn feed_chunked(
     bytes: &[u8],
     options: ReaderOptions,
     chunk: usize,
-) -> Result<packet_core::Verified, packet_core::Error> {
+) -> Result<packet_core::VerifiedPacket, packet_core::Error> {
     let mut reader = packet_core::Reader::new(options);
     for piece in bytes.chunks(chunk.max(1)) {
-        let mut input = piece;
-        while !input.is_empty() {
-            let (used, _) = reader.feed(input)?;
-            input = &input[used..];
-        }
+        reader.feed(piece)?;
     }
     reader.finish()
 }
@@ -294,19 +290,26 @@ fn limits_from_reader_options() {
 }
 
 #[test]
-fn skipping_the_packet_digest_ignores_the_expected_one() {
+fn a_digest_computed_elsewhere_is_still_compared_with_the_expected_one() {
     let p = base_packet();
-    let options = ReaderOptions {
-        expected_digest: Some(Digest::of(b"other")),
-        skip_packet_digest: true,
-        ..Default::default()
+    let read_elsewhere = |bytes: &[u8], expected: Option<Digest>| {
+        let mut r = packet_core::Reader::hashed_elsewhere(ReaderOptions {
+            expected_digest: expected,
+            ..Default::default()
+        });
+        r.feed(bytes)?;
+        r.finish_with_digest(Digest::of(bytes))
     };
-    let (_, v) = reader::verify(&p, options).unwrap();
-    assert_eq!(v.digest, None);
-    // Member digests are still checked.
+    let e = read_elsewhere(&p, Some(Digest::of(b"other"))).unwrap_err();
+    assert_eq!(e.code(), C::PacketDigestMismatch);
+    let v = read_elsewhere(&p, Some(Digest::of(&p))).unwrap();
+    assert_eq!(v.digest, Digest::of(&p));
+    assert_eq!(read_elsewhere(&p, None).unwrap().digest, Digest::of(&p));
+    // Member digests are still checked, before the packet's.
     let mut bad = p.clone();
     bad[find(&p, A).0 + BLOCK] ^= 1;
-    assert_eq!(refuse_with(&bad, options).code(), C::MemberDigestMismatch);
+    let e = read_elsewhere(&bad, Some(Digest::of(&p))).unwrap_err();
+    assert_eq!(e.code(), C::MemberDigestMismatch);
 }
 
 #[test]
@@ -321,8 +324,8 @@ fn the_expected_digest_is_checked() {
         expected_digest: Some(Digest::of(&p)),
         ..Default::default()
     };
-    let (_, v) = reader::verify(&p, right).unwrap();
-    assert_eq!(v.digest, Some(Digest::of(&p)));
+    let v = reader::verify(&p, right).unwrap();
+    assert_eq!(v.digest, Digest::of(&p));
     assert_eq!(v.size, p.len() as u64);
     let d = Digest::of(&p);
     assert_eq!(d.to_string().parse::<Digest>().unwrap(), d);
@@ -332,10 +335,10 @@ fn the_expected_digest_is_checked() {
 
 #[test]
 fn a_mode_the_format_does_not_know_is_refused_by_the_manifest_api() {
-    let mut e = Entry::file("workspace/x", 0, Digest::of(b""), false);
+    let mut e = Member::file("workspace/x", 0, Digest::of(b""), false);
     e.mode = 0o4644;
     let err = Manifest::build(
-        vec![Entry::dir("workspace"), e],
+        vec![Member::dir("workspace"), e],
         None,
         vec![],
         &Limits::FORMAT,
@@ -349,10 +352,10 @@ fn a_mode_the_format_does_not_know_is_refused_by_the_manifest_api() {
 
 #[test]
 fn more_members_than_the_format_allows() {
-    let mut entries = vec![Entry::dir("workspace")];
-    entries.extend(
-        (0..250_000).map(|i| Entry::file(format!("workspace/f{i:06}"), 0, Digest::of(b""), false)),
-    );
+    let mut entries = vec![packet_core::Member::dir("workspace")];
+    entries.extend((0..250_000).map(|i| {
+        packet_core::Member::file(format!("workspace/f{i:06}"), 0, Digest::of(b""), false)
+    }));
     assert_eq!(entries.len(), 250_001);
     let e = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap_err();
     assert_eq!(e.code(), C::LimitMembers);
@@ -394,9 +397,9 @@ fn a_manifest_listing_250_001_members_is_refused() {
 fn assemble_checks_nothing_and_validate_refuses_what_build_does() {
     let entries = || {
         vec![
-            Entry::file("workspace/readme", 1, Digest::of(b"2"), false),
-            Entry::dir("workspace"),
-            Entry::file("workspace/README", 1, Digest::of(b"1"), false),
+            packet_core::Member::file("workspace/readme", 1, Digest::of(b"2"), false),
+            packet_core::Member::dir("workspace"),
+            packet_core::Member::file("workspace/README", 1, Digest::of(b"1"), false),
         ]
     };
     let assembled = Manifest::assemble(entries(), None, vec![]);
@@ -429,13 +432,7 @@ fn a_failed_reader_stays_failed() {
     let (at, _) = find(&p, A);
     bad[at + 148..at + 156].copy_from_slice(b"000001\0 ");
     let mut r = packet_core::Reader::new(ReaderOptions::default());
-    let mut input = bad.as_slice();
-    let first = loop {
-        match r.feed(input) {
-            Ok((used, _)) => input = &input[used..],
-            Err(e) => break e,
-        }
-    };
+    let first = r.feed(&bad).unwrap_err();
     assert_eq!(r.feed(b"more").unwrap_err(), first);
     assert_eq!(r.finish().unwrap_err(), first);
 }

@@ -18,7 +18,7 @@
 mod description;
 
 use description::{parse_digests, read_chunked, Description};
-use packet_core::build::Source;
+use packet_core::in_memory::Source;
 use packet_core::ReaderOptions;
 
 #[cfg(target_arch = "wasm32")]
@@ -83,13 +83,9 @@ fn checked_in_packets_verify_in_any_chunking() {
             ..Default::default()
         };
         let whole = read_chunked(packet, options, usize::MAX).unwrap();
-        assert_eq!(
-            whole.verified.digest.unwrap().to_string(),
-            *digest,
-            "{name}"
-        );
+        assert_eq!(whole.verified.digest.to_string(), *digest, "{name}");
         let sources = Description::parse(description).unwrap().sources().unwrap();
-        let manifest = whole.manifest.as_ref().unwrap();
+        let manifest = &whole.verified.manifest;
         assert_eq!(whole.members.len(), sources.len(), "{name}");
         for (index, _, _, body) in &whole.members {
             let path = &manifest.members[*index].path;

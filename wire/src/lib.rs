@@ -24,7 +24,7 @@
 //! let body = r#"{"error":{"code":"ref_conflict","path":null,"offset":null,
 //!     "message":"m","advice":"a","current":null}}"#;
 //! let parsed: ErrorBody = serde_json::from_str(body).unwrap();
-//! assert_eq!(parsed.error.code, "ref_conflict");
+//! assert_eq!(parsed.error.code(), "ref_conflict");
 //! // `current: null` (the ref does not exist) is not the same as no `current`.
 //! assert_eq!(parsed.error.current, Some(None));
 //! ```

@@ -1,6 +1,7 @@
 //! Refusals: every answer that is not a success carries `{"error": Problem}`.
 
 use alloc::string::String;
+use packet_core::Refusal;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The body of every refusal (schema `ErrorBody`).
@@ -10,21 +11,16 @@ pub struct ErrorBody {
     pub error: Problem,
 }
 
-/// [`ErrorBody::error`] (schema `Problem`). A packet refused by the
-/// store's packet-core (422) carries packet-core's code, path, offset,
-/// message and advice unchanged.
+/// [`ErrorBody::error`] (schema `Problem`): packet-core's [`Refusal`]
+/// shape, `{code, path, offset, message, advice}`, defined once there, plus
+/// `current` on a ref conflict. A packet refused by the store's packet-core
+/// (422) carries packet-core's code, path, offset, message and advice
+/// unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
-    /// Stable machine-readable code, e.g. `member_digest_mismatch`.
-    pub code: String,
-    /// The member path involved, `null` if none.
-    pub path: Option<String>,
-    /// The byte offset in the packet, `null` if not known.
-    pub offset: Option<u64>,
-    /// What was found.
-    pub message: String,
-    /// What a person can do about it.
-    pub advice: String,
+    /// Code, path, offset, message and advice.
+    #[serde(flatten)]
+    pub refusal: Refusal<'static>,
     /// Only on `ref_conflict`: the digest the ref holds, `Some(None)`
     /// (`null`) if it does not exist; left out of every other refusal.
     #[serde(
@@ -33,6 +29,23 @@ pub struct Problem {
         deserialize_with = "present"
     )]
     pub current: Option<Option<String>>,
+}
+
+impl Problem {
+    /// The stable code.
+    pub fn code(&self) -> &str {
+        &self.refusal.code
+    }
+
+    /// What was found.
+    pub fn message(&self) -> &str {
+        &self.refusal.details.message
+    }
+
+    /// What a person can do about it.
+    pub fn advice(&self) -> &str {
+        &self.refusal.details.advice
+    }
 }
 
 /// Reads a field that is there (`Some`), possibly `null` (`Some(None)`);
@@ -48,11 +61,15 @@ mod tests {
 
     fn problem(current: Option<Option<String>>) -> Problem {
         Problem {
-            code: "ref_conflict".into(),
-            path: None,
-            offset: None,
-            message: "m".into(),
-            advice: "a".into(),
+            refusal: Refusal {
+                code: "ref_conflict".into(),
+                details: packet_core::RefusalDetails {
+                    path: None,
+                    offset: None,
+                    message: "m".into(),
+                    advice: "a".into(),
+                },
+            },
             current,
         }
     }

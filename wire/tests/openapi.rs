@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
+use packet_core::{Refusal, RefusalDetails};
 use pillbox_wire::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -219,12 +220,20 @@ fn git_ref(name: &str) -> Ref {
 }
 
 fn problem(code: &str) -> Problem {
+    problem_at(code, None, None)
+}
+
+fn problem_at(code: &str, path: Option<&str>, offset: Option<u64>) -> Problem {
     Problem {
-        code: code.into(),
-        path: None,
-        offset: None,
-        message: "what was found".into(),
-        advice: "what to do".into(),
+        refusal: Refusal {
+            code: String::from(code).into(),
+            details: RefusalDetails {
+                path: path.map(|p| String::from(p).into()),
+                offset,
+                message: "what was found".into(),
+                advice: "what to do".into(),
+            },
+        },
         current: None,
     }
 }
@@ -440,11 +449,11 @@ fn bodies() -> Vec<Body> {
                     error: problem("unauthorized"),
                 },
                 ErrorBody {
-                    error: Problem {
-                        path: Some("workspace/src/main.rs".into()),
-                        offset: Some(2560),
-                        ..problem("member_digest_mismatch")
-                    },
+                    error: problem_at(
+                        "member_digest_mismatch",
+                        Some("workspace/src/main.rs"),
+                        Some(2560),
+                    ),
                 },
             ];
             all.extend(conflicts());

@@ -96,10 +96,7 @@ mod tests {
     #[test]
     fn no_configured_token_refuses_everything() {
         let e = check(Some("Bearer x"), None).unwrap_err();
-        assert_eq!(
-            (e.status, e.error.code.as_str()),
-            (403, "token_not_configured")
-        );
+        assert_eq!((e.status, e.error.code()), (403, "token_not_configured"));
         assert!(check(Some("Bearer x"), Some("")).is_err());
     }
 

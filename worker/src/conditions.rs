@@ -79,7 +79,7 @@ mod tests {
             assert_eq!(condition_digest(&value), Ok(d), "{value}");
         }
         let e = condition_digest("garbage").unwrap_err();
-        assert_eq!((e.status, e.error.code.as_str()), (400, "digest_syntax"));
+        assert_eq!((e.status, e.error.code()), (400, "digest_syntax"));
     }
 
     #[test]
@@ -103,7 +103,7 @@ mod tests {
             ref_write(Some(&quoted), None),
             Ok(RefWrite::Move { expected: d })
         );
-        let code = |r: Result<RefWrite, Problem>| r.unwrap_err().error.code;
+        let code = |r: Result<RefWrite, Problem>| r.unwrap_err().error.code().to_owned();
         assert_eq!(
             code(ref_write(Some(&quoted), Some("*"))),
             "precondition_invalid"

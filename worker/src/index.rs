@@ -3,14 +3,13 @@
 //! a reader never sees a packet without its members. The rows read are
 //! [`crate::rows`]' types.
 
-use packet_core::Digest;
+use packet_core::{Digest, VerifiedPacket};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
 
 use crate::query::{ListFilter, SearchKey};
 use crate::rows::{MemberRow, PacketRow, PartRow, RefRow, UploadRow};
-use crate::verify::Indexed;
 
 /// Members per INSERT (D1 binds at most 100 parameters per statement).
 const MEMBER_ROWS_PER_STATEMENT: usize = 10;
@@ -75,10 +74,14 @@ fn label_statements(
 /// Indexes a verified packet: members first, then the packet row and its
 /// labels in the last batch. Safe to run twice or concurrently for the same
 /// packet (every insert ignores rows already there).
-pub async fn insert_packet(db: &D1Database, indexed: &Indexed, labels: &[String]) -> Result<()> {
+pub async fn insert_packet(
+    db: &D1Database,
+    indexed: &VerifiedPacket,
+    labels: &[String],
+) -> Result<()> {
     let digest = indexed.digest.to_string();
     let mut statements = Vec::new();
-    let entries: Vec<(usize, &packet_core::Entry)> =
+    let entries: Vec<(usize, &packet_core::Member)> =
         indexed.manifest.members.iter().enumerate().collect();
     for rows in entries.chunks(MEMBER_ROWS_PER_STATEMENT) {
         let placeholders: Vec<String> = (0..rows.len())
@@ -135,10 +138,10 @@ pub async fn insert_packet(db: &D1Database, indexed: &Indexed, labels: &[String]
             int(indexed.manifest.members.len() as u64),
             int(indexed.manifest.totals.bytes),
             opt(harness.map(|h| h.kind.as_str())),
-            opt(harness.map(|h| h.thread_id.as_str())),
+            opt(harness.map(|h| h.session_id.as_str())),
             opt(harness.and_then(|h| h.model.as_deref())),
-            int(indexed.manifest_offset),
-            int(indexed.manifest_len),
+            int(indexed.manifest_range.start),
+            int(indexed.manifest_range.end - indexed.manifest_range.start),
             text(&now()),
         ])?,
     );

@@ -19,8 +19,7 @@
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
-//! | [`verify`] | packet chunks → packet-core → what the index needs (pure) |
-//! | `store` | streams between requests, packet-core and R2 (wasm) |
+//! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `index` | the D1 queries (wasm) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
 //!
@@ -40,7 +39,6 @@ pub mod query;
 pub mod range;
 pub mod route;
 pub mod rows;
-pub mod verify;
 
 #[cfg(target_arch = "wasm32")]
 mod api;

@@ -122,21 +122,21 @@ mod tests {
             Plan::new(100, Some(MIB), 8 * MIB, 64 * MIB)
                 .unwrap_err()
                 .error
-                .code,
+                .code(),
             "part_size_invalid"
         );
         assert_eq!(
             Plan::new(100, Some(65 * MIB), 8 * MIB, 64 * MIB)
                 .unwrap_err()
                 .error
-                .code,
+                .code(),
             "part_size_invalid"
         );
         assert_eq!(
             Plan::new(0, None, 8 * MIB, 64 * MIB)
                 .unwrap_err()
                 .error
-                .code,
+                .code(),
             "size_invalid"
         );
         assert!(Plan::new(
@@ -149,11 +149,11 @@ mod tests {
         let plan = Plan::new(12 * MIB, Some(5 * MIB), 8 * MIB, 64 * MIB).unwrap();
         assert!(plan.check_part(1, 5 * MIB).is_ok());
         assert_eq!(
-            plan.check_part(1, 4 * MIB).unwrap_err().error.code,
+            plan.check_part(1, 4 * MIB).unwrap_err().error.code(),
             "part_size_mismatch"
         );
         assert_eq!(
-            plan.check_part(9, 1).unwrap_err().error.code,
+            plan.check_part(9, 1).unwrap_err().error.code(),
             "part_number_invalid"
         );
     }

@@ -1,8 +1,9 @@
 //! The API's refusals: an HTTP status and the JSON body
 //! `{"error":{"code","path","offset","message","advice"}}`
-//! ([`pillbox_wire::ErrorBody`]). Packet refusals carry packet-core's codes
+//! ([`pillbox_wire::ErrorBody`], packet-core's [`Refusal`] shape). Packet refusals carry packet-core's codes
 //! unchanged; the API's own codes are listed in `proto/openapi.yaml`.
 
+use packet_core::Refusal;
 use pillbox_wire::ErrorBody;
 
 /// A refusal, ready to become a response.
@@ -28,11 +29,7 @@ impl Problem {
         Problem {
             status,
             error: pillbox_wire::Problem {
-                code: code.to_string(),
-                path: None,
-                offset: None,
-                message: message.into(),
-                advice: advice.into(),
+                refusal: Refusal::new(code.to_string(), message.into(), advice.into()),
                 current: None,
             },
             allow: None,
@@ -42,10 +39,14 @@ impl Problem {
     /// A packet refused by packet-core: 422 with the core's code, path,
     /// offset, message and advice unchanged.
     pub fn from_packet_error(error: &packet_core::Error) -> Problem {
-        let mut problem = Problem::new(422, error.code().as_str(), error.message(), error.advice());
-        problem.error.path = error.path().map(str::to_string);
-        problem.error.offset = error.offset();
-        problem
+        Problem {
+            status: 422,
+            error: pillbox_wire::Problem {
+                refusal: error.refusal().into_owned(),
+                current: None,
+            },
+            allow: None,
+        }
     }
 
     /// A malformed value in the request (a digest in the URL or a body),

@@ -173,7 +173,7 @@ mod tests {
     }
 
     fn code<T: std::fmt::Debug>(r: Result<T, Problem>) -> String {
-        r.unwrap_err().error.code
+        r.unwrap_err().error.code().to_owned()
     }
 
     #[test]

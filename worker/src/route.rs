@@ -345,10 +345,10 @@ mod tests {
     fn a_malformed_digest_is_a_400_with_the_core_code() {
         let err = route(Method::Get, "/v1/packets/sha256:ABC").unwrap_err();
         assert_eq!(err.status, 400);
-        assert_eq!(err.error.code, "digest_syntax");
+        assert_eq!(err.error.code(), "digest_syntax");
         let upper = format!("/v1/packets/sha256:{}", HEX.to_uppercase());
         assert_eq!(
-            route(Method::Get, &upper).unwrap_err().error.code,
+            route(Method::Get, &upper).unwrap_err().error.code(),
             "digest_syntax"
         );
     }
@@ -365,7 +365,10 @@ mod tests {
             })
         );
         let bad = format!("/v1/packets/sha256:{HEX}/members/workspace/%ff");
-        assert_eq!(route(Method::Get, &bad).unwrap_err().error.code, "bad_path");
+        assert_eq!(
+            route(Method::Get, &bad).unwrap_err().error.code(),
+            "bad_path"
+        );
     }
 
     #[test]
@@ -379,18 +382,21 @@ mod tests {
             route(Method::Get, "/v1/refs/a/../b")
                 .unwrap_err()
                 .error
-                .code,
+                .code(),
             "ref_name_invalid"
         );
         assert_eq!(
-            route(Method::Get, "/v1/refs/a//b").unwrap_err().error.code,
+            route(Method::Get, "/v1/refs/a//b")
+                .unwrap_err()
+                .error
+                .code(),
             "ref_name_invalid"
         );
         assert_eq!(
             route(Method::Get, "/v1/refs/a%2F..%2Fb")
                 .unwrap_err()
                 .error
-                .code,
+                .code(),
             "ref_name_invalid"
         );
     }
@@ -446,10 +452,7 @@ mod tests {
     #[test]
     fn wrong_methods_and_unknown_paths() {
         let err = route(Method::Post, "/v1/packets").unwrap_err();
-        assert_eq!(
-            (err.status, err.error.code.as_str()),
-            (405, "method_not_allowed")
-        );
+        assert_eq!((err.status, err.error.code()), (405, "method_not_allowed"));
         assert_eq!(route(Method::Get, "/v1/nope").unwrap_err().status, 404);
         assert_eq!(route(Method::Options, "/v1/packets"), Ok(Route::Preflight));
         assert_eq!(route(Method::Get, "/"), Ok(Route::Assets));

@@ -1,13 +1,16 @@
 //! Streams between requests, packet-core and R2. A packet's bytes reach its
 //! R2 key only through [`verify_into_bucket`]: each chunk of the source is
-//! copied into wasm for the [`Verifier`] and handed on to an R2 put through a
-//! `FixedLengthStream`; the last chunk is handed on only once the whole
-//! packet is verified. A refusal aborts the put, so nothing is stored. R2 is
+//! copied into wasm for packet-core's [`Reader`] and handed on to an R2 put
+//! through a `FixedLengthStream`; the last chunk is handed on only once the
+//! whole packet is verified. A refusal aborts the put, so nothing is stored. R2 is
 //! also given the expected SHA-256, so it refuses bytes that do not hash to
 //! it.
 
 use js_sys::{BigInt, Reflect, Uint8Array};
-use packet_core::{Digest, Error as PacketError, Limits};
+use packet_core::{
+    Digest, Error as PacketError, HashedElsewhere, Hasher, Limits, Reader, ReaderOptions,
+    VerifiedPacket,
+};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{ReadableStream, TransformStream, WritableStreamDefaultWriter};
@@ -16,7 +19,6 @@ use worker::worker_sys::FixedLengthStream;
 use worker::{Bucket, Data, HttpMetadata};
 
 use crate::config::PacketHasher;
-use crate::verify::{Indexed, Verifier};
 
 /// The R2 key of a verified packet.
 pub fn packet_key(digest: &Digest) -> String {
@@ -42,6 +44,39 @@ fn js_error(context: &str, e: JsValue) -> StoreError {
         .map(|e| String::from(e.message()))
         .unwrap_or_else(|| format!("{e:?}"));
     StoreError::Failed(format!("{context}: {text}"))
+}
+
+/// The whole-packet SHA-256, computed as the chunks pass: by packet-core in
+/// wasm, or by the runtime.
+enum PacketHash {
+    Core(Hasher),
+    Platform(PlatformHash),
+}
+
+impl PacketHash {
+    fn new(hasher: PacketHasher) -> Result<PacketHash, StoreError> {
+        Ok(match hasher {
+            PacketHasher::Core => PacketHash::Core(Hasher::new()),
+            PacketHasher::Platform => PacketHash::Platform(PlatformHash::new()?),
+        })
+    }
+
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        match self {
+            PacketHash::Core(h) => {
+                h.update(chunk);
+                Ok(())
+            }
+            PacketHash::Platform(h) => h.write(chunk).await,
+        }
+    }
+
+    async fn finish(self) -> Result<Digest, StoreError> {
+        match self {
+            PacketHash::Core(h) => Ok(h.finish()),
+            PacketHash::Platform(h) => h.finish().await,
+        }
+    }
 }
 
 /// The whole-packet hash computed by the runtime (`crypto.DigestStream`).
@@ -87,8 +122,8 @@ impl PlatformHash {
 }
 
 /// Streams exactly `size` bytes of `source` through packet-core into R2 at
-/// the packet's key. Returns what the index needs, or why nothing was
-/// stored.
+/// the packet's key. Returns the verified packet (what the index needs), or
+/// why nothing was stored.
 pub async fn verify_into_bucket(
     bucket: &Bucket,
     source: ReadableStream,
@@ -96,7 +131,7 @@ pub async fn verify_into_bucket(
     expected: Digest,
     limits: Limits,
     hasher: PacketHasher,
-) -> Result<Indexed, StoreError> {
+) -> Result<VerifiedPacket, StoreError> {
     let fixed = if size <= u64::from(u32::MAX) {
         FixedLengthStream::new(size as u32)
     } else {
@@ -134,9 +169,9 @@ pub async fn verify_into_bucket(
         pumped
     };
     let (put, pumped) = futures_util::future::join(put, pump).await;
-    let indexed = pumped?;
+    let verified = pumped?;
     match put {
-        Ok(_) => Ok(indexed),
+        Ok(_) => Ok(verified),
         Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
     }
 }
@@ -253,72 +288,60 @@ impl ChunkReader {
     }
 }
 
-/// Moves chunks from `reader` through the verifier (and the platform hash)
-/// into `sink`, holding back the last chunk until the packet is verified.
+/// Moves chunks from `source` through packet-core's reader (and the packet
+/// hash) into `sink`, holding back the last chunk until the packet is
+/// verified.
 async fn pump(
-    reader: &ChunkReader,
+    source: &ChunkReader,
     sink: &WritableStreamDefaultWriter,
     size: u64,
     expected: Digest,
     limits: Limits,
     hasher: PacketHasher,
-) -> Result<Indexed, StoreError> {
-    let mut hash = match hasher {
-        PacketHasher::Platform => Some(PlatformHash::new()?),
-        PacketHasher::Core => None,
-    };
-    let mut verifier = Some(Verifier::new(expected, limits, hash.is_none()));
-    let mut indexed = None;
+) -> Result<VerifiedPacket, StoreError> {
+    let mut reader: Reader<HashedElsewhere> = Reader::hashed_elsewhere(ReaderOptions {
+        limits,
+        expected_digest: Some(expected),
+        ..Default::default()
+    });
+    let mut hash = PacketHash::new(hasher)?;
     let mut buf = Vec::new();
     let mut seen = 0u64;
-    loop {
-        let Some(chunk) = reader.next().await? else {
-            break;
+    let last = loop {
+        let Some(chunk) = source.next().await? else {
+            // The body ended early: the core says what is missing.
+            let ended = reader.finish_with_digest(hash.finish().await?);
+            return Err(ended.map_or_else(StoreError::Refused, |_| {
+                StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
+            }));
         };
         let n = chunk.length() as usize;
         buf.resize(n, 0);
         chunk.copy_to(&mut buf[..n]);
         seen += n as u64;
-        let Some(v) = verifier.as_mut() else {
-            // More bytes than announced: the core refused them already, or
-            // the fixed-length sink will.
-            return Err(StoreError::Failed(format!(
-                "the body is longer than {size} bytes"
-            )));
-        };
-        v.feed(&buf).map_err(StoreError::Refused)?;
-        if let Some(h) = &hash {
-            h.write(&buf).await?;
-        }
+        reader.feed(&buf).map_err(StoreError::Refused)?;
+        hash.write(&buf).await?;
         if seen >= size {
-            let platform = match hash.take() {
-                Some(h) => Some(h.finish().await?),
-                None => None,
-            };
-            let v = verifier
-                .take()
-                .ok_or_else(|| StoreError::Failed("verifier gone".into()))?;
-            indexed = Some(v.finish(platform).map_err(StoreError::Refused)?);
+            break chunk;
         }
         JsFuture::from(sink.write_with_chunk(&chunk))
             .await
             .map_err(|e| js_error("storing the packet", e))?;
-    }
-    if let Some(v) = verifier.take() {
-        // The body ended early: the core says what is missing.
-        let platform = match hash.take() {
-            Some(h) => Some(h.finish().await?),
-            None => None,
-        };
-        return Err(v
-            .finish(platform)
-            .map(|_| ())
-            .map_or_else(StoreError::Refused, |_| {
-                StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
-            }));
+    };
+    let verified = reader
+        .finish_with_digest(hash.finish().await?)
+        .map_err(StoreError::Refused)?;
+    JsFuture::from(sink.write_with_chunk(&last))
+        .await
+        .map_err(|e| js_error("storing the packet", e))?;
+    if source.next().await?.is_some() {
+        // More bytes than announced: the fixed-length sink would refuse them.
+        return Err(StoreError::Failed(format!(
+            "the body is longer than {size} bytes"
+        )));
     }
     JsFuture::from(sink.close())
         .await
         .map_err(|e| js_error("storing the packet", e))?;
-    indexed.ok_or_else(|| StoreError::Failed("the packet was not verified".into()))
+    Ok(verified)
 }

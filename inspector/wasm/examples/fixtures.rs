@@ -21,10 +21,12 @@
 
 use std::path::Path;
 
-use packet_core::build::{build, Built, Source};
-use packet_core::header::{self, HeaderSpec, Kind, BLOCK};
-use packet_core::manifest::{Entry, Exclusion, Harness, HarnessKind, Manifest, Totals, FORMAT_ID};
-use packet_core::{Event, Limits, Reader, ReaderOptions};
+use packet_core::in_memory::{build, Built, Source};
+use packet_core::raw::{encode_header, padded, HeaderSpec, BLOCK};
+use packet_core::{
+    reader, Exclusion, Harness, HarnessKind, Kind, Limits, Manifest, Member, ReaderOptions, Totals,
+    FORMAT_ID,
+};
 
 const THREAD: &str = "019ad3c2-7a10-7c41-9e55-2b8f3c4d5e6f";
 
@@ -165,8 +167,8 @@ fn session(version: u32) -> Built {
     let harness = Harness {
         kind: HarnessKind::Codex,
         model: Some("gpt-5-codex".into()),
-        rollout,
-        thread_id: THREAD.into(),
+        session_log: rollout,
+        session_id: THREAD.into(),
     };
     let exclusions = vec![
         Exclusion {
@@ -185,21 +187,9 @@ fn session(version: u32) -> Built {
 
 /// The offset of `path`'s first body byte, found by the reader.
 fn data_offset(bytes: &[u8], path: &str) -> u64 {
-    let mut reader = Reader::new(ReaderOptions::default());
-    let mut input = bytes;
-    while !input.is_empty() {
-        let (used, event) = reader.feed(input).expect("a valid packet");
-        if let Some(Event::MemberStart {
-            index, data_offset, ..
-        }) = event
-        {
-            if reader.manifest().map(|m| m.members[index].path.as_str()) == Some(path) {
-                return data_offset;
-            }
-        }
-        input = &input[used..];
-    }
-    panic!("{path} not found")
+    let packet = reader::verify(bytes, ReaderOptions::default()).expect("a valid packet");
+    let (index, _) = packet.manifest.find(path).expect("the member is there");
+    packet.data_offsets[index]
 }
 
 /// Archive bytes for a manifest and member headers written as given, with
@@ -207,7 +197,7 @@ fn data_offset(bytes: &[u8], path: &str) -> u64 {
 fn raw_packet(manifest: &Manifest, members: &[HeaderSpec<'_>]) -> Vec<u8> {
     let json = manifest.to_canonical_json();
     let mut out = Vec::new();
-    header::encode(
+    encode_header(
         &HeaderSpec {
             path: "packet.json",
             kind: Kind::File,
@@ -218,15 +208,15 @@ fn raw_packet(manifest: &Manifest, members: &[HeaderSpec<'_>]) -> Vec<u8> {
         &mut out,
     );
     out.extend_from_slice(&json);
-    out.resize(header::padded(out.len() as u64) as usize, 0);
+    out.resize(padded(out.len() as u64) as usize, 0);
     for spec in members {
-        header::encode(spec, &mut out);
+        encode_header(spec, &mut out);
     }
     out.resize(out.len() + 2 * BLOCK, 0);
     out
 }
 
-fn unchecked_manifest(members: Vec<Entry>) -> Manifest {
+fn unchecked_manifest(members: Vec<Member>) -> Manifest {
     let count = |k: Kind| members.iter().filter(|e| e.kind == k).count() as u64;
     Manifest {
         exclusions: vec![],
@@ -293,7 +283,7 @@ fn main() {
 
     // The manifest lists a harmless set; the archive then holds a member
     // whose header names a path that climbs out of the workspace.
-    let manifest = unchecked_manifest(vec![Entry::dir("workspace")]);
+    let manifest = unchecked_manifest(vec![Member::dir("workspace")]);
     let traversal = raw_packet(
         &manifest,
         &[dir_spec("workspace"), dir_spec("workspace/../evil")],
@@ -301,8 +291,8 @@ fn main() {
     write(out, "traversal.packet", &traversal);
 
     let manifest = unchecked_manifest(vec![
-        Entry::dir("workspace"),
-        Entry::symlink("workspace/link", "../../etc/passwd"),
+        Member::dir("workspace"),
+        Member::symlink("workspace/link", "../../etc/passwd"),
     ]);
     let escape = raw_packet(
         &manifest,

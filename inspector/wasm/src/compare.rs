@@ -22,7 +22,7 @@ const CONTEXT: usize = 3;
 #[serde(rename_all = "camelCase")]
 pub struct SideView {
     /// Packet digest.
-    pub digest: Option<String>,
+    pub digest: String,
     /// Packet size.
     pub size: u64,
     /// Member count.
@@ -68,9 +68,9 @@ pub struct CompareView {
 
 fn side(p: &Packet) -> SideView {
     SideView {
-        digest: p.verified.digest.map(|d| d.to_string()),
+        digest: p.verified.digest.to_string(),
         size: p.verified.size,
-        members: p.manifest.members.len(),
+        members: p.manifest().members.len(),
     }
 }
 
@@ -83,15 +83,15 @@ pub fn compare(a: &Packet, b: &Packet) -> CompareView {
         removed: Vec::new(),
         changed: Vec::new(),
         unchanged: 0,
-        bytes_delta: b.manifest.totals.bytes as i64 - a.manifest.totals.bytes as i64,
+        bytes_delta: b.manifest().totals.bytes as i64 - a.manifest().totals.bytes as i64,
     };
-    let changes = diff::diff(&a.manifest, &b.manifest);
+    let changes = diff::diff(a.manifest(), b.manifest());
     for change in &changes {
         match *change {
             Change::Removed { a: i } => view.removed.extend(a.member_view(i)),
             Change::Added { b: j } => view.added.extend(b.member_view(j)),
             Change::Changed { a: i, b: j, fields } => {
-                let (x, y) = (&a.manifest.members[i], &b.manifest.members[j]);
+                let (x, y) = (&a.manifest().members[i], &b.manifest().members[j]);
                 // The page shows a size or digest change as one "content" change.
                 let mut what = Vec::new();
                 if fields.kind {
@@ -118,7 +118,7 @@ pub fn compare(a: &Packet, b: &Packet) -> CompareView {
             }
         }
     }
-    let common = a.manifest.members.len() - view.removed.len();
+    let common = a.manifest().members.len() - view.removed.len();
     view.unchanged = common - view.changed.len();
     view
 }
@@ -227,7 +227,7 @@ pub fn line_diff(old: &[u8], new: &[u8]) -> JsValue {
 mod tests {
     use super::*;
     use crate::verifier::Verifier;
-    use packet_core::build::{build, Source};
+    use packet_core::in_memory::{build, Source};
     use packet_core::Limits;
 
     fn file(path: &str, contents: &str) -> Source {

@@ -19,7 +19,7 @@
 //! for (let at = 0; at < file.size; at += CHUNK) {
 //!   const progress = verifier.push(new Uint8Array(await file.slice(at, at + CHUNK).arrayBuffer()));
 //! }
-//! const packet = verifier.finish();   // throws a refusal {code, message, path, offset, advice}
+//! const packet = verifier.finish();   // throws a refusal {code, path, offset, message, advice}
 //! const report = packet.report();     // digest, size, harness, totals, members with data offsets
 //! ```
 #![deny(missing_docs)]

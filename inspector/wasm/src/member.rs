@@ -5,7 +5,7 @@
 use packet_core::{Digest, Error, ErrorCode, Hasher, Kind, Manifest};
 use wasm_bindgen::prelude::*;
 
-use crate::view::refusal;
+use crate::view::{refusal, Failure};
 
 /// Re-hashes one file member's body (JavaScript class `MemberCheck`).
 #[wasm_bindgen]
@@ -18,29 +18,26 @@ pub struct MemberCheck {
 }
 
 impl MemberCheck {
-    /// A check for file member `index` of `manifest`.
-    pub fn for_member(manifest: &Manifest, index: usize) -> Result<MemberCheck, Error> {
-        let entry = manifest
+    /// A check for file member `index` of `manifest`. Asking for one of a
+    /// member that does not exist, or has no body, is a bug in the page.
+    pub fn for_member(manifest: &Manifest, index: usize) -> Result<MemberCheck, Failure> {
+        let member = manifest
             .members
             .get(index)
-            .ok_or_else(|| Error::new(ErrorCode::Usage, format!("no member {index}")))?;
-        match (entry.kind, entry.sha256) {
+            .ok_or_else(|| Failure::bug(format!("no member {index}")))?;
+        match (member.kind, member.sha256) {
             (Kind::File, Some(expected)) => Ok(MemberCheck {
-                path: entry.path.clone(),
+                path: member.path.clone(),
                 expected,
-                size: entry.size,
+                size: member.size,
                 seen: 0,
                 hasher: Hasher::new(),
             }),
-            _ => Err(Error::new(
-                ErrorCode::Usage,
-                format!(
-                    "{} has no body: it is a {}",
-                    entry.path,
-                    entry.kind.as_str()
-                ),
-            )
-            .at_path(&entry.path)),
+            _ => Err(Failure::bug(format!(
+                "{} has no body: it is a {}",
+                member.path,
+                member.kind.as_str()
+            ))),
         }
     }
 
@@ -149,7 +146,7 @@ pub fn classify(head: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use packet_core::build::{build, Source};
+    use packet_core::in_memory::{build, Source};
     use packet_core::Limits;
 
     #[test]

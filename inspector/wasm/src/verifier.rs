@@ -1,14 +1,16 @@
 //! Streaming verification: the page pushes a packet's chunks, of any size,
-//! and gets progress back; [`Verifier::finish`] yields a verified [`Packet`]
-//! or throws the typed refusal. Only the manifest and one offset per member
-//! are kept, whatever the packet's size.
+//! and gets progress back; [`Verifier::finish_packet`] yields a verified
+//! [`Packet`] or throws the typed refusal. packet-core's reader keeps the
+//! manifest and one offset per member, whatever the packet's size.
 
-use packet_core::{Digest, Error, Event, Hasher, Manifest, Reader, ReaderOptions, Verified};
+use packet_core::{
+    Digest, Error, Event, HashedElsewhere, Hasher, Manifest, Reader, ReaderOptions, VerifiedPacket,
+};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::member::MemberCheck;
-use crate::view::{refusal, to_js, MemberView, ReportView};
+use crate::view::{refusal, to_js, Failure, MemberView, ReportView};
 
 /// Progress after a chunk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -29,103 +31,58 @@ pub struct Progress {
 /// The streaming verifier (JavaScript class `Verifier`).
 #[wasm_bindgen]
 pub struct Verifier {
-    expected: Option<Digest>,
-    reader: Reader,
-    data_offsets: Vec<u64>,
+    reader: Reader<HashedElsewhere>,
+    /// The whole-packet hash when this verifier computes it; `None` when
+    /// the page hashes the same bytes on another thread.
+    packet_hash: Option<Hasher>,
     verified: usize,
     current: Option<usize>,
 }
 
 impl Verifier {
-    /// A verifier; with `expected`, [`Verifier::finish_packet`] also checks
-    /// the whole packet's digest.
+    /// A verifier that hashes the whole packet itself; with `expected`,
+    /// [`Verifier::finish_packet`] also checks the packet's digest.
     pub fn with_digest(expected: Option<Digest>) -> Verifier {
-        Verifier::with_options(ReaderOptions {
-            expected_digest: expected,
-            ..Default::default()
-        })
+        Verifier::reading(expected, Some(Hasher::new()))
     }
 
     /// A verifier that leaves the whole-packet digest to the caller (who
     /// hashes the same bytes elsewhere, e.g. on another thread, and hands
     /// the result to [`Verifier::finish_with_digest`]).
     pub fn with_external_digest(expected: Option<Digest>) -> Verifier {
-        Verifier::with_options(ReaderOptions {
-            expected_digest: expected,
-            skip_packet_digest: true,
-            ..Default::default()
-        })
+        Verifier::reading(expected, None)
     }
 
-    fn with_options(options: ReaderOptions) -> Verifier {
+    fn reading(expected: Option<Digest>, packet_hash: Option<Hasher>) -> Verifier {
         Verifier {
-            expected: options.expected_digest,
-            reader: Reader::new(options),
-            data_offsets: Vec::new(),
+            reader: Reader::hashed_elsewhere(ReaderOptions {
+                expected_digest: expected,
+                ..Default::default()
+            }),
+            packet_hash,
             verified: 0,
             current: None,
         }
     }
 
-    /// Ends the input of a verifier made by
-    /// [`Verifier::with_external_digest`]: `digest` is the whole packet's,
-    /// computed by the caller over exactly the bytes pushed.
-    pub fn finish_with_digest(self, digest: Digest) -> Result<Packet, Error> {
-        // As packet-core does: the structure first, then the digest.
-        let expected = self.expected;
-        let mut packet = self.finish_packet()?;
-        if let Some(expected) = expected {
-            if expected != digest {
-                return Err(Error::new(
-                    packet_core::ErrorCode::PacketDigestMismatch,
-                    format!("expected {expected}, the packet is {digest}"),
-                ));
-            }
-        }
-        packet.verified.digest = Some(digest);
-        Ok(packet)
-    }
-
-    /// Feeds one chunk through the reader, recording member offsets.
+    /// Feeds one chunk through the reader.
     pub fn push_bytes(&mut self, chunk: &[u8]) -> Result<Progress, Error> {
-        let mut input = chunk;
-        while !input.is_empty() {
-            let (used, event) = self.reader.feed(input)?;
-            self.on_event(event);
-            input = &input[used..];
-        }
-        // A member that ended exactly at the chunk's end reports it on the
-        // next call: drain it now so the counts are current.
-        loop {
-            let (_, event) = self.reader.feed(&[])?;
+        let (verified, current) = (&mut self.verified, &mut self.current);
+        self.reader.feed_with(chunk, |event| {
             match event {
-                Some(Event::MemberEnd { .. }) => self.on_event(event),
-                _ => break,
+                Event::MemberStart { index, .. } => *current = Some(index),
+                Event::MemberEnd { .. } => {
+                    *verified += 1;
+                    *current = None;
+                }
+                Event::Manifest(_) | Event::Data(_) => {}
             }
+            Ok::<(), Error>(())
+        })?;
+        if let Some(h) = &mut self.packet_hash {
+            h.update(chunk);
         }
         Ok(self.progress())
-    }
-
-    fn on_event(&mut self, event: Option<Event<'_>>) {
-        match event {
-            Some(Event::Manifest) => {
-                let n = self.reader.manifest().map_or(0, |m| m.members.len());
-                self.data_offsets = vec![0; n];
-            }
-            Some(Event::MemberStart {
-                index, data_offset, ..
-            }) => {
-                if let Some(slot) = self.data_offsets.get_mut(index) {
-                    *slot = data_offset;
-                }
-                self.current = Some(index);
-            }
-            Some(Event::MemberEnd { .. }) => {
-                self.verified += 1;
-                self.current = None;
-            }
-            Some(Event::Data(_)) | None => {}
-        }
     }
 
     /// Where the reader is.
@@ -143,20 +100,27 @@ impl Verifier {
         }
     }
 
-    /// Ends the input: the packet is verified, or the refusal is returned.
-    pub fn finish_packet(mut self) -> Result<Packet, Error> {
-        let verified = self.reader.finish()?;
-        let manifest = self.reader.into_manifest().ok_or_else(|| {
-            Error::new(
-                packet_core::ErrorCode::Usage,
-                "verified packet without a manifest",
-            )
-        })?;
-        Ok(Packet {
-            manifest,
-            verified,
-            data_offsets: self.data_offsets,
-        })
+    /// Ends the input of a verifier that hashes the packet itself: the
+    /// packet is verified, or the refusal is returned.
+    pub fn finish_packet(self) -> Result<Packet, Failure> {
+        let Some(hash) = self.packet_hash else {
+            return Err(Failure::bug(
+                "this verifier was made withExternalDigest: end it with finishWithDigest",
+            ));
+        };
+        Ok(Packet::from(self.reader.finish_with_digest(hash.finish())?))
+    }
+
+    /// Ends the input of a verifier made by
+    /// [`Verifier::with_external_digest`]: `digest` is the whole packet's,
+    /// computed by the caller over exactly the bytes pushed.
+    pub fn finish_with_digest(self, digest: Digest) -> Result<Packet, Failure> {
+        if self.packet_hash.is_some() {
+            return Err(Failure::bug(
+                "this verifier hashes the packet itself: end it with finish",
+            ));
+        }
+        Ok(Packet::from(self.reader.finish_with_digest(digest)?))
     }
 }
 
@@ -166,11 +130,7 @@ impl Verifier {
     /// `"sha256:<hex>"`; a malformed digest throws a `digest_syntax` refusal.
     #[wasm_bindgen(constructor)]
     pub fn new(expected_digest: Option<String>) -> Result<Verifier, JsValue> {
-        let expected = match expected_digest {
-            Some(s) => Some(s.parse::<Digest>().map_err(|e| refusal(&e))?),
-            None => None,
-        };
-        Ok(Verifier::with_digest(expected))
+        Ok(Verifier::with_digest(parse_expected(expected_digest)?))
     }
 
     /// `Verifier.withExternalDigest(expectedDigest)`: a verifier that does
@@ -178,11 +138,9 @@ impl Verifier {
     /// `PacketHasher` (on another thread) and ends with `finishWithDigest`.
     #[wasm_bindgen(js_name = withExternalDigest)]
     pub fn with_external_digest_js(expected_digest: Option<String>) -> Result<Verifier, JsValue> {
-        let expected = match expected_digest {
-            Some(s) => Some(s.parse::<Digest>().map_err(|e| refusal(&e))?),
-            None => None,
-        };
-        Ok(Verifier::with_external_digest(expected))
+        Ok(Verifier::with_external_digest(parse_expected(
+            expected_digest,
+        )?))
     }
 
     /// Ends the input of a `withExternalDigest` verifier with the whole
@@ -191,7 +149,7 @@ impl Verifier {
     #[wasm_bindgen(js_name = finishWithDigest)]
     pub fn finish_with_digest_js(self, digest: &str) -> Result<Packet, JsValue> {
         let digest = digest.parse::<Digest>().map_err(|e| refusal(&e))?;
-        self.finish_with_digest(digest).map_err(|e| refusal(&e))
+        self.finish_with_digest(digest).map_err(|f| f.to_js())
     }
 
     /// Feeds a chunk; returns `{offset, manifest, membersTotal,
@@ -211,42 +169,47 @@ impl Verifier {
     /// Ends the input; returns the verified `Packet` or throws the refusal
     /// (`truncated`, `packet_digest_mismatch`, …). Consumes the verifier.
     pub fn finish(self) -> Result<Packet, JsValue> {
-        self.finish_packet().map_err(|e| refusal(&e))
+        self.finish_packet().map_err(|f| f.to_js())
     }
+}
+
+fn parse_expected(expected_digest: Option<String>) -> Result<Option<Digest>, JsValue> {
+    expected_digest
+        .map(|s| s.parse::<Digest>().map_err(|e| refusal(&e)))
+        .transpose()
 }
 
 /// A verified packet: its manifest, digest and member offsets (JavaScript
 /// class `Packet`). It holds no member bodies.
 #[wasm_bindgen]
 pub struct Packet {
-    pub(crate) manifest: Manifest,
-    pub(crate) verified: Verified,
-    pub(crate) data_offsets: Vec<u64>,
+    pub(crate) verified: VerifiedPacket,
+}
+
+impl From<VerifiedPacket> for Packet {
+    fn from(verified: VerifiedPacket) -> Packet {
+        Packet { verified }
+    }
 }
 
 impl Packet {
     /// The manifest.
     pub fn manifest(&self) -> &Manifest {
-        &self.manifest
+        &self.verified.manifest
     }
 
     /// The report the page draws.
     pub fn report_view(&self) -> ReportView {
-        ReportView::new(
-            &self.manifest,
-            self.verified.digest.map(|d| d.to_string()),
-            self.verified.size,
-            &self.data_offsets,
-        )
+        ReportView::new(&self.verified)
     }
 
     /// The view of member `index`.
     pub fn member_view(&self, index: usize) -> Option<MemberView> {
-        let entry = self.manifest.members.get(index)?;
+        let member = self.verified.manifest.members.get(index)?;
         Some(MemberView::new(
             index,
-            entry,
-            self.data_offsets.get(index).copied().unwrap_or(0),
+            member,
+            self.verified.data_offsets[index],
         ))
     }
 }
@@ -261,13 +224,13 @@ impl Packet {
     /// The canonical `packet.json` text.
     #[wasm_bindgen(js_name = manifestJson)]
     pub fn manifest_json(&self) -> String {
-        String::from_utf8(self.manifest.to_canonical_json()).unwrap_or_default()
+        String::from_utf8(self.verified.manifest.to_canonical_json()).unwrap_or_default()
     }
 
     /// The index of the member at `path`, or `undefined`.
     #[wasm_bindgen(js_name = indexOf)]
     pub fn index_of(&self, path: &str) -> Option<usize> {
-        self.manifest.find(path).map(|(i, _)| i)
+        self.verified.manifest.find(path).map(|(i, _)| i)
     }
 
     /// The member at `index` as `{index, path, type, mode, size, sha256,
@@ -280,7 +243,7 @@ impl Packet {
     /// packet (`file.slice(dataOffset, dataOffset + size)` or a range read).
     #[wasm_bindgen(js_name = checkMember)]
     pub fn check_member(&self, index: usize) -> Result<MemberCheck, JsValue> {
-        MemberCheck::for_member(&self.manifest, index).map_err(|e| refusal(&e))
+        MemberCheck::for_member(&self.verified.manifest, index).map_err(|f| f.to_js())
     }
 }
 

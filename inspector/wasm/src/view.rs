@@ -2,36 +2,50 @@
 //! offsets are JSON numbers (exact below 2^53, far above the format's 1 GiB
 //! limit).
 
-use packet_core::{Entry, Error, Manifest};
+use packet_core::{Error, Member, Refusal, RefusalDetails, VerifiedPacket};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
-/// A refusal as the page shows it: the stable code unchanged, the member or
-/// header involved, and what to do.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RefusalView {
-    /// Stable snake_case code (`ErrorCode::as_str`).
-    pub code: &'static str,
-    /// What was found.
-    pub message: String,
-    /// What a person can do about it.
-    pub advice: &'static str,
-    /// The member path involved, if any.
-    pub path: Option<String>,
-    /// Byte offset in the packet where the problem starts, if known.
-    pub offset: Option<u64>,
+/// Why a binding failed: packet-core refused the packet (or a member read
+/// back), or the page called the bindings in a way they rule out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A refusal, shown as packet-core's [`Refusal`].
+    Refused(Error),
+    /// A bug in the page, never a verdict on the packet: thrown in the same
+    /// shape with the code [`BUG`].
+    Bug(String),
 }
 
-impl From<&Error> for RefusalView {
-    fn from(e: &Error) -> Self {
-        RefusalView {
-            code: e.code().as_str(),
-            message: e.message().to_string(),
-            advice: e.advice(),
-            path: e.path().map(str::to_string),
-            offset: e.offset(),
+/// The code a bug in the page is thrown with.
+pub const BUG: &str = "bug";
+
+impl Failure {
+    /// A bug in the page.
+    pub fn bug(message: impl Into<String>) -> Failure {
+        Failure::Bug(message.into())
+    }
+
+    /// The thrown JavaScript value: `{code, path, offset, message, advice}`.
+    pub fn to_js(&self) -> JsValue {
+        match self {
+            Failure::Refused(e) => refusal(e),
+            Failure::Bug(message) => to_js(&Refusal {
+                code: BUG.into(),
+                details: RefusalDetails {
+                    path: None,
+                    offset: None,
+                    message: message.as_str().into(),
+                    advice: "this is a bug in the inspector page, not a verdict on the packet: reload the page and try again".into(),
+                },
+            }),
         }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Refused(e)
     }
 }
 
@@ -60,7 +74,7 @@ pub struct MemberView {
 
 impl MemberView {
     /// The view of `entry`, found at `data_offset`.
-    pub fn new(index: usize, entry: &Entry, data_offset: u64) -> Self {
+    pub fn new(index: usize, entry: &Member, data_offset: u64) -> Self {
         MemberView {
             index,
             path: entry.path.clone(),
@@ -123,7 +137,7 @@ pub struct ReportView {
     /// The format id.
     pub format: String,
     /// `sha256:<hex>` of the whole packet.
-    pub digest: Option<String>,
+    pub digest: String,
     /// Packet size in bytes.
     pub size: u64,
     /// Harness state carried, if any.
@@ -137,23 +151,19 @@ pub struct ReportView {
 }
 
 impl ReportView {
-    /// The report of a verified manifest.
-    pub fn new(
-        manifest: &Manifest,
-        digest: Option<String>,
-        size: u64,
-        data_offsets: &[u64],
-    ) -> Self {
+    /// The report of a verified packet.
+    pub fn new(packet: &VerifiedPacket) -> Self {
+        let manifest = &packet.manifest;
         let t = manifest.totals;
         ReportView {
             format: manifest.format.clone(),
-            digest,
-            size,
+            digest: packet.digest.to_string(),
+            size: packet.size,
             harness: manifest.harness.as_ref().map(|h| HarnessView {
                 kind: h.kind.as_str(),
                 model: h.model.clone(),
-                rollout: h.rollout.clone(),
-                thread_id: h.thread_id.clone(),
+                rollout: h.session_log.clone(),
+                thread_id: h.session_id.clone(),
             }),
             exclusions: manifest
                 .exclusions
@@ -175,7 +185,8 @@ impl ReportView {
                 .members
                 .iter()
                 .enumerate()
-                .map(|(i, e)| MemberView::new(i, e, data_offsets.get(i).copied().unwrap_or(0)))
+                .zip(&packet.data_offsets)
+                .map(|((i, m), &at)| MemberView::new(i, m, at))
                 .collect(),
         }
     }
@@ -189,7 +200,8 @@ pub fn to_js<T: Serialize>(value: &T) -> JsValue {
     }
 }
 
-/// A refusal as a thrown JavaScript value.
+/// A refusal as a thrown JavaScript value, in packet-core's [`Refusal`]
+/// shape.
 pub fn refusal(e: &Error) -> JsValue {
-    to_js(&RefusalView::from(e))
+    to_js(e)
 }

@@ -3,7 +3,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use js_sys::Reflect;
-use packet_core::build::{build, Built, Source};
+use packet_core::in_memory::{build, Built, Source};
 use packet_core::Limits;
 use packet_inspector_wasm::{classify, compare_packets, line_diff, Packet, PacketHasher, Verifier};
 use wasm_bindgen::JsValue;
@@ -220,4 +220,27 @@ fn the_packet_digest_can_be_computed_on_another_thread() {
         .err()
         .expect("refused");
     assert_eq!(string(&refusal, "code"), "truncated");
+}
+
+#[wasm_bindgen_test]
+fn a_call_the_page_should_never_make_throws_a_bug_not_a_refusal() {
+    let built = packet("fn main() {}\n", None);
+    let mut v = Verifier::with_external_digest_js(None).unwrap();
+    push_all(&mut v, &built.bytes, 700).unwrap();
+    let thrown = v.finish().err().expect("thrown");
+    assert_eq!(string(&thrown, "code"), "bug");
+    assert!(string(&thrown, "advice").contains("not a verdict on the packet"));
+
+    let mut v = Verifier::new(None).unwrap();
+    push_all(&mut v, &built.bytes, 700).unwrap();
+    let thrown = v
+        .finish_with_digest_js(&built.digest.to_string())
+        .err()
+        .expect("thrown");
+    assert_eq!(string(&thrown, "code"), "bug");
+
+    let p = open(&built, 4096);
+    let link = p.index_of("workspace/link").unwrap();
+    let thrown = p.check_member(link).err().expect("a symlink has no body");
+    assert_eq!(string(&thrown, "code"), "bug");
 }

@@ -15,16 +15,17 @@ use serde_json::Value;
 use super::{
     file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
-use crate::error::{CliError, Result};
+use crate::error::{Refused, Result};
 use crate::walk::{walk_tree, Planned, Walk};
 
 /// The Claude Code adapter.
 pub struct Claude;
 
-const ROOT: &str = "harness/claude";
+/// Where the packet keeps Claude Code's state.
+const ROOT: &str = HarnessKind::Claude.root();
 
 /// Claude Code's longest project folder name before it adds a hash.
-const MAX_ENCODED: usize = 200;
+pub const MAX_ENCODED: usize = 200;
 
 /// The project folder name for a working directory: every character that
 /// is not an ASCII letter or digit becomes `-`. Names longer than 200
@@ -50,27 +51,24 @@ impl Adapter for Claude {
         let source = project.join(&file_name);
         let (session, model) = read_transcript(&source)?;
         if let Some(found) = session.filter(|s| s != request.id) {
-            return Err(CliError::refused(
-                "transcript_mismatch",
-                Some(&source),
-                format!(
-                    "the transcript records session {found:?}, not {}",
-                    request.id
-                ),
-                "check the session id; the transcript may have been renamed or copied",
-            ));
+            return Err(Refused::TranscriptSessionMismatch {
+                source,
+                recorded: found,
+                id: request.id.to_owned(),
+            }
+            .into());
         }
         if let Some(expected) = request.expect_model {
             if model.as_deref() != Some(expected) {
-                return Err(CliError::refused(
-                    "transcript_mismatch",
-                    Some(&source),
-                    format!("the transcript records model {model:?}, not {expected:?}"),
-                    "check --expect-model, or leave it out",
-                ));
+                return Err(Refused::TranscriptModelMismatch {
+                    source,
+                    recorded: model,
+                    expected: expected.to_owned(),
+                }
+                .into());
             }
         }
-        let member = format!("{ROOT}/{file_name}");
+        let member = HarnessKind::Claude.member_path(&file_name);
         let mut planned = vec![
             Planned::Dir {
                 member: "harness".into(),
@@ -93,7 +91,7 @@ impl Adapter for Claude {
         {
             walk_tree(
                 &sidecar,
-                &format!("{ROOT}/{}", request.id),
+                &HarnessKind::Claude.member_path(request.id),
                 request.walk,
                 &mut walk,
             )?;
@@ -104,8 +102,8 @@ impl Adapter for Claude {
             harness: Harness {
                 kind: HarnessKind::Claude,
                 model,
-                rollout: member,
-                thread_id: request.id.to_owned(),
+                session_log: member,
+                session_id: request.id.to_owned(),
             },
             source_path: source,
             walk,
@@ -120,32 +118,32 @@ impl Adapter for Claude {
         workspace: &Path,
     ) -> Result<RestorePlan> {
         let Some(encoded) = encode_project(workspace) else {
-            return Err(CliError::refused(
-                "claude_project_path_too_long",
-                Some(workspace),
-                format!("Claude Code names project folders for paths longer than {MAX_ENCODED} characters with a hash this tool cannot compute"),
-                "unpack into a workspace with a shorter absolute path",
-            ));
+            return Err(Refused::ClaudeProjectPathTooLong {
+                workspace: workspace.to_path_buf(),
+            }
+            .into());
         };
         let project = home.join("projects").join(encoded);
-        let transcript = format!("{}.jsonl", harness.thread_id);
-        if harness.rollout != format!("{ROOT}/{transcript}") {
-            return Err(CliError::refused(
-                "transcript_invalid",
-                Some(Path::new(&harness.rollout)),
-                format!("the packet's transcript {:?} is not {ROOT}/{transcript}", harness.rollout),
-                "unpack without --claude-config-dir to restore the workspace alone, or repack the session with pillbox",
-            ));
+        let session = &harness.session_id;
+        let transcript = format!("{session}.jsonl");
+        if HarnessKind::Claude.relative_path(&harness.session_log) != Some(transcript.as_str()) {
+            return Err(Refused::TranscriptNotWhereExpected {
+                member: harness.session_log.clone(),
+                expected: HarnessKind::Claude.member_path(&transcript),
+            }
+            .into());
         }
         let mut moves = vec![Move {
             relative: transcript.clone(),
             destination: project.join(&transcript),
         }];
-        let sidecar = format!("{ROOT}/{}", harness.thread_id);
-        if manifest.find(&sidecar).is_some() {
+        if manifest
+            .find(&HarnessKind::Claude.member_path(session))
+            .is_some()
+        {
             moves.push(Move {
-                relative: harness.thread_id.clone(),
-                destination: project.join(&harness.thread_id),
+                relative: session.clone(),
+                destination: project.join(session),
             });
         }
         for m in &moves {
@@ -170,18 +168,17 @@ fn search_projects(projects: &Path, file_name: &str) -> Result<PathBuf> {
     found.sort();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(CliError::refused(
-            "transcript_not_found",
-            Some(projects),
-            format!("no transcript {file_name} in any folder of {}", projects.display()),
-            "check the session id and the Claude Code config dir (--claude-config-dir, $CLAUDE_CONFIG_DIR, $HOME/.claude); to carry the workspace alone, pack without --harness",
-        )),
-        _ => Err(CliError::refused(
-            "transcript_ambiguous",
-            Some(&found[1]),
-            format!("{file_name} is in {} project folders, none of them this workspace's", found.len()),
-            "run pack from the workspace the session belongs to",
-        )),
+        0 => Err(Refused::TranscriptNotFound {
+            projects: projects.to_path_buf(),
+            file_name: file_name.to_owned(),
+        }
+        .into()),
+        count => Err(Refused::TranscriptAmbiguous {
+            file_name: file_name.to_owned(),
+            count,
+            second: found.swap_remove(1),
+        }
+        .into()),
     }
 }
 
@@ -211,12 +208,10 @@ fn read_transcript(path: &Path) -> Result<(Option<String>, Option<String>)> {
         true
     })?;
     if lines == 0 || unparsable == lines {
-        return Err(CliError::refused(
-            "transcript_invalid",
-            Some(path),
-            format!("{} holds no JSON lines", path.display()),
-            "check that the file is a Claude Code transcript",
-        ));
+        return Err(Refused::TranscriptWithoutJson {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok((session, model))
 }

@@ -12,41 +12,35 @@ use super::{
     ancestors, file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move,
     RestorePlan,
 };
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::walk::{Planned, Walk};
 
 /// The Codex adapter.
 pub struct Codex;
-
-const PREFIX: &str = "harness/codex/";
 
 impl Adapter for Codex {
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let (relative, source) = find_rollout(request.home, request.id)?;
         let meta = read_rollout(&source)?;
         if meta.thread_id.as_deref() != Some(request.id) {
-            return Err(CliError::refused(
-                "rollout_mismatch",
-                Some(&source),
-                format!(
-                    "the rollout's session_meta records thread {:?}, not {}",
-                    meta.thread_id.unwrap_or_default(),
-                    request.id
-                ),
-                "check the thread id; the rollout file may have been renamed or copied",
-            ));
+            return Err(Refused::RolloutThreadMismatch {
+                source,
+                recorded: meta.thread_id.unwrap_or_default(),
+                id: request.id.to_owned(),
+            }
+            .into());
         }
         if let Some(expected) = request.expect_model {
             if meta.model.as_deref() != Some(expected) {
-                return Err(CliError::refused(
-                    "rollout_mismatch",
-                    Some(&source),
-                    format!("the rollout records model {:?}, not {expected:?}", meta.model),
-                    "check --expect-model, or leave it out to carry whatever model the rollout records",
-                ));
+                return Err(Refused::RolloutModelMismatch {
+                    source,
+                    recorded: meta.model,
+                    expected: expected.to_owned(),
+                }
+                .into());
             }
         }
-        let member = format!("{PREFIX}{relative}");
+        let member = HarnessKind::Codex.member_path(&relative);
         let mut planned = ancestors(&member);
         planned.push(Planned::File {
             member: member.clone(),
@@ -59,8 +53,8 @@ impl Adapter for Codex {
             harness: Harness {
                 kind: HarnessKind::Codex,
                 model: meta.model,
-                rollout: member,
-                thread_id: request.id.to_owned(),
+                session_log: member,
+                session_id: request.id.to_owned(),
             },
             source_path: source,
             walk: Walk::default(),
@@ -74,18 +68,17 @@ impl Adapter for Codex {
         _manifest: &Manifest,
         _workspace: &Path,
     ) -> Result<RestorePlan> {
-        let relative = harness
-            .rollout
-            .strip_prefix(PREFIX)
-            .unwrap_or(&harness.rollout)
+        let rollout = &harness.session_log;
+        let relative = HarnessKind::Codex
+            .relative_path(rollout)
+            .unwrap_or(rollout)
             .to_owned();
-        if !is_rollout_path(&relative, &harness.thread_id) {
-            return Err(CliError::refused(
-                "rollout_invalid",
-                Some(Path::new(&harness.rollout)),
-                format!("the packet's rollout {:?} is not at sessions/YYYY/MM/DD/rollout-*-{}.jsonl, where Codex looks for it", harness.rollout, harness.thread_id),
-                "unpack without --codex-home to restore the workspace alone, or repack the session with pillbox",
-            ));
+        if !is_rollout_path(&relative, &harness.session_id) {
+            return Err(Refused::RolloutNotWhereCodexLooks {
+                member: rollout.clone(),
+                id: harness.session_id.clone(),
+            }
+            .into());
         }
         let destination = home.join(&relative);
         refuse_existing(&destination)?;
@@ -127,18 +120,18 @@ fn find_rollout(home: &Path, thread: &str) -> Result<(String, PathBuf)> {
     }
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(CliError::refused(
-            "rollout_not_found",
-            Some(&sessions),
-            format!("no rollout for thread {thread} under {} (looked for sessions/YYYY/MM/DD/rollout-*-{thread}.jsonl)", sessions.display()),
-            "check the thread id and the Codex home (--codex-home, $CODEX_HOME, $HOME/.codex); to carry the workspace alone, pack without --harness",
-        )),
-        _ => Err(CliError::refused(
-            "rollout_ambiguous",
-            Some(&found[1].1),
-            format!("{} rollouts for thread {thread}: {} and {}", found.len(), found[0].1.display(), found[1].1.display()),
-            "keep one rollout per thread in the Codex home",
-        )),
+        0 => Err(Refused::RolloutNotFound {
+            sessions,
+            thread: thread.to_owned(),
+        }
+        .into()),
+        count => Err(Refused::RolloutAmbiguous {
+            thread: thread.to_owned(),
+            count,
+            first: found[0].1.clone(),
+            second: found[1].1.clone(),
+        }
+        .into()),
     }
 }
 
@@ -212,12 +205,10 @@ pub fn read_rollout(path: &Path) -> Result<RolloutMeta> {
         true
     })?;
     if bad_first || first {
-        return Err(CliError::refused(
-            "rollout_invalid",
-            Some(path),
-            format!("{} does not start with a session_meta line", path.display()),
-            "check that the file is a Codex rollout",
-        ));
+        return Err(Refused::RolloutWithoutSessionMeta {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(meta)
 }

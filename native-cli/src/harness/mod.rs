@@ -9,15 +9,15 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use packet_core::{manifest::is_canonical_uuid, Harness, HarnessKind, Manifest};
+use packet_core::{Harness, HarnessKind, Manifest};
 use serde::Serialize;
 
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::walk::{Planned, WalkOptions};
 
 /// Longest JSONL line read from a session log (a Codex `session_meta` line
 /// carries the base instructions and can be long).
-const MAX_LINE: u64 = 64 << 20;
+pub const MAX_LINE: u64 = 64 << 20;
 
 /// What a pack asks a harness adapter for.
 pub struct LocateRequest<'a> {
@@ -103,12 +103,7 @@ impl HarnessArg {
         match self {
             HarnessArg::Codex => Ok(HarnessKind::Codex),
             HarnessArg::Claude => Ok(HarnessKind::Claude),
-            HarnessArg::Opencode => Err(CliError::refused(
-                "harness_unsupported",
-                None,
-                "OpenCode keeps its sessions in opencode.db, the same SQLite database (with its -wal, -shm and -journal sidecars) that stores its provider credentials; a packet never carries credentials, so OpenCode state cannot be carried",
-                "pack the workspace alone (without --harness) and start a new OpenCode session on the other machine",
-            )),
+            HarnessArg::Opencode => Err(Refused::HarnessUnsupported {}.into()),
         }
     }
 }
@@ -132,15 +127,14 @@ pub fn home_dir(flag: Option<&Path>, env: &str, default_dir: &str) -> Result<Pat
 
 /// Refuses an id that is not a lowercase hyphenated UUID.
 pub fn check_id(id: &str, what: &str) -> Result<()> {
-    if is_canonical_uuid(id) {
+    if Harness::is_session_id(id) {
         return Ok(());
     }
-    Err(CliError::refused(
-        "invalid_thread_id",
-        None,
-        format!("{what} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)"),
-        "pass the id exactly as the harness printed it, in lowercase",
-    ))
+    Err(Refused::InvalidId {
+        what: what.to_owned(),
+        id: id.to_owned(),
+    }
+    .into())
 }
 
 /// Calls `each` with every line of a JSONL file (without the newline),
@@ -161,15 +155,10 @@ pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> Result
         if line.last() == Some(&b'\n') {
             line.pop();
         } else if n as u64 == MAX_LINE {
-            return Err(CliError::refused(
-                "session_log_invalid",
-                Some(path),
-                format!(
-                    "a line of {} is longer than {MAX_LINE} bytes",
-                    path.display()
-                ),
-                "check that the file is the harness's JSONL session log",
-            ));
+            return Err(Refused::SessionLogLineTooLong {
+                path: path.to_path_buf(),
+            }
+            .into());
         }
         if !each(&line) {
             return Ok(());
@@ -194,15 +183,10 @@ pub fn ancestors(member: &str) -> Vec<Planned> {
 /// Refuses a destination that already exists (restores never overwrite).
 pub fn refuse_existing(path: &Path) -> Result<()> {
     if std::fs::symlink_metadata(path).is_ok() {
-        return Err(CliError::refused(
-            "target_not_empty",
-            Some(path),
-            format!(
-                "{} already exists; unpack never overwrites harness state",
-                path.display()
-            ),
-            "move the existing session log away, or restore into another harness home",
-        ));
+        return Err(Refused::HarnessFileExists {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(())
 }
@@ -231,6 +215,6 @@ mod tests {
     fn opencode_is_refused_with_the_reason() {
         let e = HarnessArg::Opencode.kind().unwrap_err();
         assert_eq!(e.code(), "harness_unsupported");
-        assert!(e.report().message.contains("opencode.db"));
+        assert!(e.report().details.message.contains("opencode.db"));
     }
 }

@@ -16,7 +16,7 @@ use ureq::http::Response;
 use ureq::{Body, SendBody};
 
 use super::TOKEN_ENV;
-use crate::error::{CliError, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
+use crate::error::{CliError, Refused, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
 use crate::progress::Progress;
 
 /// A bearer token. Its `Debug` never shows the secret.
@@ -324,7 +324,7 @@ pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError
         .and_then(|b| serde_json::from_slice::<ErrorBody>(&b).ok())
         .map(|b| b.error);
     let code = match &problem {
-        Some(p) => p.code.clone(),
+        Some(p) => p.code().to_owned(),
         None => match status {
             401 => "unauthorized",
             403 => "forbidden",
@@ -340,19 +340,22 @@ pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError
         _ => EXIT_REFUSED,
     };
     let message = match &problem {
-        Some(p) => format!("{what}: HTTP {status}: {}", p.message),
+        Some(p) => format!("{what}: HTTP {status}: {}", p.message()),
         None => format!("{what}: HTTP {status}"),
     };
     let advice = match (status, &problem) {
         (401 | 403, _) => {
             "set PILLBOX_TOKEN (or pass --token-file) to the store's write token".to_owned()
         }
-        (_, Some(p)) => p.advice.clone(),
+        (_, Some(p)) => p.advice().to_owned(),
         (_, None) => {
             "see the store's answer above; the API is described in proto/openapi.yaml".to_owned()
         }
     };
-    let (path, offset) = problem.map_or((None, None), |p| (p.path, p.offset));
+    let (path, offset) = problem.map_or((None, None), |p| {
+        let details = p.refusal.details;
+        (details.path.map(|p| p.into_owned()), details.offset)
+    });
     CliError::Remote {
         code,
         exit,
@@ -410,12 +413,11 @@ pub(super) fn ref_digest(what: &str, response: &mut Response<Body>) -> Result<Di
 
 /// `remote_invalid_answer`: the store answered, but not as the API says.
 pub(super) fn bad_answer(what: &str, detail: &str) -> CliError {
-    CliError::refused(
-        "remote_invalid_answer",
-        None,
-        format!("{what}: the store's answer is not what the API describes: {detail}"),
-        "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)",
-    )
+    Refused::RemoteInvalidAnswer {
+        what: what.to_owned(),
+        detail: detail.to_owned(),
+    }
+    .into()
 }
 
 /// Counts the bytes read through it on the progress bar.
@@ -503,9 +505,9 @@ mod tests {
         );
         let missing = parse_answer::<Info>("GET /v1", b"{}").unwrap_err();
         assert_eq!(missing.code(), "remote_invalid_answer");
-        assert!(missing.report().message.contains("missing field"));
+        assert!(missing.report().details.message.contains("missing field"));
         let html = parse_answer::<Info>("GET /v1", b"<html>").unwrap_err();
-        assert!(html.report().message.contains("not JSON"));
+        assert!(html.report().details.message.contains("not JSON"));
     }
 
     #[test]

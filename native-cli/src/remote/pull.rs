@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::client::{ref_digest, status_error, Remote};
 use super::{packet_path, ref_path};
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
@@ -106,7 +106,7 @@ pub fn pull(
         ..ReaderOptions::default()
     };
     // The temporary file is removed when `tmp` drops on any error below.
-    let read = packet_io::read_packet(&download, options, progress, &mut |_, _| Ok(()))?;
+    let read = packet_io::read_packet(&download, options, progress, &mut |_| Ok(()))?;
     let resumed = download.resumed.get();
     drop(download);
     progress.finish();
@@ -148,7 +148,7 @@ pub fn pull(
     Ok(PullReport {
         schema: "pillbox.checkpoint.pull/1",
         digest: digest.to_string(),
-        size: read.verified.size,
+        size: read.size,
         remote: remote.base().to_owned(),
         ref_name,
         output: output_label,
@@ -277,12 +277,7 @@ impl Read for &Download<'_> {
 impl PacketSource for Download<'_> {
     fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
         if self.opened.replace(true) {
-            return Err(CliError::refused(
-                "read_interrupted",
-                None,
-                "a download can be read only once",
-                "report this bug",
-            ));
+            return Err(Refused::DownloadReadTwice {}.into());
         }
         Ok(Box::new(self))
     }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::client::{bad_answer, read_answer, ref_digest, status_error, store_info, Remote};
 use super::upload_state::{state_file, StateLock, UploadState};
 use super::{label_query, packet_path, ref_path, upload_path};
-use crate::error::{CliError, Result};
+use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketInput, PacketSource};
 use crate::progress::Progress;
 
@@ -111,13 +111,7 @@ pub struct PushReport {
 pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Result<PushReport> {
     let input = PacketInput::open(&request.packet)?;
     let read = packet_io::verify(&input, None, progress)?;
-    let digest = read.verified.digest.ok_or_else(|| {
-        CliError::Packet(packet_core::Error::new(
-            packet_core::ErrorCode::Usage,
-            "the reader computed no digest",
-        ))
-    })?;
-    let size = read.verified.size;
+    let (digest, size) = (read.digest, read.size);
     // The bytes to send: the file itself, or the spooled copy of stdin.
     let (file, _spool) = upload_file(&input)?;
     let started = Instant::now();
@@ -357,15 +351,10 @@ fn drive_multipart(
             _ => return Err(status_error(&what, r)),
         }
     }
-    Err(CliError::refused(
-        "upload_incomplete",
-        None,
-        format!(
-            "the store still lacks parts of upload {} after three rounds",
-            view.upload_id
-        ),
-        "run the push again: it continues the same upload",
-    ))
+    Err(Refused::UploadIncomplete {
+        upload: view.upload_id.clone(),
+    }
+    .into())
 }
 
 /// The bytes of the parts `view` says are missing, of a `size`-byte packet.

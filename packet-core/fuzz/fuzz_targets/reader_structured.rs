@@ -16,7 +16,7 @@
 mod common;
 
 use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
-use packet_core::{Digest, Entry, Harness, HarnessKind, Kind};
+use packet_core::{Digest, Harness, HarnessKind, Kind, Member};
 
 const SEEDS: &[&[u8]] = &[
     include_bytes!("../../../tests/vectors/packets/symlinks.packet"),
@@ -121,18 +121,18 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
             0 => {
                 let p = join(&dir, NAMES[rng.below(NAMES.len())]);
                 m.members
-                    .insert(at, Entry::file(p, 0, Digest::of(b""), false));
+                    .insert(at, Member::file(p, 0, Digest::of(b""), false));
                 bodies.insert(at, Vec::new());
             }
             1 => {
                 let p = join(&dir, NAMES[rng.below(NAMES.len())]);
-                m.members.insert(at, Entry::dir(p));
+                m.members.insert(at, Member::dir(p));
                 bodies.insert(at, Vec::new());
             }
             2 => {
                 let p = join(&dir, &format!("l{}", rng.below(3)));
                 m.members
-                    .insert(at, Entry::symlink(p, TARGETS[rng.below(TARGETS.len())]));
+                    .insert(at, Member::symlink(p, TARGETS[rng.below(TARGETS.len())]));
                 bodies.insert(at, Vec::new());
             }
             3 if n > 0 => {
@@ -143,7 +143,7 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                     1 => e.path.replace('k', "\u{212a}").replace('e', "e\u{200b}"),
                     _ => e.path.clone(),
                 };
-                m.members.insert(at, Entry { path: twin, ..e });
+                m.members.insert(at, Member { path: twin, ..e });
                 bodies.insert(at, Vec::new());
             }
             4 if n > 0 => {
@@ -185,7 +185,7 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                 let e = m.members[rng.below(n)].clone();
                 let p = format!("{}/x", e.path);
                 m.members
-                    .insert(at, Entry::file(p, 0, Digest::of(b""), false));
+                    .insert(at, Member::file(p, 0, Digest::of(b""), false));
                 bodies.insert(at, Vec::new());
             }
             10 => {
@@ -198,12 +198,12 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                             HarnessKind::Claude
                         },
                         model: None,
-                        rollout: m
+                        session_log: m
                             .members
                             .get(rng.below(n.max(1)))
                             .map(|e| e.path.clone())
                             .unwrap_or_default(),
-                        thread_id: "0199a213-81c0-7800-8aa1-bbab2a035a53".into(),
+                        session_id: "0199a213-81c0-7800-8aa1-bbab2a035a53".into(),
                     }),
                 };
             }

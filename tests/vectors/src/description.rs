@@ -34,8 +34,8 @@
 //! byte per step: the low byte). `harness` and `exclusions` are
 //! optional and use the manifest's own shapes.
 
-use packet_core::build::{build, Built, Source};
-use packet_core::{Exclusion, Harness, Limits, ReaderOptions};
+use packet_core::in_memory::{build, Built, Source};
+use packet_core::{Exclusion, Harness, Limits, ReaderOptions, WriteError};
 use serde::Deserialize;
 
 /// One vector's description.
@@ -178,32 +178,48 @@ impl Description {
     }
 
     /// Builds the packet with the format's limits.
-    pub fn build(&self) -> Result<Built, packet_core::Error> {
-        let sources = self
-            .sources()
-            .map_err(|m| packet_core::Error::new(packet_core::ErrorCode::Usage, m))?;
+    pub fn build(&self) -> Result<Built, BuildError> {
+        let sources = self.sources().map_err(BuildError::Description)?;
         build(
             &sources,
             self.harness.clone(),
             self.exclusions.clone(),
             &Limits::FORMAT,
         )
+        .map_err(BuildError::Write)
+    }
+}
+
+/// Why a description did not build.
+#[derive(Clone, Debug)]
+pub enum BuildError {
+    /// It does not describe members (e.g. a file with two kinds of contents).
+    Description(String),
+    /// packet-core refused the members.
+    Write(WriteError),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Description(m) => f.write_str(m),
+            BuildError::Write(e) => e.fmt(f),
+        }
     }
 }
 
 /// What reading a packet produced: everything the events said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reading {
-    /// The manifest.
-    pub manifest: Option<packet_core::Manifest>,
     /// Per member: index, header offset, data offset, body.
     pub members: Vec<(usize, u64, u64, Vec<u8>)>,
     /// The result of `finish`.
-    pub verified: packet_core::Verified,
+    pub verified: packet_core::VerifiedPacket,
 }
 
 /// Reads `bytes` fed in chunks of `chunk` bytes (at least 1), collecting
-/// every event.
+/// every event. Panics if the events come out of order (a member's end
+/// without its start, or a member left open).
 pub fn read_chunked(
     bytes: &[u8],
     options: ReaderOptions,
@@ -214,46 +230,35 @@ pub fn read_chunked(
     let mut members: Vec<(usize, u64, u64, Vec<u8>)> = Vec::new();
     let mut open: Option<usize> = None;
     for piece in bytes.chunks(chunk.max(1)) {
-        let mut input = piece;
-        loop {
-            let (used, event) = reader.feed(input)?;
+        reader.feed_with(piece, |event| {
             match event {
-                Some(Event::MemberStart {
+                Event::MemberStart {
                     index,
                     header_offset,
                     data_offset,
-                }) => {
+                    ..
+                } => {
+                    assert_eq!(open, None, "member {index} starts inside another");
                     members.push((index, header_offset, data_offset, vec![]));
                     open = Some(index);
                 }
-                Some(Event::Data(d)) => {
+                Event::Data(d) => {
                     if let Some(m) = members.last_mut() {
                         m.3.extend_from_slice(d);
                     }
                 }
-                Some(Event::MemberEnd { index }) => {
-                    if open != Some(index) {
-                        return Err(packet_core::Error::new(
-                            packet_core::ErrorCode::Usage,
-                            "member end without its start",
-                        ));
-                    }
+                Event::MemberEnd { index } => {
+                    assert_eq!(open, Some(index), "member end without its start");
                     open = None;
                 }
-                Some(Event::Manifest) | None => {}
+                Event::Manifest(_) => {}
             }
-            input = &input[used..];
-            if input.is_empty() {
-                break;
-            }
-        }
+            Ok::<(), packet_core::Error>(())
+        })?;
     }
     let verified = reader.finish()?;
-    Ok(Reading {
-        manifest: reader.into_manifest(),
-        members,
-        verified,
-    })
+    assert_eq!(open, None, "a member was left open at the end");
+    Ok(Reading { members, verified })
 }
 
 /// Parses `digests.json`: an object from vector name to `sha256:<hex>`,

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use packet_core::{Digest, Entry, Harness, HarnessKind, Limits, Manifest, ReaderOptions};
+use packet_core::{Digest, Harness, HarnessKind, Limits, Manifest, Member, ReaderOptions};
 use serde_json::{json, Value};
 
 fn schema() -> PathBuf {
@@ -28,7 +28,9 @@ fn valid_manifests() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for name in packet_vectors::names().unwrap() {
         let bytes = packet_vectors::packet(&name).unwrap();
-        let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+        let manifest = packet_core::reader::verify(&bytes, ReaderOptions::default())
+            .unwrap()
+            .manifest;
         out.push((name, manifest.to_canonical_json()));
     }
     // A Claude Code harness without a model.
@@ -36,18 +38,18 @@ fn valid_manifests() -> Vec<(String, Vec<u8>)> {
     let transcript = format!("harness/claude/projects/-work/{id}.jsonl");
     let manifest = Manifest::build(
         vec![
-            Entry::dir("harness"),
-            Entry::dir("harness/claude"),
-            Entry::dir("harness/claude/projects"),
-            Entry::dir("harness/claude/projects/-work"),
-            Entry::file(transcript.clone(), 3, Digest::of(b"{}\n"), false),
-            Entry::dir("workspace"),
+            Member::dir("harness"),
+            Member::dir("harness/claude"),
+            Member::dir("harness/claude/projects"),
+            Member::dir("harness/claude/projects/-work"),
+            Member::file(transcript.clone(), 3, Digest::of(b"{}\n"), false),
+            Member::dir("workspace"),
         ],
         Some(Harness {
             kind: HarnessKind::Claude,
             model: None,
-            rollout: transcript,
-            thread_id: id.into(),
+            session_log: transcript,
+            session_id: id.into(),
         }),
         vec![],
         &Limits::FORMAT,
@@ -60,7 +62,9 @@ fn valid_manifests() -> Vec<(String, Vec<u8>)> {
 /// The manifest of the `exec-bits` vector with one change.
 fn changed(f: impl FnOnce(&mut Value)) -> Vec<u8> {
     let bytes = packet_vectors::packet("exec-bits").unwrap();
-    let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+    let manifest = packet_core::reader::verify(&bytes, ReaderOptions::default())
+        .unwrap()
+        .manifest;
     let mut v: Value = serde_json::from_slice(&manifest.to_canonical_json()).unwrap();
     f(&mut v);
     serde_json::to_vec(&v).unwrap()
@@ -69,7 +73,9 @@ fn changed(f: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// The manifest of the `harness-codex` vector with one change.
 fn harness_manifest(f: impl FnOnce(&mut Value)) -> Vec<u8> {
     let bytes = packet_vectors::packet("harness-codex").unwrap();
-    let (manifest, _) = packet_core::reader::verify(&bytes, ReaderOptions::default()).unwrap();
+    let manifest = packet_core::reader::verify(&bytes, ReaderOptions::default())
+        .unwrap()
+        .manifest;
     let mut v: Value = serde_json::from_slice(&manifest.to_canonical_json()).unwrap();
     f(&mut v);
     serde_json::to_vec(&v).unwrap()

@@ -1,7 +1,7 @@
 //! The checked-in vectors are exactly what their descriptions produce, and
 //! the reader accepts them however the input is chunked.
 
-use packet_core::build::Source;
+use packet_core::in_memory::Source;
 use packet_core::{Digest, ReaderOptions};
 use packet_vectors::description::{parse_digests, read_chunked};
 
@@ -61,10 +61,10 @@ fn every_vector_reads_back_whatever_the_chunking() {
             ..Default::default()
         };
         let whole = read_chunked(&bytes, options, usize::MAX).unwrap();
-        assert_eq!(whole.verified.digest.unwrap().to_string(), digest);
+        assert_eq!(whole.verified.digest.to_string(), digest);
         assert_eq!(whole.verified.size, bytes.len() as u64);
-        let manifest = whole.manifest.clone().unwrap();
-        assert_eq!(whole.verified.members, manifest.members.len());
+        let manifest = whole.verified.manifest.clone();
+        assert_eq!(whole.verified.data_offsets.len(), manifest.members.len());
         assert_eq!(whole.members.len(), manifest.members.len(), "{name}");
         let sources = description.sources().unwrap();
         assert_eq!(sources.len(), manifest.members.len(), "{name}");
@@ -102,23 +102,23 @@ fn every_vector_reads_back_whatever_the_chunking() {
 fn the_codex_vector_carries_its_rollout() {
     let bytes = packet_vectors::packet("harness-codex").unwrap();
     let r = read_chunked(&bytes, ReaderOptions::default(), 4096).unwrap();
-    let manifest = r.manifest.unwrap();
+    let manifest = r.verified.manifest;
     let harness = manifest.harness.as_ref().unwrap();
     assert_eq!(harness.kind.as_str(), "codex");
     assert!(harness
-        .rollout
+        .session_log
         .starts_with("harness/codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-"));
     assert!(harness
-        .rollout
-        .ends_with(&format!("{}.jsonl", harness.thread_id)));
-    let (index, _) = manifest.find(&harness.rollout).unwrap();
+        .session_log
+        .ends_with(&format!("{}.jsonl", harness.session_id)));
+    let (index, _) = manifest.find(&harness.session_log).unwrap();
     let body = &r.members.iter().find(|m| m.0 == index).unwrap().3;
     assert!(body.starts_with(b"{\"timestamp\""));
     let exclusions = packet_vectors::packet("exclusions").unwrap();
     let r = read_chunked(&exclusions, ReaderOptions::default(), 4096).unwrap();
     let rules: Vec<String> = r
+        .verified
         .manifest
-        .unwrap()
         .exclusions
         .iter()
         .map(|e| e.rule.clone())

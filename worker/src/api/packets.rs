@@ -251,7 +251,7 @@ pub async fn member(
             format!("{path:?} is a {}, it has no bytes", member.kind),
             "read the manifest for directories and symlink targets",
         );
-        p.error.path = Some(member.path.clone());
+        p.error.refusal.details.path = Some(member.path.clone().into());
         return Err(p);
     }
     let sha = format!("sha256:{}", member.sha256.as_deref().unwrap_or_default());

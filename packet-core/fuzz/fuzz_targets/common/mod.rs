@@ -3,9 +3,8 @@
 //! structure-aware mutator uses to write packets the writer would refuse.
 #![allow(dead_code)]
 
-use packet_core::header::{self, BLOCK};
-use packet_core::manifest::compute_totals;
-use packet_core::{path, reader, Event, Kind, Manifest, Reader, ReaderOptions, Step, Writer};
+use packet_core::raw::{encode_header, encode_member_header, HeaderSpec, BLOCK};
+use packet_core::{path, reader, Event, Kind, Manifest, Reader, ReaderOptions, Step, Totals, Writer};
 
 /// The outcome of reading: the manifest and bodies, or the error's code,
 /// path and offset.
@@ -25,26 +24,23 @@ pub fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
         } else {
             1 + (state >> 8) % 1500
         };
-        let mut input = &bytes[at..(at + size).min(bytes.len())];
+        let input = &bytes[at..(at + size).min(bytes.len())];
         at += input.len();
-        while !input.is_empty() {
-            let (used, event) = reader.feed(input).map_err(fail)?;
-            match event {
-                Some(Event::MemberStart { .. }) => bodies.push(Vec::new()),
-                Some(Event::Data(d)) => bodies
-                    .last_mut()
-                    .expect("data after a start")
-                    .extend_from_slice(d),
-                _ => {}
-            }
-            input = &input[used..];
-        }
+        reader
+            .feed_with(input, |event| {
+                match event {
+                    Event::MemberStart { .. } => bodies.push(Vec::new()),
+                    Event::Data(d) => bodies
+                        .last_mut()
+                        .expect("data after a start")
+                        .extend_from_slice(d),
+                    _ => {}
+                }
+                Ok::<(), packet_core::Error>(())
+            })
+            .map_err(fail)?;
     }
-    reader.finish().map_err(fail)?;
-    Ok((
-        reader.into_manifest().expect("a manifest after success"),
-        bodies,
-    ))
+    Ok((reader.finish().map_err(fail)?.manifest, bodies))
 }
 
 /// The properties: no panic, the same outcome whole and chunked, and an
@@ -112,8 +108,8 @@ pub fn check(bytes: &[u8]) {
 pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
     let json = manifest.to_canonical_json();
     let mut out = Vec::new();
-    header::encode(
-        &header::HeaderSpec {
+    encode_header(
+        &HeaderSpec {
             path: "packet.json",
             kind: Kind::File,
             mode: 0o644,
@@ -125,7 +121,7 @@ pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
     out.extend_from_slice(&json);
     out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
     for (i, e) in manifest.members.iter().enumerate() {
-        header::encode(&e.header_spec(), &mut out);
+        encode_member_header(e, &mut out);
         if e.kind == Kind::File {
             let body = bodies.get(i).map(Vec::as_slice).unwrap_or(&[]);
             out.extend_from_slice(body);
@@ -139,5 +135,5 @@ pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
 /// Recomputes totals after a mutation (sometimes left stale on purpose by
 /// the caller).
 pub fn retotal(manifest: &mut Manifest) {
-    manifest.totals = compute_totals(&manifest.members);
+    manifest.totals = Totals::of(&manifest.members);
 }

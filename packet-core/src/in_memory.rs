@@ -6,9 +6,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::digest::Digest;
-use crate::error::{Error, ErrorCode};
+use crate::error::WriteError;
 use crate::limits::Limits;
-use crate::manifest::{Entry, Exclusion, Harness, Manifest};
+use crate::manifest::{Exclusion, Harness, Manifest, Member};
+use crate::path;
 use crate::writer::{Step, Writer};
 
 /// A member with its contents, in any order.
@@ -43,6 +44,31 @@ impl Source {
             Source::Dir { path } | Source::File { path, .. } | Source::Symlink { path, .. } => path,
         }
     }
+
+    fn member(&self) -> Member {
+        match self {
+            Source::Dir { path } => Member::dir(path.clone()),
+            Source::File {
+                path,
+                contents,
+                executable,
+            } => Member::file(
+                path.clone(),
+                contents.len() as u64,
+                Digest::of(contents),
+                *executable,
+            ),
+            Source::Symlink { path, target } => Member::symlink(path.clone(), target.clone()),
+        }
+    }
+
+    /// The body: a file's contents, nothing for the other types.
+    fn body(&self) -> &[u8] {
+        match self {
+            Source::File { contents, .. } => contents,
+            Source::Dir { .. } | Source::Symlink { .. } => &[],
+        }
+    }
 }
 
 /// A packet built in memory.
@@ -63,43 +89,22 @@ pub fn build(
     harness: Option<Harness>,
     exclusions: Vec<Exclusion>,
     limits: &Limits,
-) -> Result<Built, Error> {
-    let entries = sources
-        .iter()
-        .map(|s| match s {
-            Source::Dir { path } => Entry::dir(path.clone()),
-            Source::File {
-                path,
-                contents,
-                executable,
-            } => Entry::file(
-                path.clone(),
-                contents.len() as u64,
-                Digest::of(contents),
-                *executable,
-            ),
-            Source::Symlink { path, target } => Entry::symlink(path.clone(), target.clone()),
-        })
-        .collect();
-    let manifest = Manifest::build(entries, harness, exclusions, limits)?;
+) -> Result<Built, WriteError> {
+    // Sorted as the manifest sorts its members, so that the body of
+    // `manifest.members[i]` is `sorted[i].body()`.
+    let mut sorted: Vec<&Source> = sources.iter().collect();
+    sorted.sort_by(|a, b| path::compare(a.path(), b.path()));
+    let members = sorted.iter().map(|s| s.member()).collect();
+    let manifest = Manifest::build(members, harness, exclusions, limits)?;
     let mut bytes = Vec::with_capacity(manifest.packet_size() as usize);
     let mut writer = Writer::new(&manifest);
     let digest = loop {
         match writer.next()? {
             Step::Bytes(b) => bytes.extend_from_slice(b),
             Step::Body { index, .. } => {
-                let path = &manifest.members[index].path;
-                let contents = sources
-                    .iter()
-                    .find_map(|s| match s {
-                        Source::File { contents, .. } if s.path() == path => Some(contents),
-                        _ => None,
-                    })
-                    .ok_or_else(|| {
-                        Error::new(ErrorCode::Usage, "no contents for a file").at_path(path)
-                    })?;
-                writer.body(contents)?;
-                bytes.extend_from_slice(contents);
+                let body = sorted[index].body();
+                writer.body(body)?;
+                bytes.extend_from_slice(body);
             }
             Step::Done(d) => break d.unwrap_or_else(|| Digest::of(&bytes)),
         }

@@ -1,4 +1,5 @@
-//! Packing into a file, reading each small file once.
+//! Packing straight into a file, in two phases, reading each small file
+//! once.
 //!
 //! Every member's size is known from the walk and every sha256 is written
 //! as 64 hex digits, so the manifest's length, and with it every member's
@@ -22,8 +23,9 @@
 //! needs every member's digest: writing the manifest and copying large
 //! files are what overlap with it.
 //!
-//! The bytes are those the streaming writer produces (tests compare the
-//! two).
+//! [`pack_into_file`] runs the steps in order: [`members_to_lay_out`],
+//! [`phase_one`], [`fill_in_digests`], [`phase_two`], [`keep_as`]. The
+//! bytes are those the streaming writer produces (tests compare the two).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -33,12 +35,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
-use packet_core::canonical::Sink;
-use packet_core::writer::write_manifest_member;
 use packet_core::{
-    Digest, Entry, ErrorCode, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Step, Writer,
-    WriterOptions,
+    write_manifest_member, Digest, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Member,
+    Sink, Step, Writer, WriterOptions,
 };
+use tempfile::NamedTempFile;
 
 use super::{changed_size, hash_file, read_more, Opener, Stamp};
 use crate::error::{CliError, Result};
@@ -144,36 +145,48 @@ impl Outcome {
 
 /// Packs `planned` into `output` (through a temporary file renamed into
 /// place); returns the manifest, the packet digest and the output's
-/// absolute path.
-pub fn pack_to_file(
+/// absolute path. `between_phases` runs after phase 1 (packing passes a
+/// no-op; tests change files there).
+pub fn pack_into_file(
     workspace: &Path,
     planned: Vec<Planned>,
     harness: Option<Harness>,
     exclusions: Vec<Exclusion>,
     output: &Path,
     progress: &Progress,
+    between_phases: &mut dyn FnMut(),
 ) -> Result<(Manifest, Digest, String)> {
-    pack_with(
-        workspace,
-        planned,
-        harness,
-        exclusions,
-        output,
+    let (members, sources) = members_to_lay_out(workspace, planned);
+    let walked = members.len();
+    // Checked on a thread of its own while phase 1 runs: nothing is kept
+    // unless the manifest passes.
+    let mut manifest = Manifest::assemble(members, harness, exclusions);
+    if manifest.members.len() != walked {
+        return Err(bug("the manifest does not list the members walked"));
+    }
+    let tmp = temporary_file_beside(output)?;
+    let (out, out_path) = (tmp.as_file(), tmp.path());
+    progress.phase("pack", manifest.totals.bytes);
+    let read = phase_one(&manifest, &sources, out, out_path, progress)?;
+    fill_in_digests(&mut manifest, read.digests)?;
+    between_phases();
+    progress.phase("write", manifest.packet_size());
+    let digest = phase_two(
+        &manifest,
+        &read.regions,
+        &read.stamps,
+        out,
+        out_path,
         progress,
-        &mut || {},
-    )
+    )?;
+    let output = keep_as(tmp, output)?;
+    Ok((manifest, digest, output))
 }
 
-/// [`pack_to_file`], calling `between` after phase 1 (tests change files there).
-fn pack_with(
-    workspace: &Path,
-    mut planned: Vec<Planned>,
-    harness: Option<Harness>,
-    exclusions: Vec<Exclusion>,
-    output: &Path,
-    progress: &Progress,
-    between: &mut dyn FnMut(),
-) -> Result<(Manifest, Digest, String)> {
+/// The members in the packet's order, each file with its walked size and a
+/// placeholder digest (an empty file's is known), and where each file's
+/// bytes are.
+fn members_to_lay_out(workspace: &Path, mut planned: Vec<Planned>) -> (Vec<Member>, Sources) {
     // Runs walked apart (the workspace, harness files) come sorted, and
     // are merged.
     sort_planned(&mut planned);
@@ -181,11 +194,11 @@ fn pack_with(
         workspace: workspace.to_path_buf(),
         elsewhere: BTreeMap::new(),
     };
-    let mut entries = Vec::with_capacity(planned.len());
+    let mut members = Vec::with_capacity(planned.len());
     for (index, p) in planned.into_iter().enumerate() {
         match p {
-            Planned::Dir { member } => entries.push(Entry::dir(member)),
-            Planned::Symlink { member, target } => entries.push(Entry::symlink(member, target)),
+            Planned::Dir { member } => members.push(Member::dir(member)),
+            Planned::Symlink { member, target } => members.push(Member::symlink(member, target)),
             Planned::File {
                 member,
                 source,
@@ -200,35 +213,49 @@ fn pack_with(
                 if let Some(source) = source {
                     sources.elsewhere.insert(index, source);
                 }
-                entries.push(Entry::file(member, size, digest, executable));
+                members.push(Member::file(member, size, digest, executable));
             }
         }
     }
-    let walked = entries.len();
-    // Checked on a thread of its own while phase 1 runs (below): nothing
-    // is kept unless the manifest passes.
-    let mut manifest = Manifest::assemble(entries, harness, exclusions);
-    if manifest.members.len() != walked {
-        return Err(usage("the manifest does not list the members walked"));
-    }
-    let options = WriterOptions {
-        packet_digest: false,
-        verify_bodies: false,
-    };
-    let head = Writer::after_manifest(&manifest, options).offset();
+    (members, sources)
+}
 
+/// A temporary file in `output`'s folder (so that renaming it into place
+/// replaces the output at once), kept by [`keep_as`] once the packet is
+/// complete and removed if anything fails before.
+fn temporary_file_beside(output: &Path) -> Result<NamedTempFile> {
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".pillbox-pack-")
         .tempfile_in(&dir)
-        .map_err(|e| CliError::io("create a temporary file in", &dir, e))?;
-    let out = tmp.as_file();
-    let out_path = tmp.path();
+        .map_err(|e| CliError::io("create a temporary file in", &dir, e))
+}
 
-    progress.phase("pack", manifest.totals.bytes);
+/// What phase 1 leaves for phase 2.
+struct PhaseOne {
+    /// The packet's stretches, in order.
+    regions: Vec<Region>,
+    /// Every body's digest, by member index.
+    digests: Vec<Option<Digest>>,
+    /// What each large file was when it was hashed.
+    stamps: BTreeMap<usize, Stamp>,
+}
+
+/// Phase 1, on every core: the layout goes out in jobs (small files read
+/// into their place and written, large files hashed) while the manifest's
+/// rules are checked. A rule the members break is reported first, then a
+/// file that could not be read.
+fn phase_one(
+    manifest: &Manifest,
+    sources: &Sources,
+    out: &File,
+    out_path: &Path,
+    progress: &Progress,
+) -> Result<PhaseOne> {
+    let head = Writer::after_manifest(manifest, WriterOptions::default()).offset();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(2 * threads);
     let jobs_rx = Mutex::new(jobs_rx);
@@ -249,92 +276,63 @@ fn pack_with(
         for _ in 0..threads {
             scope.spawn(|| {
                 let mut worker = Worker {
-                    manifest: &manifest,
+                    manifest,
                     out,
                     out_path,
                     progress,
                     opener: Opener::default(),
                     buf: Vec::new(),
                 };
-                loop {
-                    let job = match jobs_rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok(job) = job else {
-                        return;
-                    };
-                    if stop.load(Ordering::Relaxed) {
-                        continue;
-                    }
-                    match worker.run(job) {
-                        Ok(hashed) => {
-                            if let Ok(mut o) = outcome.lock() {
-                                for h in hashed {
-                                    o.digests[h.index] = Some(h.digest);
-                                    if let Some(stamp) = h.stamp {
-                                        o.stamps.insert(h.index, stamp);
-                                    }
-                                }
-                            }
-                        }
-                        Err(failure) => {
-                            let (index, e) = *failure;
-                            stop.store(true, Ordering::Relaxed);
-                            if let Ok(mut o) = outcome.lock() {
-                                o.fail(index, e);
-                            }
-                        }
-                    }
-                }
+                worker.take_jobs(&jobs_rx, &stop, &outcome);
             });
         }
-        let laid_out = lay_out(&manifest, &sources, head, &jobs_tx, &stop);
+        let laid_out = lay_out(manifest, sources, head, &jobs_tx, &stop);
         drop(jobs_tx);
-        let validated = validation.join().unwrap_or_else(|_| {
-            Err(packet_core::Error::new(
-                ErrorCode::Usage,
-                "the manifest check stopped unexpectedly",
-            ))
-        });
+        let validated = validation
+            .join()
+            .map_err(|_| bug("the manifest check stopped unexpectedly"));
         (laid_out, validated)
     });
-    // A rule the members break comes first; then a file that could not be read.
-    validated.map_err(CliError::Unpackable)?;
+    validated?.map_err(CliError::Unpackable)?;
     let outcome = outcome
         .into_inner()
-        .map_err(|_| usage("a packing thread stopped unexpectedly"))?;
+        .map_err(|_| bug("a packing thread stopped unexpectedly"))?;
     if let Some((_, e)) = outcome.failure {
         return Err(e);
     }
-    let regions = laid_out?;
+    Ok(PhaseOne {
+        regions: laid_out?,
+        digests: outcome.digests,
+        stamps: outcome.stamps,
+    })
+}
 
-    for (entry, digest) in manifest.members.iter_mut().zip(outcome.digests) {
-        if entry.kind != Kind::File || entry.size == 0 {
+/// Puts phase 1's digests in place of the placeholders.
+fn fill_in_digests(manifest: &mut Manifest, digests: Vec<Option<Digest>>) -> Result<()> {
+    for (member, digest) in manifest.members.iter_mut().zip(digests) {
+        if member.kind != Kind::File || member.size == 0 {
             continue;
         }
-        entry.sha256 = Some(digest.ok_or_else(|| usage("a file was not read"))?);
+        member.sha256 = Some(digest.ok_or_else(|| bug("a file was not read"))?);
     }
-    between();
-    progress.phase("write", manifest.packet_size());
-    let digest = copy_and_hash(
-        &manifest,
-        &regions,
-        &outcome.stamps,
-        out,
-        out_path,
-        progress,
-    )?;
-    out.set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(|e| CliError::io("set permissions of", out_path, e))?;
+    Ok(())
+}
+
+/// Renames the complete packet into place (mode 0644); returns its
+/// absolute path.
+fn keep_as(tmp: NamedTempFile, output: &Path) -> Result<String> {
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))
+        .map_err(|e| CliError::io("set permissions of", tmp.path(), e))?;
     tmp.persist(output)
         .map_err(|e| CliError::io("rename into place", output, e.error))?;
     let abs = fs::canonicalize(output).map_err(|e| CliError::io("open", output, e))?;
-    Ok((manifest, digest, abs.display().to_string()))
+    Ok(abs.display().to_string())
 }
 
-fn usage(message: &str) -> CliError {
-    CliError::Unpackable(packet_core::Error::new(ErrorCode::Usage, message))
+/// A state this module's own code rules out.
+fn bug(message: &str) -> CliError {
+    CliError::Bug(message.into())
 }
 
 /// Adds `start..end`, written in phase 1, to the regions.
@@ -363,7 +361,7 @@ fn lay_out(
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let send = |job: Job| {
         jobs.send(job)
-            .map_err(|_| usage("the packing threads stopped unexpectedly"))
+            .map_err(|_| bug("the packing threads stopped unexpectedly"))
     };
     let new_run = |offset: u64| Job::Run {
         offset,
@@ -384,9 +382,9 @@ fn lay_out(
             return Ok(regions);
         }
         let Job::Run { bytes, slots, .. } = &mut run else {
-            return Err(usage("the layout lost its run"));
+            return Err(bug("the layout lost its run"));
         };
-        match writer.next().map_err(CliError::Unpackable)? {
+        match writer.next().map_err(CliError::unpackable)? {
             Step::Bytes(b) => bytes.extend_from_slice(b),
             Step::Body {
                 index,
@@ -395,7 +393,7 @@ fn lay_out(
             } => {
                 let source = sources
                     .of(manifest, index)
-                    .ok_or_else(|| usage("no source file for this member"))?;
+                    .ok_or_else(|| bug("no source file for this member"))?;
                 if size <= SMALL {
                     let at = bytes.len();
                     bytes.resize(at + size as usize, 0);
@@ -423,7 +421,7 @@ fn lay_out(
                 let mut left = size;
                 while left > 0 {
                     let n = left.min(ZEROS.len() as u64) as usize;
-                    writer.body(&ZEROS[..n]).map_err(CliError::Unpackable)?;
+                    writer.body(&ZEROS[..n]).map_err(CliError::unpackable)?;
                     left -= n as u64;
                 }
             }
@@ -459,7 +457,48 @@ struct Worker<'a> {
 type Failure = Box<(usize, CliError)>;
 
 impl Worker<'_> {
-    fn run(&mut self, job: Job) -> std::result::Result<Vec<Hashed>, Failure> {
+    /// Takes jobs until there are none left, recording what each hashed or
+    /// the failure; after a failure (or a broken rule) the rest are skipped.
+    fn take_jobs(
+        &mut self,
+        jobs: &Mutex<mpsc::Receiver<Job>>,
+        stop: &AtomicBool,
+        outcome: &Mutex<Outcome>,
+    ) {
+        loop {
+            let job = match jobs.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => return,
+            };
+            let Ok(job) = job else {
+                return;
+            };
+            if stop.load(Ordering::Relaxed) {
+                continue;
+            }
+            match self.do_job(job) {
+                Ok(hashed) => {
+                    if let Ok(mut o) = outcome.lock() {
+                        for h in hashed {
+                            o.digests[h.index] = Some(h.digest);
+                            if let Some(stamp) = h.stamp {
+                                o.stamps.insert(h.index, stamp);
+                            }
+                        }
+                    }
+                }
+                Err(failure) => {
+                    let (index, e) = *failure;
+                    stop.store(true, Ordering::Relaxed);
+                    if let Ok(mut o) = outcome.lock() {
+                        o.fail(index, e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn do_job(&mut self, job: Job) -> std::result::Result<Vec<Hashed>, Failure> {
         match job {
             Job::Run {
                 offset,
@@ -627,8 +666,8 @@ impl Sink for BlockSink<'_> {
 
 /// Phase 2: the packet's bytes in order, read back from the file or (for
 /// large bodies) copied from their sources, hashed on this thread while a
-/// second one reads and copies.
-fn copy_and_hash(
+/// second one reads and copies. Returns the packet digest.
+fn phase_two(
     manifest: &Manifest,
     regions: &[Region],
     stamps: &BTreeMap<usize, Stamp>,
@@ -666,7 +705,7 @@ fn copy_and_hash(
                             return Ok(());
                         }
                         if written != *end {
-                            return Err(usage("the manifest changed length once digested"));
+                            return Err(bug("the manifest changed length once digested"));
                         }
                     }
                     Region::Written(start, end) => {
@@ -713,7 +752,7 @@ fn copy_and_hash(
                         let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
                         let stamp = stamps
                             .get(&slot.index)
-                            .ok_or_else(|| usage("a large file was not hashed"))?;
+                            .ok_or_else(|| bug("a large file was not hashed"))?;
                         stamp.check(&Stamp::of(&meta, meta.len()), member)?;
                     }
                 }
@@ -727,7 +766,7 @@ fn copy_and_hash(
         }
         copier
             .join()
-            .unwrap_or_else(|_| Err(usage("the copying thread stopped unexpectedly")))?;
+            .unwrap_or_else(|_| Err(bug("the copying thread stopped unexpectedly")))?;
         Ok(hasher.finish())
     })
 }
@@ -760,7 +799,7 @@ mod tests {
             planned_file("small.txt", 5),
         ];
         let dir = t.path().to_path_buf();
-        pack_with(
+        pack_into_file(
             t.path(),
             planned,
             None,
@@ -781,7 +820,10 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.code(), "member_digest_mismatch");
-        assert_eq!(e.report().path.as_deref(), Some("workspace/big.bin"));
+        assert_eq!(
+            e.report().details.path.as_deref(),
+            Some("workspace/big.bin")
+        );
         let e = pack_changing(&|d| {
             fs::write(d.join("big.bin"), b"short").unwrap();
         })
@@ -805,7 +847,7 @@ mod tests {
             fs::write(ws.join(name), bytes).unwrap();
             planned.push(planned_file(name, *listed));
         }
-        let packed = pack_with(
+        let packed = pack_into_file(
             &ws,
             planned,
             None,
@@ -856,8 +898,12 @@ mod tests {
             let (packed, left) = pack_listed(files);
             let e = packed.unwrap_err();
             assert_eq!(e.code(), "member_mismatch", "{path}");
-            assert_eq!(e.report().path.as_deref(), Some(path));
-            assert!(e.report().message.contains(how), "{}", e.report().message);
+            assert_eq!(e.report().details.path.as_deref(), Some(path));
+            assert!(
+                e.report().details.message.contains(how),
+                "{}",
+                e.report().details.message
+            );
             // Neither the packet nor its temporary file is left behind.
             assert_eq!(left, ["ws"], "{path}");
         }

@@ -19,10 +19,9 @@
 
 use alloc::vec::Vec;
 
-use crate::canonical::{self, Comparer};
 use crate::error::Error;
 use crate::limits::Limits;
-use crate::manifest::{entry_from_raw, Entry, Manifest, RawEntry, FORMAT_ID};
+use crate::manifest::{json, Manifest, Member, FORMAT_ID};
 
 /// Where the members array starts. In canonical JSON it cannot occur
 /// inside a string (a `"` inside a string is always escaped) and it is
@@ -35,13 +34,13 @@ enum Mode {
     /// Inside it: members parsed so far and the text after the last one.
     Members {
         prefix: Vec<u8>,
-        entries: Vec<Entry>,
+        members: Vec<Member>,
         pending: Vec<u8>,
     },
     /// After it: the text from its closing `]` on.
     Suffix {
         prefix: Vec<u8>,
-        entries: Vec<Entry>,
+        members: Vec<Member>,
         suffix: Vec<u8>,
     },
     /// The whole text, for [`Manifest::parse`].
@@ -77,7 +76,7 @@ impl ManifestStream {
                     let prefix = core::mem::take(text);
                     self.mode = Mode::Members {
                         prefix,
-                        entries: Vec::new(),
+                        members: Vec::new(),
                         pending,
                     };
                     self.scan_members();
@@ -94,7 +93,7 @@ impl ManifestStream {
     /// Takes every complete member out of `pending`.
     fn scan_members(&mut self) {
         let Mode::Members {
-            entries, pending, ..
+            members, pending, ..
         } = &mut self.mode
         else {
             return;
@@ -105,7 +104,7 @@ impl ManifestStream {
             let Some(&first) = rest.first() else {
                 break;
             };
-            let start = match (first, entries.is_empty()) {
+            let start = match (first, members.is_empty()) {
                 (b']', _) => {
                     // The end of the array; the rest is the suffix.
                     pending.drain(..at);
@@ -125,10 +124,10 @@ impl ManifestStream {
                 break;
             };
             let text = &rest[start..start + len];
-            let Some(entry) = parse_entry(text) else {
+            let Some(member) = json::parse_member(text) else {
                 return self.fall_back_to_whole(at);
             };
-            entries.push(entry);
+            members.push(member);
             at += start + len;
         }
         pending.drain(..at);
@@ -137,13 +136,13 @@ impl ManifestStream {
     fn enter_suffix(&mut self) {
         if let Mode::Members {
             prefix,
-            entries,
+            members,
             pending,
         } = &mut self.mode
         {
             self.mode = Mode::Suffix {
                 prefix: core::mem::take(prefix),
-                entries: core::mem::take(entries),
+                members: core::mem::take(members),
                 suffix: core::mem::take(pending),
             };
         }
@@ -152,53 +151,45 @@ impl ManifestStream {
     /// Gives up the fast path: rebuilds the text seen so far, `consumed`
     /// bytes of `pending` included in the members.
     fn fall_back_to_whole(&mut self, consumed: usize) {
-        let text = match &mut self.mode {
+        if let Mode::Members { pending, .. } = &mut self.mode {
+            pending.drain(..consumed);
+        }
+        self.mode = Mode::Whole(self.take_text());
+    }
+
+    /// The text seen so far, rebuilt exactly.
+    fn take_text(&mut self) -> Vec<u8> {
+        match &mut self.mode {
             Mode::Members {
                 prefix,
-                entries,
-                pending,
-            } => {
-                pending.drain(..consumed);
-                rebuild(prefix, entries, pending)
+                members,
+                pending: rest,
             }
-            Mode::Suffix {
+            | Mode::Suffix {
                 prefix,
-                entries,
-                suffix,
-            } => rebuild(prefix, entries, suffix),
+                members,
+                suffix: rest,
+            } => rebuild(prefix, members, rest),
             Mode::Prefix(text) | Mode::Whole(text) => core::mem::take(text),
-        };
-        self.mode = Mode::Whole(text);
+        }
     }
 
     /// The manifest, once the whole text has been fed.
     pub(crate) fn finish(mut self, limits: &Limits, len: u64) -> Result<Manifest, Error> {
         if let Mode::Suffix {
             prefix,
-            entries,
+            members,
             suffix,
         } = &mut self.mode
         {
             if let Some(mut manifest) = parse_skeleton(prefix, suffix) {
-                manifest.members = core::mem::take(entries);
+                manifest.members = core::mem::take(members);
                 manifest.validate_with_len(&limits.clamped(), len)?;
                 return Ok(manifest);
             }
         }
-        self.fall_back_to_whole(0);
-        match self.mode {
-            Mode::Whole(text) => Manifest::parse(&text, limits),
-            _ => unreachable_whole(),
-        }
+        Manifest::parse(&self.take_text(), limits)
     }
-}
-
-#[cold]
-fn unreachable_whole() -> Result<Manifest, Error> {
-    Err(Error::new(
-        crate::error::ErrorCode::Usage,
-        "packet.json was not buffered",
-    ))
 }
 
 /// The length of the JSON object at the start of `text` (which starts
@@ -225,15 +216,6 @@ fn object_len(text: &[u8]) -> Option<usize> {
     None
 }
 
-/// A member object that parses and is exactly its canonical serialisation.
-fn parse_entry(text: &[u8]) -> Option<Entry> {
-    let raw: RawEntry = serde_json::from_slice(text).ok()?;
-    let entry = entry_from_raw(raw).ok()?;
-    let mut comparer = Comparer::new(text);
-    canonical::write_entry(&entry, &mut comparer);
-    comparer.matches().then_some(entry)
-}
-
 /// The manifest around an empty members array, if it parses, names this
 /// format and is canonical.
 fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<Manifest> {
@@ -241,25 +223,15 @@ fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<Manifest> {
     text.extend_from_slice(prefix);
     text.extend_from_slice(suffix);
     let manifest: Manifest = serde_json::from_slice(&text).ok()?;
-    if manifest.format != FORMAT_ID {
-        return None;
-    }
-    let mut comparer = Comparer::new(&text);
-    canonical::write_manifest(&manifest, &mut comparer);
-    comparer.matches().then_some(manifest)
+    (manifest.format == FORMAT_ID && json::is_canonical(&manifest, &text)).then_some(manifest)
 }
 
 /// The exact text: the prefix, each member's canonical text (which is the
 /// text it was parsed from) separated by commas, then `rest`.
-fn rebuild(prefix: &[u8], entries: &[Entry], rest: &[u8]) -> Vec<u8> {
+fn rebuild(prefix: &[u8], members: &[Member], rest: &[u8]) -> Vec<u8> {
     let mut text = Vec::new();
     text.extend_from_slice(prefix);
-    for (i, e) in entries.iter().enumerate() {
-        if i > 0 {
-            text.push(b',');
-        }
-        canonical::write_entry(e, &mut text);
-    }
+    json::write_members(members, &mut text);
     text.extend_from_slice(rest);
     text
 }
@@ -267,7 +239,7 @@ fn rebuild(prefix: &[u8], entries: &[Entry], rest: &[u8]) -> Vec<u8> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::build::{build, Source};
+    use crate::in_memory::{build, Source};
     use crate::manifest::Exclusion;
     use alloc::string::String;
     use alloc::vec;

@@ -1,0 +1,345 @@
+//! Why a command refuses its input: one variant per situation, each with
+//! its stable code (docs/cli.md, "Error codes"), the data its message
+//! names and what a person can do about it. The variants, codes, messages
+//! and advice come from one table, so that the codes can be listed and
+//! checked against the documentation.
+
+use std::path::{Path, PathBuf};
+
+/// What to do after a failed restore check.
+const RECOVERY: &str = "clear the rollout from the checkpoint and start a fresh thread; do not resume into an empty session";
+
+/// The advice for a `restore-check` input that is not an unpack report.
+const PASS_UNPACK_JSON: &str = "pass the JSON object that `pillbox checkpoint unpack` printed";
+
+/// The advice for a thread that stopped where it never should.
+const PACK_AGAIN: &str = "pack again; if it persists, report this bug";
+
+/// A path as the JSON shows it.
+fn shown(p: &Path) -> Option<String> {
+    Some(p.display().to_string())
+}
+
+macro_rules! refusals {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident { $($field:ident : $ty:ty),* $(,)? } => $code:literal,
+            path: $path:expr,
+            message: $message:expr,
+            advice: $advice:expr;
+    )*) => {
+        /// Why a command refuses its input (exit code 5).
+        #[derive(Debug)]
+        pub enum Refused {
+            $( $(#[$doc])* $name { $($field: $ty),* }, )*
+        }
+
+        impl Refused {
+            /// Every code, once per situation (several share one).
+            #[cfg(test)]
+            pub const CODES: &'static [&'static str] = &[$($code),*];
+
+            /// The stable snake_case code.
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $( Refused::$name { .. } => $code, )*
+                }
+            }
+
+            /// The path involved, what happened, and what to do.
+            pub fn describe(&self) -> (Option<String>, String, &'static str) {
+                match self {
+                    $( Refused::$name { $($field),* } => ($path, $message, $advice), )*
+                }
+            }
+        }
+    };
+}
+
+refusals! {
+    /// The unpack target is a file.
+    TargetNotDirectory { target: PathBuf } => "target_not_directory",
+        path: shown(target),
+        message: format!("{} exists and is not a directory", target.display()),
+        advice: "unpack into an empty or absent directory";
+    /// The unpack target holds something already.
+    TargetNotEmpty { target: PathBuf } => "target_not_empty",
+        path: shown(target),
+        message: format!("{} is not empty; unpack never overwrites or merges", target.display()),
+        advice: "unpack into an empty or absent directory";
+    /// Something appeared at a destination while unpacking.
+    TargetAppeared { target: PathBuf } => "target_not_empty",
+        path: shown(target),
+        message: format!("{} appeared while unpacking", target.display()),
+        advice: "make sure nothing else writes to the target, then unpack again";
+    /// A harness file to restore exists already.
+    HarnessFileExists { path: PathBuf } => "target_not_empty",
+        path: shown(path),
+        message: format!("{} already exists; unpack never overwrites harness state", path.display()),
+        advice: "move the existing session log away, or restore into another harness home";
+    /// Unpack's writing thread stopped taking work.
+    UnpackWriterStopped {} => "unpack_interrupted",
+        path: None,
+        message: "the writing thread stopped unexpectedly".to_owned(),
+        advice: "unpack again; if it persists, report this bug";
+    /// A member's parent folder is not one this unpack created.
+    ParentNotCreated { member: String } => "unpack_parent_missing",
+        path: Some(member.clone()),
+        message: "the member's parent folder was not created by this unpack".to_owned(),
+        advice: "the packet is malformed: repack it from the source workspace";
+    /// The workspace to pack is not a directory.
+    WorkspaceNotDirectory { workspace: PathBuf } => "workspace_not_directory",
+        path: shown(workspace),
+        message: format!("{} is not a directory", workspace.display()),
+        advice: "name the workspace directory to pack";
+    /// Hashing stopped because another file failed first.
+    PackAfterEarlierFailure {} => "pack_interrupted",
+        path: None,
+        message: "hashing stopped after an earlier failure".to_owned(),
+        advice: "fix the error reported for the file above and pack again";
+    /// Pack's hashing thread stopped.
+    PackHashingStopped {} => "pack_interrupted",
+        path: None,
+        message: "the hashing thread stopped unexpectedly".to_owned(),
+        advice: PACK_AGAIN;
+    /// A walking thread stopped.
+    PackWalkingStopped {} => "pack_interrupted",
+        path: None,
+        message: "a walking thread stopped unexpectedly".to_owned(),
+        advice: PACK_AGAIN;
+    /// A `.git` file points outside the workspace (a linked worktree).
+    GitDirOutsideWorkspace { member: String, gitdir: String } => "git_dir_outside_workspace",
+        path: Some(member.clone()),
+        message: format!(
+            "{member} is a .git file pointing at {gitdir:?}, outside the workspace (a linked worktree): the packet could not be restored as a working repository elsewhere"
+        ),
+        advice: "pack the main checkout instead, or leave git out with --exclude .git (the files are packed without their history)";
+    /// The thread hashing a packet being read stopped.
+    ReadHashingStopped {} => "read_interrupted",
+        path: None,
+        message: "the hashing thread stopped unexpectedly".to_owned(),
+        advice: "read the packet again; if it persists, report this bug";
+    /// A download was asked to be read a second time.
+    DownloadReadTwice {} => "read_interrupted",
+        path: None,
+        message: "a download can be read only once".to_owned(),
+        advice: "report this bug";
+    /// The packet argument is a directory.
+    NotAPacket { arg: PathBuf } => "not_a_packet",
+        path: shown(arg),
+        message: format!("{} is a directory, not a packet file", arg.display()),
+        advice: "name the packet file (a .tar written by `pillbox checkpoint pack`)";
+    /// `cat`: the manifest lists no such member.
+    MemberNotFound { member: String } => "member_not_found",
+        path: None,
+        message: format!("the packet has no member {member:?}"),
+        advice: "list the members with `pillbox checkpoint inspect --format text`; paths start with workspace/ or harness/";
+    /// `cat`: the member is not in the manifest read to its end.
+    MemberNotInManifest { member: String } => "member_not_found",
+        path: None,
+        message: format!("no member {member:?}"),
+        advice: "check the path";
+    /// `cat`: the member is a directory or a symlink.
+    NotAFile { member: String, kind: &'static str } => "not_a_file",
+        path: None,
+        message: format!("{member:?} is a {kind}, not a file"),
+        advice: "cat prints files; use inspect to see directories and symlink targets";
+    /// `--harness opencode`.
+    HarnessUnsupported {} => "harness_unsupported",
+        path: None,
+        message: "OpenCode keeps its sessions in opencode.db, the same SQLite database (with its -wal, -shm and -journal sidecars) that stores its provider credentials; a packet never carries credentials, so OpenCode state cannot be carried".to_owned(),
+        advice: "pack the workspace alone (without --harness) and start a new OpenCode session on the other machine";
+    /// A thread or session id is not a lowercase UUID.
+    InvalidId { what: String, id: String } => "invalid_thread_id",
+        path: None,
+        message: format!("{what} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)"),
+        advice: "pass the id exactly as the harness printed it, in lowercase";
+    /// A session log line longer than the reader takes.
+    SessionLogLineTooLong { path: PathBuf } => "session_log_invalid",
+        path: shown(path),
+        message: format!(
+            "a line of {} is longer than {} bytes",
+            path.display(),
+            crate::harness::MAX_LINE
+        ),
+        advice: "check that the file is the harness's JSONL session log";
+    /// The Codex rollout records another thread.
+    RolloutThreadMismatch { source: PathBuf, recorded: String, id: String } => "rollout_mismatch",
+        path: shown(source),
+        message: format!("the rollout's session_meta records thread {recorded:?}, not {id}"),
+        advice: "check the thread id; the rollout file may have been renamed or copied";
+    /// The Codex rollout records another model than `--expect-model`.
+    RolloutModelMismatch { source: PathBuf, recorded: Option<String>, expected: String } => "rollout_mismatch",
+        path: shown(source),
+        message: format!("the rollout records model {recorded:?}, not {expected:?}"),
+        advice: "check --expect-model, or leave it out to carry whatever model the rollout records";
+    /// The packet's rollout is not where Codex looks for one.
+    RolloutNotWhereCodexLooks { member: String, id: String } => "rollout_invalid",
+        path: Some(member.clone()),
+        message: format!("the packet's rollout {member:?} is not at sessions/YYYY/MM/DD/rollout-*-{id}.jsonl, where Codex looks for it"),
+        advice: "unpack without --codex-home to restore the workspace alone, or repack the session with pillbox";
+    /// A file that does not start like a Codex rollout.
+    RolloutWithoutSessionMeta { path: PathBuf } => "rollout_invalid",
+        path: shown(path),
+        message: format!("{} does not start with a session_meta line", path.display()),
+        advice: "check that the file is a Codex rollout";
+    /// No rollout for the thread in the Codex home.
+    RolloutNotFound { sessions: PathBuf, thread: String } => "rollout_not_found",
+        path: shown(sessions),
+        message: format!("no rollout for thread {thread} under {} (looked for sessions/YYYY/MM/DD/rollout-*-{thread}.jsonl)", sessions.display()),
+        advice: "check the thread id and the Codex home (--codex-home, $CODEX_HOME, $HOME/.codex); to carry the workspace alone, pack without --harness";
+    /// More than one rollout for the thread.
+    RolloutAmbiguous { thread: String, count: usize, first: PathBuf, second: PathBuf } => "rollout_ambiguous",
+        path: shown(second),
+        message: format!("{count} rollouts for thread {thread}: {} and {}", first.display(), second.display()),
+        advice: "keep one rollout per thread in the Codex home";
+    /// The Claude Code transcript records another session.
+    TranscriptSessionMismatch { source: PathBuf, recorded: String, id: String } => "transcript_mismatch",
+        path: shown(source),
+        message: format!("the transcript records session {recorded:?}, not {id}"),
+        advice: "check the session id; the transcript may have been renamed or copied";
+    /// The transcript records another model than `--expect-model`.
+    TranscriptModelMismatch { source: PathBuf, recorded: Option<String>, expected: String } => "transcript_mismatch",
+        path: shown(source),
+        message: format!("the transcript records model {recorded:?}, not {expected:?}"),
+        advice: "check --expect-model, or leave it out";
+    /// A workspace path Claude Code would name with a hash.
+    ClaudeProjectPathTooLong { workspace: PathBuf } => "claude_project_path_too_long",
+        path: shown(workspace),
+        message: format!(
+            "Claude Code names project folders for paths longer than {} characters with a hash this tool cannot compute",
+            crate::harness::claude::MAX_ENCODED
+        ),
+        advice: "unpack into a workspace with a shorter absolute path";
+    /// The packet's transcript is not where pillbox packs one.
+    TranscriptNotWhereExpected { member: String, expected: String } => "transcript_invalid",
+        path: Some(member.clone()),
+        message: format!("the packet's transcript {member:?} is not {expected}"),
+        advice: "unpack without --claude-config-dir to restore the workspace alone, or repack the session with pillbox";
+    /// A file with no JSON lines.
+    TranscriptWithoutJson { path: PathBuf } => "transcript_invalid",
+        path: shown(path),
+        message: format!("{} holds no JSON lines", path.display()),
+        advice: "check that the file is a Claude Code transcript";
+    /// No transcript for the session in any project folder.
+    TranscriptNotFound { projects: PathBuf, file_name: String } => "transcript_not_found",
+        path: shown(projects),
+        message: format!("no transcript {file_name} in any folder of {}", projects.display()),
+        advice: "check the session id and the Claude Code config dir (--claude-config-dir, $CLAUDE_CONFIG_DIR, $HOME/.claude); to carry the workspace alone, pack without --harness";
+    /// The transcript is in several project folders, none the workspace's.
+    TranscriptAmbiguous { file_name: String, count: usize, second: PathBuf } => "transcript_ambiguous",
+        path: shown(second),
+        message: format!("{file_name} is in {count} project folders, none of them this workspace's"),
+        advice: "run pack from the workspace the session belongs to";
+    /// `restore-check`: the checkpoint is not JSON.
+    CheckpointNotJson { label: PathBuf, error: String } => "checkpoint_invalid",
+        path: shown(label),
+        message: format!("not JSON: {error}"),
+        advice: PASS_UNPACK_JSON;
+    /// `restore-check`: the checkpoint is not an unpack report.
+    CheckpointNotUnpackReport { label: PathBuf, schema: String } => "checkpoint_invalid",
+        path: shown(label),
+        message: format!("schema is {schema}, expected \"pillbox.checkpoint.unpack/1\""),
+        advice: PASS_UNPACK_JSON;
+    /// `restore-check`: a harness kind this tool does not know.
+    CheckpointHarnessUnknown { label: PathBuf, kind: String } => "checkpoint_invalid",
+        path: shown(label),
+        message: format!("unknown harness kind {kind:?}"),
+        advice: RECOVERY;
+    /// `restore-check`: the checkpoint carries no harness state.
+    CheckpointWithoutHarness {} => "rollout_unavailable",
+        path: None,
+        message: "the checkpoint carries no harness state".to_owned(),
+        advice: RECOVERY;
+    /// `restore-check`: the checkpoint records no rollout path.
+    CheckpointWithoutRolloutPath {} => "rollout_unavailable",
+        path: None,
+        message: "the checkpoint records no rollout path".to_owned(),
+        advice: RECOVERY;
+    /// `restore-check`: the recorded rollout is not a regular file.
+    RolloutNotARegularFile { path: PathBuf, raw: String } => "rollout_unavailable",
+        path: shown(path),
+        message: format!("{raw} is not a regular file"),
+        advice: RECOVERY;
+    /// `restore-check`: the recorded rollout is not on this machine.
+    RolloutNotOnThisMachine { path: PathBuf, raw: String, error: String } => "rollout_unavailable",
+        path: shown(path),
+        message: format!("{raw} is not on this machine ({error})"),
+        advice: RECOVERY;
+    /// `restore-check`: the recorded file is not a Codex rollout.
+    RolloutNotCodex { path: PathBuf, raw: String } => "rollout_unavailable",
+        path: shown(path),
+        message: format!("{raw} is not a Codex rollout"),
+        advice: RECOVERY;
+    /// `restore-check`: the recorded rollout path is relative.
+    RolloutPathRelative { path: PathBuf, raw: String } => "invalid_rollout_path",
+        path: shown(path),
+        message: format!("rollout path {raw:?} is relative; a host resolves nothing against its own working directory"),
+        advice: RECOVERY;
+    /// `restore-check`: the recorded rollout is not named for the thread.
+    RolloutPathMisnamed { path: PathBuf, raw: String, id: String } => "invalid_rollout_path",
+        path: shown(path),
+        message: format!("{raw} is not named for thread {id}"),
+        advice: RECOVERY;
+    /// `restore-check`: the restored rollout records another thread.
+    RestoredRolloutThreadMismatch { path: PathBuf, recorded: String, id: String } => "rollout_mismatch",
+        path: shown(path),
+        message: format!("the rollout records thread {recorded:?}, not {id}"),
+        advice: RECOVERY;
+    /// push, pull: the store answered something the API does not describe.
+    RemoteInvalidAnswer { what: String, detail: String } => "remote_invalid_answer",
+        path: None,
+        message: format!("{what}: the store's answer is not what the API describes: {detail}"),
+        advice: "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)";
+    /// push: parts are still missing after three rounds.
+    UploadIncomplete { upload: String } => "upload_incomplete",
+        path: None,
+        message: format!("the store still lacks parts of upload {upload} after three rounds"),
+        advice: "run the push again: it continues the same upload";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// The codes docs/cli.md's "Error codes" table lists, with their exit
+    /// codes: the backquoted words of each row's first cell.
+    fn documented() -> BTreeMap<String, String> {
+        let doc = include_str!("../../docs/cli.md");
+        let start = doc
+            .find("\n## Error codes")
+            .expect("docs/cli.md has Error codes");
+        let section = &doc[start + 1..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        let mut codes = BTreeMap::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            for code in cells[1].split('`').skip(1).step_by(2) {
+                codes.insert(code.to_owned(), cells[2].to_owned());
+            }
+        }
+        codes
+    }
+
+    #[test]
+    fn the_codes_are_the_ones_docs_cli_md_lists() {
+        let documented = documented();
+        let mut ours: BTreeMap<String, String> = Refused::CODES
+            .iter()
+            .map(|c| (c.to_string(), "5".to_owned()))
+            .collect();
+        for (code, exit) in [
+            ("usage", "2"),
+            ("io", "4"),
+            ("remote_unreachable", "4"),
+            ("bug", "70"),
+        ] {
+            ours.insert(code.to_owned(), exit.to_owned());
+        }
+        assert_eq!(
+            ours, documented,
+            "docs/cli.md's Error codes and the CLI's codes differ"
+        );
+    }
+}

@@ -1,0 +1,348 @@
+//! The manifest, `packet.json` (docs/session-packet.md §5): its types here,
+//! its canonical JSON and strict parse in [`json`], its parse as it streams
+//! in [`stream`], and the rules the whole member set obeys in [`rules`].
+
+pub(crate) mod json;
+mod rules;
+pub(crate) mod stream;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Digest;
+use crate::error::{Error, ErrorCode};
+use crate::header::{self, HeaderSpec, Kind, BLOCK};
+use crate::limits::Limits;
+use crate::path::{self, MANIFEST_PATH};
+
+/// The format id, the value of the manifest's `format` key.
+pub const FORMAT_ID: &str = "pillbox.session-packet/1";
+
+/// One member as the manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Canonical member path.
+    pub path: String,
+    /// Type.
+    pub kind: Kind,
+    /// Permission bits: 0o644 or 0o755 for files, 0o755 for directories,
+    /// 0o777 for symlinks.
+    pub mode: u32,
+    /// Body size (files only; zero otherwise).
+    pub size: u64,
+    /// Body digest (files only).
+    pub sha256: Option<Digest>,
+    /// Link target (symlinks only).
+    pub target: Option<String>,
+}
+
+impl Member {
+    /// A directory member.
+    pub fn dir(path: impl Into<String>) -> Member {
+        Member {
+            path: path.into(),
+            kind: Kind::Dir,
+            mode: 0o755,
+            size: 0,
+            sha256: None,
+            target: None,
+        }
+    }
+
+    /// A regular file member; `executable` picks 0o755 over 0o644.
+    pub fn file(path: impl Into<String>, size: u64, sha256: Digest, executable: bool) -> Member {
+        Member {
+            path: path.into(),
+            kind: Kind::File,
+            mode: if executable { 0o755 } else { 0o644 },
+            size,
+            sha256: Some(sha256),
+            target: None,
+        }
+    }
+
+    /// A symlink member.
+    pub fn symlink(path: impl Into<String>, target: impl Into<String>) -> Member {
+        Member {
+            path: path.into(),
+            kind: Kind::Symlink,
+            mode: 0o777,
+            size: 0,
+            sha256: None,
+            target: Some(target.into()),
+        }
+    }
+
+    /// What the member's header encodes.
+    pub(crate) fn header_spec(&self) -> HeaderSpec<'_> {
+        HeaderSpec {
+            path: &self.path,
+            kind: self.kind,
+            mode: self.mode,
+            size: self.size,
+            target: self.target.as_deref().unwrap_or(""),
+        }
+    }
+
+    /// The path relative to its root (empty for a root itself).
+    pub fn relative_path(&self) -> &str {
+        match self.path.split_once('/') {
+            Some((_, rest)) => rest,
+            None => "",
+        }
+    }
+}
+
+/// The harness whose state a packet carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessKind {
+    /// OpenAI Codex CLI: a rollout under `harness/codex/sessions/`.
+    Codex,
+    /// Claude Code: a transcript under `harness/claude/`.
+    Claude,
+}
+
+impl HarnessKind {
+    /// The manifest's name for it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HarnessKind::Codex => "codex",
+            HarnessKind::Claude => "claude",
+        }
+    }
+
+    /// The directory member every member of this harness lies under:
+    /// `harness/<kind>` (docs/session-packet.md §5).
+    pub const fn root(self) -> &'static str {
+        match self {
+            HarnessKind::Codex => "harness/codex",
+            HarnessKind::Claude => "harness/claude",
+        }
+    }
+
+    /// The member path of `relative` (a path below [`HarnessKind::root`]).
+    pub fn member_path(self, relative: &str) -> String {
+        alloc::format!("{}/{relative}", self.root())
+    }
+
+    /// `member`'s path below [`HarnessKind::root`], if it lies below it.
+    pub fn relative_path(self, member: &str) -> Option<&str> {
+        member
+            .strip_prefix(self.root())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|rest| !rest.is_empty())
+    }
+}
+
+/// The harness descriptor. Its fields keep the manifest's names on the
+/// wire (`rollout`, `thread_id`); the Rust names say what they are for
+/// every harness.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Harness {
+    /// Which harness.
+    pub kind: HarnessKind,
+    /// The model recorded in the session log, if any.
+    #[serde(default, deserialize_with = "json::present")]
+    pub model: Option<String>,
+    /// The member holding the session log (a Codex rollout, a Claude Code
+    /// transcript). The manifest's `rollout`.
+    #[serde(rename = "rollout")]
+    pub session_log: String,
+    /// The Codex thread id or Claude Code session id: a lowercase UUID.
+    /// The manifest's `thread_id`.
+    #[serde(rename = "thread_id")]
+    pub session_id: String,
+}
+
+impl Harness {
+    /// Whether `id` can be a session id: a lowercase hyphenated UUID
+    /// (8-4-4-4-12 hex digits).
+    pub fn is_session_id(id: &str) -> bool {
+        let b = id.as_bytes();
+        b.len() == 36
+            && b.iter().enumerate().all(|(i, &c)| match i {
+                8 | 13 | 18 | 23 => c == b'-',
+                _ => c.is_ascii_digit() || (b'a'..=b'f').contains(&c),
+            })
+    }
+}
+
+/// One exclusion rule that removed something at pack time.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exclusion {
+    /// How many paths it excluded (at least one).
+    pub matched: u64,
+    /// The pattern that matched, as written.
+    pub pattern: String,
+    /// The rule: a credential rule id, `user` for `--exclude`, or
+    /// `special-file` for sockets, FIFOs and devices.
+    pub rule: String,
+}
+
+/// Member counts and the sum of file sizes. Reports print it with the
+/// manifest's keys (its `Serialize`); `packet.json` itself is written only
+/// by the canonical encoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Totals {
+    /// Sum of file sizes.
+    pub bytes: u64,
+    /// Directory members.
+    pub directories: u64,
+    /// File members.
+    pub files: u64,
+    /// All members after `packet.json`.
+    pub members: u64,
+    /// Symlink members.
+    pub symlinks: u64,
+}
+
+impl Totals {
+    /// Counts `members` and sums their file sizes.
+    pub fn of(members: &[Member]) -> Totals {
+        let mut t = Totals {
+            members: members.len() as u64,
+            ..Totals::default()
+        };
+        for m in members {
+            match m.kind {
+                Kind::File => {
+                    t.files += 1;
+                    t.bytes = t.bytes.saturating_add(m.size);
+                }
+                Kind::Dir => t.directories += 1,
+                Kind::Symlink => t.symlinks += 1,
+            }
+        }
+        t
+    }
+}
+
+/// The manifest. Fields are declared in bytewise key order, which is the
+/// canonical serialisation order.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Exclusion rules that applied, sorted by (rule, pattern).
+    #[serde(default, deserialize_with = "json::present")]
+    pub exclusions: Vec<Exclusion>,
+    /// Always [`FORMAT_ID`].
+    pub format: String,
+    /// Harness state carried, if any.
+    #[serde(default, deserialize_with = "json::present")]
+    pub harness: Option<Harness>,
+    /// Every member after `packet.json`, in archive order.
+    #[serde(deserialize_with = "json::members")]
+    pub members: Vec<Member>,
+    /// Counts and bytes.
+    pub totals: Totals,
+}
+
+impl Manifest {
+    /// Builds a manifest from members in any order: sorts them, computes
+    /// the totals, sorts the exclusions, and checks every rule.
+    pub fn build(
+        members: Vec<Member>,
+        harness: Option<Harness>,
+        exclusions: Vec<Exclusion>,
+        limits: &Limits,
+    ) -> Result<Manifest, Error> {
+        let manifest = Self::assemble(members, harness, exclusions);
+        manifest.validate(limits)?;
+        Ok(manifest)
+    }
+
+    /// [`Manifest::build`] without the checks: sorts the members, computes
+    /// the totals and sorts the exclusions. For a writer that lays the
+    /// packet out while [`Manifest::validate`] runs on another thread;
+    /// nothing made from an assembled manifest may be kept unless
+    /// `validate` accepts it.
+    pub fn assemble(
+        mut members: Vec<Member>,
+        harness: Option<Harness>,
+        mut exclusions: Vec<Exclusion>,
+    ) -> Manifest {
+        members.sort_by(|a, b| path::compare(&a.path, &b.path));
+        exclusions.sort();
+        Manifest {
+            exclusions,
+            format: String::from(FORMAT_ID),
+            harness,
+            totals: Totals::of(&members),
+            members,
+        }
+    }
+
+    /// The canonical JSON bytes of `packet.json`.
+    pub fn to_canonical_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.canonical_len() as usize);
+        json::write_manifest(self, &mut out);
+        out
+    }
+
+    /// The length of the canonical JSON, without writing it.
+    pub fn canonical_len(&self) -> u64 {
+        let mut counter = json::Counter::default();
+        json::write_manifest(self, &mut counter);
+        counter.0
+    }
+
+    /// Parses `packet.json`: typed, closed objects, then byte-for-byte
+    /// canonical form, then every member-set rule.
+    pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Manifest, Error> {
+        let limits = limits.clamped();
+        if bytes.len() as u64 > limits.max_manifest_bytes {
+            return Err(Error::new(
+                ErrorCode::LimitManifest,
+                alloc::format!(
+                    "packet.json is {} bytes, the limit is {}",
+                    bytes.len(),
+                    limits.max_manifest_bytes
+                ),
+            )
+            .at_path(MANIFEST_PATH));
+        }
+        let manifest = json::parse_canonical(bytes)?;
+        manifest.validate_with_len(&limits, bytes.len() as u64)?;
+        Ok(manifest)
+    }
+
+    /// Checks every rule the member set obeys (docs/session-packet.md,
+    /// "Member set"): paths, order, parents, modes, symlinks, credentials,
+    /// collisions, harness, totals and size limits.
+    pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
+        self.validate_with_len(limits, self.canonical_len())
+    }
+
+    /// Finds a member by path (binary search in archive order).
+    pub fn find(&self, path: &str) -> Option<(usize, &Member)> {
+        self.members
+            .binary_search_by(|m| path::compare(&m.path, path))
+            .ok()
+            .map(|i| (i, &self.members[i]))
+    }
+
+    /// The exact size of the packet these members make, in bytes.
+    pub fn packet_size(&self) -> u64 {
+        packet_size(self.canonical_len(), &self.members)
+    }
+}
+
+/// The exact packet size for a manifest of `manifest_len` bytes and these
+/// members: every header, every padded body, the end marker. Saturates
+/// instead of overflowing.
+pub(crate) fn packet_size(manifest_len: u64, members: &[Member]) -> u64 {
+    let mut total = header::encoded_len(&HeaderSpec::manifest(manifest_len))
+        .saturating_add(header::padded(manifest_len));
+    for m in members {
+        total = total
+            .saturating_add(header::encoded_len(&m.header_spec()))
+            .saturating_add(header::padded(m.size));
+    }
+    total.saturating_add(2 * BLOCK as u64)
+}
