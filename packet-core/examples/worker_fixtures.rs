@@ -124,8 +124,10 @@ fn write_set(dir_path: &str) -> Result<()> {
         Some(Harness {
             kind: HarnessKind::Codex,
             model: Some("gpt-5-codex".into()),
+            provider: None,
             session_log: rollout.clone(),
             session_id: thread.into(),
+            version: None,
         }),
     ));
     let mut many = vec![dir("workspace")];
