@@ -21,7 +21,7 @@ use serde::Serialize;
 use tempfile::TempDir;
 
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, RestorePlan};
+use crate::harness::{self, opencode, RestorePlan};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
@@ -36,6 +36,9 @@ pub struct UnpackRequest {
     pub codex_home: Option<PathBuf>,
     /// Where to restore a Claude Code transcript.
     pub claude_config_dir: Option<PathBuf>,
+    /// The OpenCode program that imports an OpenCode session (`None`: the
+    /// export is verified, not imported).
+    pub opencode: Option<PathBuf>,
 }
 
 /// The `pillbox.checkpoint.unpack/1` object.
@@ -222,16 +225,36 @@ fn place(
                     let home = match h.kind {
                         packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
                         packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
+                        packet_core::HarnessKind::Opencode => None,
                     };
-                    let Some(home) = home else {
+                    let (plan, staging) = if let Some(home) = home {
+                        created.dir_all(home)?;
+                        let home =
+                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+                        let plan =
+                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
+                        (plan, staging_in(&home)?)
+                    } else if let (packet_core::HarnessKind::Opencode, Some(program)) =
+                        (h.kind, &request.opencode)
+                    {
+                        // Before any byte is read: an OpenCode that cannot
+                        // import the session is known now.
+                        let local = opencode::version(program, &workspace)?;
+                        opencode::check_not_older(program, &local, h.version.as_deref())?;
+                        let staging = staging_in(&std::env::temp_dir())?;
+                        let plan = harness::adapter(h.kind).restore_plan(
+                            staging.path(),
+                            h,
+                            m,
+                            &workspace,
+                        )?;
+                        (plan, staging)
+                    } else {
                         return Ok(());
                     };
-                    created.dir_all(home)?;
-                    let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-                    let plan = harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
                     let target = HarnessTarget {
                         prefix: format!("{}/", h.kind.root()),
-                        staging: staging_in(&home)?,
+                        staging,
                         plan,
                     };
                     send(Op::Root(
@@ -270,7 +293,21 @@ fn place(
         }
     })?;
 
-    // Everything verified: move into place, undoing the moves on failure.
+    // Everything verified. An OpenCode session to import must not replace
+    // another copy of it on this machine.
+    let import = match (&harness_target, &request.opencode, &read.manifest.harness) {
+        (Some(t), Some(program), Some(h)) => match &t.plan.import {
+            Some(relative) => Some(Import::prepare(
+                program,
+                &h.session_id,
+                t.staging.path().join(relative),
+                &workspace,
+            )?),
+            None => None,
+        },
+        _ => None,
+    };
+    // Move into place (then import), undoing the moves on failure.
     let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
     let result = move_into_place(
         &ws_staging,
@@ -278,7 +315,13 @@ fn place(
         harness_target.as_ref(),
         created,
         &mut moved,
-    );
+    )
+    .and_then(|()| match (&import, &request.opencode) {
+        (Some(i), Some(program)) if !i.already_there => {
+            opencode::import(program, &i.file, &workspace)
+        }
+        _ => Ok(()),
+    });
     if let Err(e) = result {
         for (from, to) in moved.iter().rev() {
             let _ = fs::rename(to, from);
@@ -291,8 +334,13 @@ fn place(
         r.rollout_path = Some(
             harness_target
                 .as_ref()
-                .map(|t| t.plan.rollout_path.display().to_string()),
+                .and_then(|t| t.plan.rollout_path.as_ref())
+                .map(|p| p.display().to_string()),
         );
+        if let Some(i) = &import {
+            r.messages = Some(i.summary.message_ids.len() as u64);
+            r.last_message = Some(i.summary.message_ids.last().cloned());
+        }
         r
     });
     Ok(Placed {
@@ -300,6 +348,41 @@ fn place(
         workspace,
         harness,
     })
+}
+
+/// An OpenCode session about to be imported.
+struct Import {
+    /// The staged export.
+    file: PathBuf,
+    /// What it holds.
+    summary: opencode::Summary,
+    /// Whether this machine's OpenCode holds the same session already
+    /// (same messages): nothing to import then.
+    already_there: bool,
+}
+
+impl Import {
+    /// Reads the staged export and compares it with this machine's copy of
+    /// the session, if any: a copy with other messages is refused, since
+    /// `opencode import` would replace it.
+    fn prepare(program: &Path, session: &str, file: PathBuf, workspace: &Path) -> Result<Import> {
+        let summary = opencode::Summary::read(&file)?;
+        let already_there = match opencode::local_session(program, session, workspace)? {
+            None => false,
+            Some(local) if local.message_ids == summary.message_ids => true,
+            Some(_) => {
+                return Err(Refused::OpencodeSessionConflict {
+                    id: session.to_owned(),
+                }
+                .into())
+            }
+        };
+        Ok(Import {
+            file,
+            summary,
+            already_there,
+        })
+    }
 }
 
 /// The error the reading thread gets when the writing thread stopped
@@ -611,6 +694,7 @@ mod tests {
             expected,
             codex_home: None,
             claude_config_dir: None,
+            opencode: None,
         };
         unpack(&Bytes(bytes), &request, &Progress::new(true))
     }
