@@ -224,6 +224,15 @@ mod tests {
             "cursor_invalid"
         );
         assert_eq!(code(query("limit=0").packet_filter()), "limit_invalid");
+        // Every kind the manifest knows is a filter, in its manifest spelling.
+        for kind in ["codex", "claude", "opencode"] {
+            let f = query(&format!("harness={kind}")).packet_filter().unwrap();
+            assert_eq!(f.harness.as_deref(), Some(kind));
+        }
+        assert_eq!(
+            code(query("harness=Codex").packet_filter()),
+            "harness_invalid"
+        );
     }
 
     #[test]
