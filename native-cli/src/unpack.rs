@@ -297,7 +297,7 @@ fn place(
     // another copy of it on this machine.
     let import = match (&harness_target, &request.opencode, &read.manifest.harness) {
         (Some(t), Some(program), Some(h)) => match &t.plan.import {
-            Some(relative) => Some(Import::prepare(
+            Some(relative) => Some(opencode::PendingImport::prepare(
                 program,
                 &h.session_id,
                 t.staging.path().join(relative),
@@ -317,9 +317,7 @@ fn place(
         &mut moved,
     )
     .and_then(|()| match (&import, &request.opencode) {
-        (Some(i), Some(program)) if !i.already_there => {
-            opencode::import(program, &i.file, &workspace)
-        }
+        (Some(i), Some(program)) if !i.already_there => i.run(program, &workspace),
         _ => Ok(()),
     });
     if let Err(e) = result {
@@ -348,41 +346,6 @@ fn place(
         workspace,
         harness,
     })
-}
-
-/// An OpenCode session about to be imported.
-struct Import {
-    /// The staged export.
-    file: PathBuf,
-    /// What it holds.
-    summary: opencode::Summary,
-    /// Whether this machine's OpenCode holds the same session already
-    /// (same messages): nothing to import then.
-    already_there: bool,
-}
-
-impl Import {
-    /// Reads the staged export and compares it with this machine's copy of
-    /// the session, if any: a copy with other messages is refused, since
-    /// `opencode import` would replace it.
-    fn prepare(program: &Path, session: &str, file: PathBuf, workspace: &Path) -> Result<Import> {
-        let summary = opencode::Summary::read(&file)?;
-        let already_there = match opencode::local_session(program, session, workspace)? {
-            None => false,
-            Some(local) if local.message_ids == summary.message_ids => true,
-            Some(_) => {
-                return Err(Refused::OpencodeSessionConflict {
-                    id: session.to_owned(),
-                }
-                .into())
-            }
-        };
-        Ok(Import {
-            file,
-            summary,
-            already_there,
-        })
-    }
 }
 
 /// The error the reading thread gets when the writing thread stopped

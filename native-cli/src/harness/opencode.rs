@@ -445,6 +445,51 @@ pub fn import(program: &Path, file: &Path, workspace: &Path) -> Result<()> {
     Ok(())
 }
 
+/// An OpenCode session about to be imported.
+pub struct PendingImport {
+    /// The staged export.
+    pub file: PathBuf,
+    /// What it holds.
+    pub summary: Summary,
+    /// Whether this machine's OpenCode holds the same session already
+    /// (same messages): nothing to import then.
+    pub already_there: bool,
+}
+
+impl PendingImport {
+    /// Reads the staged export and compares it with this machine's copy of
+    /// the session, if any: a copy with other messages is refused, since
+    /// `opencode import` would replace it.
+    pub fn prepare(
+        program: &Path,
+        session: &str,
+        file: PathBuf,
+        workspace: &Path,
+    ) -> Result<PendingImport> {
+        let summary = Summary::read(&file)?;
+        let already_there = match local_session(program, session, workspace)? {
+            None => false,
+            Some(local) if local.message_ids == summary.message_ids => true,
+            Some(_) => {
+                return Err(Refused::OpencodeSessionConflict {
+                    id: session.to_owned(),
+                }
+                .into())
+            }
+        };
+        Ok(PendingImport {
+            file,
+            summary,
+            already_there,
+        })
+    }
+
+    /// Imports the export from inside the restored workspace.
+    pub fn run(&self, program: &Path, workspace: &Path) -> Result<()> {
+        import(program, &self.file, workspace)
+    }
+}
+
 /// What pillbox reads from an export: the session id, its model and
 /// provider, and the ids of its messages in order. Parts (the transcript
 /// itself) are skipped as they stream by, not kept.
