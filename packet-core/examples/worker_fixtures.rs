@@ -4,8 +4,10 @@
 //! ```text
 //! cargo run -p packet-core --example worker_fixtures -- set DIR
 //!     small.pkt, harness.pkt (Codex harness), many.pkt (300 members),
-//!     big.pkt (~12 MiB, incompressible), and DIR/index.json describing each
-//!     (digest, size, manifest offset and length, every member's offsets).
+//!     big.pkt (~12 MiB, incompressible), base.pkt and edited.pkt (a
+//!     workspace with a 3 MiB session log, and the same after one more turn:
+//!     the log appended to, one file edited), and DIR/index.json describing
+//!     each (digest, size, manifest offset and length, every member's offsets).
 //! cargo run -p packet-core --example worker_fixtures -- large FILE [SMALL BIG]
 //!     SMALL files of 1 MiB and BIG files of 100 MiB of incompressible bytes
 //!     (default 720 and 3: just under 1 GiB), written in a streaming pass.
@@ -136,6 +138,47 @@ fn write_set(dir_path: &str) -> Result<()> {
         ));
     }
     sets.push(("many", many, None));
+    // A session before and after one more turn, for delta pushes: most
+    // bodies are the same, the log grows at its end, one file changes.
+    let turn = |n: usize| -> Vec<u8> {
+        let mut log = Vec::new();
+        for i in 0..n {
+            log.extend_from_slice(
+                format!(
+                    "{{\"timestamp\":\"2026-12-01T09:{:02}:{:02}Z\",\"type\":\"response_item\",\"payload\":{{\"turn\":{i},\"text\":\"the agent reads src/lib.rs and runs the tests ({})\"}}}}\n",
+                    (i / 60) % 60,
+                    i % 60,
+                    i % 13
+                )
+                .as_bytes(),
+            );
+        }
+        log
+    };
+    let session = |log: Vec<u8>, lib: &[u8]| {
+        vec![
+            dir("workspace"),
+            file("workspace/README.md", b"# sample workspace\n".to_vec()),
+            dir("workspace/assets"),
+            file("workspace/assets/blob.bin", Noise::bytes(4, 600_000)),
+            file("workspace/copy-a.txt", b"the same bytes twice\n".to_vec()),
+            file("workspace/copy-b.txt", b"the same bytes twice\n".to_vec()),
+            dir("workspace/logs"),
+            file("workspace/logs/session.jsonl", log),
+            dir("workspace/src"),
+            file("workspace/src/lib.rs", lib.to_vec()),
+        ]
+    };
+    sets.push((
+        "base",
+        session(turn(24_000), b"pub fn answer() -> u32 {\n    41\n}\n"),
+        None,
+    ));
+    sets.push((
+        "edited",
+        session(turn(25_000), b"pub fn answer() -> u32 {\n    42\n}\n"),
+        None,
+    ));
     sets.push((
         "big",
         vec![
