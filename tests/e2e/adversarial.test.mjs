@@ -83,7 +83,7 @@ describe('the adversarial corpus', () => {
     }
     assert.deepEqual(failures, []);
     assert.deepEqual(await listed(), [], 'the listing shows nothing');
-    assert.deepEqual(rowCounts(), { packets: 0, members: 0, labels: 0 }, 'D1 holds nothing');
+    assert.deepEqual(rowCounts(), { packets: 0, packs: 0, labels: 0 }, 'D1 holds nothing');
     // R2, read back through wrangler's CLI for a sample (one process each);
     // a malformed digest names no key.
     const wellFormed = refused.filter((c) => c.expect.code !== 'digest_syntax');

@@ -65,10 +65,13 @@ function freePort() {
  * Starts `wrangler dev --local` with `vars` (wrangler.toml's [vars]
  * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1, objectsFor }.
  * `options.testScheduled` passes `--test-scheduled` (GET /__scheduled?cron=…
- * then runs the Worker's scheduled handler).
+ * then runs the Worker's scheduled handler); `options.state` reuses a state
+ * directory.
  */
 export async function startEdge(vars = {}, options = {}) {
-  const state = mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
+  // `options.state`: an existing state directory (a store made earlier,
+  // e.g. at an older schema: the migrations not yet applied are).
+  const state = options.state ?? mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
   const envFile = join(state, 'test.env');
   writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n`);
   const common = ['--persist-to', state];
