@@ -42,7 +42,8 @@ apt_wanted=(curl:curl tar:tar)
 if [ "$job" = test ]; then
   targets+=(wasm32v1-none)
   components+=(clippy rustfmt)
-  apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time)
+  # zstd: the Worker's tests send zstd-compressed push parts.
+  apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
 fi
 
 step "rust targets and components ($job)"

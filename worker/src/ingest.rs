@@ -14,9 +14,11 @@ use js_sys::{Reflect, Uint8Array};
 use packet_core::{Digest, Hasher};
 use pillbox_wire::chunks::{BatchLimits, Decoded, Decoder, Frame};
 use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
 use web_sys::ReadableStream;
 use worker::{Bucket, D1Database, Data};
 
+use crate::config::FrameHasher;
 use crate::encoding::Encoding;
 use crate::index;
 use crate::parts::{FrameAt, PartRecord};
@@ -244,19 +246,26 @@ fn check_table(frames: &[Frame], plan: &Plan) -> Result<(), Problem> {
 /// One frame's hash, in wasm or by the runtime.
 enum FrameHash {
     Wasm(Hasher),
-    Platform(PlatformHash),
+    /// The runtime's hash and its last write: writes are queued without
+    /// waiting (the stream keeps them in order), the digest waits for all.
+    Platform(PlatformHash, Option<JsFuture>),
 }
 
 impl FrameHash {
-    fn new(size: u32) -> Result<FrameHash, Problem> {
-        Ok(if size <= HASH_IN_WASM {
+    fn new(size: u32, hasher: FrameHasher) -> Result<FrameHash, Problem> {
+        let in_wasm = match hasher {
+            FrameHasher::Auto => size <= HASH_IN_WASM,
+            FrameHasher::Core => true,
+            FrameHasher::Platform => false,
+        };
+        Ok(if in_wasm {
             FrameHash::Wasm(Hasher::new())
         } else {
-            FrameHash::Platform(PlatformHash::new().map_err(failed)?)
+            FrameHash::Platform(PlatformHash::new().map_err(failed)?, None)
         })
     }
 
-    async fn write(&mut self, piece: &Uint8Array, scratch: &mut Vec<u8>) -> Result<(), Problem> {
+    fn write(&mut self, piece: &Uint8Array, scratch: &mut Vec<u8>) {
         let since = timing::now();
         match self {
             FrameHash::Wasm(h) => {
@@ -264,25 +273,74 @@ impl FrameHash {
                 piece.copy_to(scratch);
                 h.update(scratch);
             }
-            FrameHash::Platform(h) => h.write_array(piece).await.map_err(failed)?,
+            FrameHash::Platform(h, last) => {
+                *last = Some(JsFuture::from(h.writer().write_with_chunk(piece)));
+            }
         }
         timing::add(Stage::Hash, since);
-        Ok(())
     }
 
     async fn finish(self) -> Result<Digest, Problem> {
         let since = timing::now();
         let d = match self {
             FrameHash::Wasm(h) => h.finish(),
-            FrameHash::Platform(h) => h.finish().await.map_err(failed)?,
+            FrameHash::Platform(h, last) => {
+                if let Some(last) = last {
+                    last.await
+                        .map_err(|e| failed(store::js_error("hashing a frame", e)))?;
+                }
+                h.finish().await.map_err(failed)?
+            }
         };
         timing::add(Stage::Hash, since);
         Ok(d)
     }
 }
 
-/// Streams the frames: hashes each, writes the new ones to `sink`
-/// (holding the last write back until every frame is verified).
+/// The new pack's writes: runs of new frames' bytes as large as the input
+/// chunks allow, one write in flight while the next run is hashed, and the
+/// last run held back until every frame is verified.
+struct PackWrites<'a> {
+    sink: &'a FixedPut,
+    held: Option<Uint8Array>,
+    in_flight: Option<JsFuture>,
+}
+
+impl PackWrites<'_> {
+    async fn settle(&mut self) -> Result<(), Problem> {
+        if let Some(write) = self.in_flight.take() {
+            timing::timed(Stage::R2Write, write)
+                .await
+                .map_err(|e| failed(store::js_error("storing the pack", e)))?;
+        }
+        Ok(())
+    }
+
+    /// Queues a run; the one before it is written.
+    async fn run(&mut self, run: Uint8Array) -> Result<(), Problem> {
+        if let Some(previous) = self.held.replace(run) {
+            self.settle().await?;
+            self.in_flight = Some(JsFuture::from(self.sink.writer.write_with_chunk(&previous)));
+        }
+        Ok(())
+    }
+
+    /// Writes the held run and closes the pack: call once every frame is
+    /// verified.
+    async fn finish(mut self) -> Result<(), Problem> {
+        self.settle().await?;
+        if let Some(last) = self.held.take() {
+            timing::timed(Stage::R2Write, self.sink.write(&last))
+                .await
+                .map_err(failed)?;
+        }
+        timing::timed(Stage::R2Write, self.sink.close())
+            .await
+            .map_err(failed)
+    }
+}
+
+/// Streams the frames: hashes each, writes the new ones to `sink`.
 async fn pump_frames(
     source: &mut Source,
     decoder: &mut Decoder,
@@ -290,10 +348,15 @@ async fn pump_frames(
     new: &[bool],
     mut first: Option<Uint8Array>,
     sink: Option<&FixedPut>,
+    hasher: FrameHasher,
 ) -> Result<(), Problem> {
     let mut scratch = Vec::new();
     let mut hash: Option<FrameHash> = None;
-    let mut held: Option<Uint8Array> = None;
+    let mut pack = sink.map(|sink| PackWrites {
+        sink,
+        held: None,
+        in_flight: None,
+    });
     loop {
         let chunk = match first.take() {
             Some(c) => c,
@@ -303,6 +366,8 @@ async fn pump_frames(
             },
         };
         let mut at = 0u32;
+        // The run of new frames' bytes in this chunk not yet queued.
+        let mut run: Option<(u32, u32)> = None;
         while at < chunk.length() {
             let Some((index, left)) = decoder.pending_frame() else {
                 return Err(refused(
@@ -312,22 +377,22 @@ async fn pump_frames(
             };
             let n = left.min(chunk.length() - at);
             let piece = chunk.subarray(at, at + n);
-            at += n;
             let last = decoder.consume(n).unwrap_or(true);
             if hash.is_none() {
-                hash = Some(FrameHash::new(frames[index].size)?);
+                hash = Some(FrameHash::new(frames[index].size, hasher)?);
             }
             if let Some(h) = hash.as_mut() {
-                h.write(&piece, &mut scratch).await?;
+                h.write(&piece, &mut scratch);
             }
             if new[index] {
-                if let (Some(sink), Some(previous)) = (sink, held.take()) {
-                    timing::timed(Stage::R2Write, sink.write(&previous))
-                        .await
-                        .map_err(failed)?;
-                }
-                held = Some(piece);
+                run = Some(match run {
+                    Some((start, _)) => (start, at + n),
+                    None => (at, at + n),
+                });
+            } else if let (Some(p), Some((a, b))) = (pack.as_mut(), run.take()) {
+                p.run(chunk.subarray(a, b)).await?;
             }
+            at += n;
             if last {
                 let got = match hash.take() {
                     Some(h) => h.finish().await?,
@@ -345,17 +410,13 @@ async fn pump_frames(
                 }
             }
         }
+        if let (Some(p), Some((a, b))) = (pack.as_mut(), run.take()) {
+            p.run(chunk.subarray(a, b)).await?;
+        }
     }
     decoder.finish().map_err(|e| refused(e.code(), e.message))?;
-    if let Some(sink) = sink {
-        if let Some(last) = held.take() {
-            timing::timed(Stage::R2Write, sink.write(&last))
-                .await
-                .map_err(failed)?;
-        }
-        timing::timed(Stage::R2Write, sink.close())
-            .await
-            .map_err(failed)?;
+    if let Some(p) = pack {
+        p.finish().await?;
     }
     Ok(())
 }
@@ -392,6 +453,8 @@ pub struct Target<'a> {
     pub pack_key: &'a str,
     /// The packet the push is for.
     pub digest: &'a str,
+    /// Where the frames are hashed.
+    pub hasher: FrameHasher,
 }
 
 /// Receives one part: decodes and checks `body` against the plan, writes
@@ -459,7 +522,7 @@ async fn ingest_from(
     let pack_size = offset;
     let bytes: u64 = frames.iter().map(|f| u64::from(f.size)).sum();
     if pack_size == 0 {
-        pump_frames(source, decoder, &frames, &new, first, None).await?;
+        pump_frames(source, decoder, &frames, &new, first, None, target.hasher).await?;
     } else {
         timing::timed(
             Stage::D1,
@@ -472,7 +535,16 @@ async fn ingest_from(
             .put(pack_key, Data::ReadableStream(sink.readable.clone()))
             .execute();
         let pump = async {
-            let pumped = pump_frames(source, decoder, &frames, &new, first, Some(&sink)).await;
+            let pumped = pump_frames(
+                source,
+                decoder,
+                &frames,
+                &new,
+                first,
+                Some(&sink),
+                target.hasher,
+            )
+            .await;
             if pumped.is_err() {
                 sink.abort("part refused").await;
             }

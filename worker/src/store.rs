@@ -24,6 +24,7 @@ use worker::worker_sys::FixedLengthStream;
 use worker::{Bucket, Data, HttpMetadata};
 
 use crate::config::PacketHasher;
+use crate::timing::{self, Stage};
 
 /// The R2 key a multipart upload assembles into (and, once verified, the
 /// packet's object); a single upload's object has a key of the same form.
@@ -224,7 +225,16 @@ pub async fn verify_into_bucket(
         .execute();
     let reader = ChunkReader::new(&source)?;
     let pump = async {
-        let pumped = pump(&reader, Some(&sink), size, expected, limits, hasher).await;
+        let pumped = pump(
+            &reader,
+            Stage::Body,
+            Some(&sink),
+            size,
+            expected,
+            limits,
+            hasher,
+        )
+        .await;
         if pumped.is_err() {
             // Stop the put (it must not wait for more bytes), then read the
             // rest of the source: a request answered before its body was read
@@ -261,7 +271,7 @@ pub async fn verify_object(
         .ok_or_else(|| StoreError::Failed(format!("{key} is missing")))?;
     let source = body_stream(&object)?;
     let reader = ChunkReader::new(&source)?;
-    pump(&reader, None, size, expected, limits, hasher).await
+    pump(&reader, Stage::R2Read, None, size, expected, limits, hasher).await
 }
 
 /// An R2 object's body as a stream.
@@ -422,6 +432,7 @@ impl ChunkReader {
 /// is verified.
 async fn pump(
     source: &ChunkReader,
+    source_stage: Stage,
     sink: Option<&FixedPut>,
     size: u64,
     expected: Digest,
@@ -437,7 +448,7 @@ async fn pump(
     let mut buf = Vec::new();
     let mut seen = 0u64;
     let last = loop {
-        let Some(chunk) = source.next().await? else {
+        let Some(chunk) = timing::timed(source_stage, source.next()).await? else {
             // The body ended early: the core says what is missing.
             let ended = reader.finish_with_digest(hash.finish().await?);
             return Err(ended.map_or_else(StoreError::Refused, |_| {
@@ -446,15 +457,19 @@ async fn pump(
         };
         let n = chunk.length() as usize;
         buf.resize(n, 0);
+        let since = timing::now();
         chunk.copy_to(&mut buf[..n]);
+        timing::add(Stage::Copy, since);
         seen += n as u64;
+        let since = timing::now();
         reader.feed(&buf).map_err(StoreError::Refused)?;
-        hash.write(&buf).await?;
+        timing::add(Stage::Verify, since);
+        timing::timed(Stage::Hash, hash.write(&buf)).await?;
         if seen >= size {
             break chunk;
         }
         if let Some(sink) = sink {
-            sink.write(&chunk).await?;
+            timing::timed(Stage::R2Write, sink.write(&chunk)).await?;
         }
     };
     let verified = reader

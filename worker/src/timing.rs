@@ -22,9 +22,11 @@ pub enum Stage {
     R2Read,
     /// D1 queries.
     D1,
+    /// packet-core's reader checking a whole packet (in wasm).
+    Verify,
 }
 
-const STAGES: [(Stage, &str); 7] = [
+const STAGES: [(Stage, &str); 8] = [
     (Stage::Body, "body"),
     (Stage::Decode, "decode"),
     (Stage::Hash, "hash"),
@@ -32,10 +34,11 @@ const STAGES: [(Stage, &str); 7] = [
     (Stage::R2Write, "r2_write"),
     (Stage::R2Read, "r2_read"),
     (Stage::D1, "d1"),
+    (Stage::Verify, "verify"),
 ];
 
 thread_local! {
-    static TOTALS: RefCell<[f64; 7]> = const { RefCell::new([0.0; 7]) };
+    static TOTALS: RefCell<[f64; 8]> = const { RefCell::new([0.0; 8]) };
     static STARTED: RefCell<f64> = const { RefCell::new(0.0) };
 }
 
@@ -56,7 +59,7 @@ pub fn now() -> f64 {
 /// Starts a request's accounting (each request runs alone in its isolate
 /// while it is measured: the benchmark sends one at a time).
 pub fn begin() {
-    TOTALS.with(|t| *t.borrow_mut() = [0.0; 7]);
+    TOTALS.with(|t| *t.borrow_mut() = [0.0; 8]);
     STARTED.with(|s| *s.borrow_mut() = now());
 }
 
@@ -78,7 +81,7 @@ pub async fn timed<T>(stage: Stage, work: impl core::future::Future<Output = T>)
     out
 }
 
-/// The `Pillbox-Timing` header's value: `stage=ms;…;total=ms`.
+/// The `Pillbox-Timing` header's value: `stage=ms;…;total=ms;wasm_memory=bytes`.
 pub fn report() -> String {
     let total = now() - STARTED.with(|s| *s.borrow());
     let mut parts: Vec<String> = TOTALS.with(|t| {
@@ -89,5 +92,10 @@ pub fn report() -> String {
             .collect()
     });
     parts.push(format!("total={total:.1}"));
+    // The instance's wasm linear memory (it never shrinks: its peak).
+    parts.push(format!(
+        "wasm_memory={}",
+        core::arch::wasm32::memory_size::<0>() as u64 * 65536
+    ));
     parts.join(";")
 }

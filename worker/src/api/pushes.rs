@@ -346,6 +346,7 @@ pub async fn part(
         max_bytes: config.push_part_bytes,
         pack_key: &pack_key,
         digest: &push.digest,
+        hasher: config.frame_hasher,
     };
     let got = ingest::ingest(bucket, db, &body, encoding, &target).await?;
     let record = record_object(id, number, &attempt);

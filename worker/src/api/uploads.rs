@@ -103,7 +103,12 @@ pub async fn part(
     let upload = bucket
         .resume_multipart_upload(store::staging_key(id), &row.r2_upload_id)
         .map_err(internal)?;
-    let part = upload.upload_part(number, body).await.map_err(internal)?;
+    let part = crate::timing::timed(
+        crate::timing::Stage::R2Write,
+        upload.upload_part(number, body),
+    )
+    .await
+    .map_err(internal)?;
     let part = PartRow {
         number,
         etag: part.etag(),
@@ -216,13 +221,15 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         let uploaded = parts
             .iter()
             .map(|p| worker::UploadedPart::new(p.number, p.etag.clone()));
-        upload.complete(uploaded).await.map_err(|e| {
-            Problem::conflict(
-                "upload_not_assembled",
-                format!("R2 could not assemble the parts: {e}"),
-                "upload the parts again (or start a new upload), then complete again",
-            )
-        })?;
+        crate::timing::timed(crate::timing::Stage::R2Write, upload.complete(uploaded))
+            .await
+            .map_err(|e| {
+                Problem::conflict(
+                    "upload_not_assembled",
+                    format!("R2 could not assemble the parts: {e}"),
+                    "upload the parts again (or start a new upload), then complete again",
+                )
+            })?;
     }
     let verified = match store::verify_object(
         bucket,
