@@ -36,6 +36,8 @@
 //! | [`uploads`] | `/v1/uploads`, its parts and `complete` |
 //! | [`refs`] | `/v1/refs`, `/v1/refs/{name}` |
 //! | [`search`] | `GET /v1/search` |
+//! | [`pushes`] | `/v1/pushes` (delta push), `GET /v1/packets/{digest}/recipes`, `POST /v1/packets/{digest}/chunks` |
+//! | [`chunks`] | the chunk batch those parts and answers carry (binary, not JSON) |
 //! | [`problem`] | every refusal |
 
 #![no_std]
@@ -43,9 +45,11 @@
 
 extern crate alloc;
 
+pub mod chunks;
 pub mod info;
 pub mod packets;
 pub mod problem;
+pub mod pushes;
 pub mod refs;
 pub mod search;
 pub mod uploads;
@@ -53,6 +57,10 @@ pub mod uploads;
 pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE};
 pub use packets::{Harness, Packet, PacketFacts, PacketList, Stored};
 pub use problem::{ErrorBody, Problem};
+pub use pushes::{
+    ChunkRequest, Chunking, MissingChunks, PartLimits, PartReceived, PushPart, PushSession, Recipe,
+    RecipeChunk, Recipes, TRANSFER_DELTA, TRANSFER_WHOLE,
+};
 pub use refs::{PutRef, Ref, RefChange, RefList};
 pub use search::{SearchMatch, SearchResults};
 pub use uploads::{CreateUpload, PartStored, ReceivedPart, Upload};
