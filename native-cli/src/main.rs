@@ -5,8 +5,11 @@
 //! this crate walks directories, reads and writes files, stages and renames,
 //! finds harness state, and prints one JSON object per run (docs/cli.md).
 
+mod chunking;
+mod compress;
 mod error;
 mod harness;
+mod layout;
 mod pack;
 mod packet_io;
 mod progress;
@@ -135,7 +138,32 @@ struct PushArgs {
     #[arg(long, value_name = "LABEL")]
     label: Vec<String>,
     #[command(flatten)]
+    delta: DeltaPushArgs,
+    #[command(flatten)]
     common: Common,
+}
+
+/// How a push sends the packet.
+#[derive(Debug, Args)]
+struct DeltaPushArgs {
+    /// Send the whole packet (one request, or parts) even when the store takes delta pushes.
+    #[arg(long)]
+    whole: bool,
+    /// A stored packet this one builds on (besides the ref's current packet): bodies and chunks it holds are not sent. Repeatable.
+    #[arg(long = "base", value_name = "DIGEST")]
+    bases: Vec<String>,
+}
+
+impl DeltaPushArgs {
+    fn bases(&self) -> Result<Vec<Digest>> {
+        self.bases
+            .iter()
+            .map(|s| {
+                s.parse::<Digest>()
+                    .map_err(|e| CliError::Usage(format!("--base {s:?}: {}", e.message())))
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -584,6 +612,8 @@ fn run_push(a: PushArgs) -> Result<()> {
         part_size: a.part_size,
         labels: a.label,
         state_dir: remote::default_state_dir()?,
+        whole: a.delta.whole,
+        bases: a.delta.bases()?,
     };
     let report = remote::push(&store, &request, &Progress::new(a.common.quiet))?;
     emit(&report, JsonTo::Stdout, None);
