@@ -5,6 +5,7 @@
 //! this crate walks directories, reads and writes files, stages and renames,
 //! finds harness state, and prints one JSON object per run (docs/cli.md).
 
+mod cache;
 mod chunking;
 mod compress;
 mod error;
@@ -176,7 +177,47 @@ struct PullArgs {
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     #[command(flatten)]
+    sources: PullSourceArgs,
+    #[command(flatten)]
     common: Common,
+}
+
+/// Where a pull finds bytes before it fetches them.
+#[derive(Debug, Args)]
+struct PullSourceArgs {
+    /// A packet file on this machine to take bodies from (an earlier version of the same session, say). Repeatable; a file that is not a packet is reported and left out.
+    #[arg(long = "base", value_name = "FILE")]
+    bases: Vec<PathBuf>,
+    /// The chunk cache folder [default: $XDG_CACHE_HOME/pillbox, else ~/.cache/pillbox; bounded by $PILLBOX_CACHE_MAX_BYTES, default 4 GiB].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+    /// Use no chunk cache: fetched chunks are kept only until the packet is rebuilt.
+    #[arg(long)]
+    no_cache: bool,
+    /// Download the whole packet even when the store serves chunks.
+    #[arg(long)]
+    whole: bool,
+}
+
+impl PullSourceArgs {
+    fn sources(&self) -> Result<remote::PullSources> {
+        let cache = if self.no_cache {
+            remote::CacheChoice::Off
+        } else {
+            remote::CacheChoice::At {
+                dir: match &self.cache_dir {
+                    Some(d) => d.clone(),
+                    None => cache::default_dir()?,
+                },
+                max_bytes: cache::max_bytes_from_env()?,
+            }
+        };
+        Ok(remote::PullSources {
+            bases: self.bases.clone(),
+            cache,
+            whole: self.whole,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -628,7 +669,14 @@ fn run_pull(a: PullArgs, to: JsonTo) -> Result<()> {
         ));
     }
     let store = a.remote.connect()?;
-    let report = remote::pull(&store, &target, &a.output, &Progress::new(a.common.quiet))?;
+    let sources = a.sources.sources()?;
+    let report = remote::pull(
+        &store,
+        &target,
+        &a.output,
+        &sources,
+        &Progress::new(a.common.quiet),
+    )?;
     emit(&report, to, None);
     Ok(())
 }

@@ -367,6 +367,27 @@ impl Remote {
         })
     }
 
+    /// `GET path` of bytes `start..=end` (`Range`), retried.
+    pub(super) fn get_range(
+        &self,
+        what: &str,
+        path: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Response<Body>> {
+        let url = self.url(path);
+        self.send(what, &mut || {
+            let mut r = self
+                .agent()
+                .get(&url)
+                .header("range", format!("bytes={start}-{end}"));
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            r.call()
+        })
+    }
+
     /// An answer's body as it arrives: its wire bytes counted as
     /// received, a gzip encoding undone.
     pub(super) fn body_reader(&self, response: Response<Body>) -> Box<dyn Read + Send + '_> {

@@ -16,13 +16,15 @@
 //! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
 //! | `delta_push` | delta push: manifest, recipes, compressed parts in parallel, complete |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
-//! | `pull` | `pull`: a download verified as it arrives, continued after a drop |
+//! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
+//! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches, the packet rebuilt |
 //!
 //! Every JSON body sent or read is a type of the `pillbox-wire` crate, the
 //! one the Worker answers with.
 
 mod bodies;
 mod client;
+mod delta_pull;
 mod delta_push;
 mod pull;
 mod push;
@@ -31,7 +33,8 @@ mod upload_state;
 use packet_core::Digest;
 
 pub use client::{Remote, Token};
-pub use pull::{pull, PullTarget};
+pub use delta_pull::{plan as plan_pull, DeltaPullReport, RebuiltSource};
+pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use bodies::Bodies;
 pub use push::{push, push_verified, ExpectRef, PushRequest, Verified};
 pub use upload_state::default_state_dir;
