@@ -317,8 +317,8 @@ fn serve(mut req: Request, state: &Mutex<State>, config: &Config) {
     });
     let is_head = method == Method::Head;
     let len = bytes.len();
-    let mut response = Response::from_data(if is_head { Vec::new() } else { bytes })
-        .with_status_code(status);
+    let mut response =
+        Response::from_data(if is_head { Vec::new() } else { bytes }).with_status_code(status);
     for (k, v) in headers {
         response.add_header(Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap());
     }
@@ -372,7 +372,8 @@ fn unescape(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
+            if let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or(""), 16)
             {
                 out.push(v);
                 i += 3;
@@ -475,7 +476,9 @@ fn route(
             state.lock().unwrap().failures.push((prefix, times));
             (204, Vec::new(), vec![])
         }
-        (Method::Post, ["v1", "pushes"]) if config.delta => create_push(query, body, encoding, state),
+        (Method::Post, ["v1", "pushes"]) if config.delta => {
+            create_push(query, body, encoding, state)
+        }
         (_, ["v1", "pushes", id, rest @ ..]) if config.delta => {
             push_route(method, id, rest, body, encoding, state)
         }
@@ -496,7 +499,11 @@ fn route(
                         ("content-type", "application/x-tar".into()),
                         (
                             "content-range",
-                            format!("bytes {f}-{}/{}", p.bytes.len().saturating_sub(1), p.bytes.len()),
+                            format!(
+                                "bytes {f}-{}/{}",
+                                p.bytes.len().saturating_sub(1),
+                                p.bytes.len()
+                            ),
                         ),
                     ],
                 ),
@@ -658,7 +665,11 @@ fn create_push(query: &str, body: &[u8], encoding: Option<&str>, state: &Mutex<S
         Err(e) => return problem(422, e.code().as_str(), e.message()),
     };
     if manifest.packet_size() != size {
-        return problem(400, "size_mismatch", "size is not the manifest's packet size");
+        return problem(
+            400,
+            "size_mismatch",
+            "size is not the manifest's packet size",
+        );
     }
     let mut s = state.lock().unwrap();
     let key = digest.to_string();
@@ -691,7 +702,10 @@ fn create_push(query: &str, body: &[u8], encoding: Option<&str>, state: &Mutex<S
         manifest,
         manifest_json: json_bytes,
         bases_used,
-        labels: query_values(query, "label").iter().map(|l| unescape(l)).collect(),
+        labels: query_values(query, "label")
+            .iter()
+            .map(|l| unescape(l))
+            .collect(),
         present,
         base_recipes,
         recipes: HashMap::new(),
@@ -778,7 +792,9 @@ fn push_route(
             let fed = decoder.feed(&batch, |e| {
                 match e {
                     Event::FrameStart { .. } => frames.push(Vec::new()),
-                    Event::Data { bytes, .. } => frames.last_mut().unwrap().extend_from_slice(bytes),
+                    Event::Data { bytes, .. } => {
+                        frames.last_mut().unwrap().extend_from_slice(bytes)
+                    }
                     _ => {}
                 }
                 Ok::<(), BatchError>(())
@@ -823,7 +839,11 @@ fn push_route(
         (Method::Post, ["complete"]) => {
             let (missing, _) = push.missing();
             if !missing.is_empty() {
-                return problem(409, "push_incomplete", &format!("{} bodies missing", missing.len()));
+                return problem(
+                    409,
+                    "push_incomplete",
+                    &format!("{} bodies missing", missing.len()),
+                );
             }
             let mut recipes = HashMap::new();
             for (h, s) in push.bodies() {
@@ -845,7 +865,11 @@ fn push_route(
             let key = push.digest.to_string();
             if got != push.digest {
                 pushes.remove(id);
-                return problem(422, "packet_digest_mismatch", "the rebuilt packet has another digest");
+                return problem(
+                    422,
+                    "packet_digest_mismatch",
+                    "the rebuilt packet has another digest",
+                );
             }
             let packet = Packet {
                 bytes,

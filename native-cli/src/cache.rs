@@ -58,9 +58,10 @@ pub fn default_dir() -> Result<PathBuf> {
 /// The bound from `$PILLBOX_CACHE_MAX_BYTES`, else the default.
 pub fn max_bytes_from_env() -> Result<u64> {
     match std::env::var(MAX_BYTES_ENV) {
-        Ok(v) => v.trim().parse().map_err(|_| {
-            CliError::Usage(format!("{MAX_BYTES_ENV}={v:?}: give a number of bytes"))
-        }),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| CliError::Usage(format!("{MAX_BYTES_ENV}={v:?}: give a number of bytes"))),
         Err(_) => Ok(DEFAULT_MAX_BYTES),
     }
 }
@@ -362,11 +363,7 @@ pub fn evict(dir: &Path, max_bytes: u64) -> Result<Eviction> {
         match path.extension().and_then(|e| e.to_str()) {
             Some("idx") => {
                 let pack_len = fs::metadata(path.with_extension("pack")).map_or(0, |m| m.len());
-                packs.push((
-                    meta.modified().unwrap_or(now),
-                    pack_len + meta.len(),
-                    path,
-                ));
+                packs.push((meta.modified().unwrap_or(now), pack_len + meta.len(), path));
             }
             // A pack whose index never landed (a pull died between the two
             // renames).
@@ -544,7 +541,9 @@ mod tests {
                 let dir = dir.clone();
                 s.spawn(move || {
                     for round in 0..20u32 {
-                        let mine: Vec<_> = (0..5).map(|i| chunk(w * 1000 + round * 10 + i, 2000)).collect();
+                        let mine: Vec<_> = (0..5)
+                            .map(|i| chunk(w * 1000 + round * 10 + i, 2000))
+                            .collect();
                         let mut c = Cache::open(&dir, 30_000).unwrap();
                         put(&mut c, &mine);
                         // Everything found must read back right, whoever

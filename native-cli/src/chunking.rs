@@ -173,7 +173,13 @@ mod tests {
 
     #[test]
     fn the_cuts_are_fastcdc_v2020_over_the_whole_body() {
-        for (len, seed) in [(0, 1), (1000, 2), (300 << 10, 3), (5 << 20, 4), (9 << 20, 5)] {
+        for (len, seed) in [
+            (0, 1),
+            (1000, 2),
+            (300 << 10, 3),
+            (5 << 20, 4),
+            (9 << 20, 5),
+        ] {
             let bytes = sample(len, seed);
             let expected: Vec<(u64, u32)> = v2020::FastCDC::new(
                 &bytes,

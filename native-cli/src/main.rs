@@ -18,7 +18,9 @@ mod query;
 mod refused;
 mod remote;
 mod report;
+mod restore;
 mod restore_check;
+mod save;
 mod unpack;
 mod walk;
 
@@ -54,7 +56,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull.
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, save, restore.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
 }
@@ -93,6 +95,16 @@ enum Checkpoint {
         after_help = "Examples:\n  pillbox checkpoint pull sessions/demo/latest --remote https://pillbox.example.workers.dev -o ws.tar\n  pillbox checkpoint pull sha256:<hex> --remote http://127.0.0.1:8787 -o - | tar -t\n\nNothing is written at FILE unless the whole packet verified (digest and every member)."
     )]
     Pull(PullArgs),
+    /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox checkpoint save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again)."
+    )]
+    Save(SaveArgs),
+    /// Pull a packet and unpack it in one step: bodies from --base packets and the local cache, the rest fetched; everything verified before anything lands.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint restore sessions/demo/latest --remote https://pillbox.example.workers.dev --into ./restored\n  pillbox checkpoint restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws --codex-home ~/.codex --base old.tar\n\nA host that restores repeatedly needs no --base: the chunk cache keeps what earlier pulls fetched."
+    )]
+    Restore(RestoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +240,18 @@ struct PackArgs {
     /// Where to write the packet; `-` writes it to stdout (the JSON report then goes to stderr or --report).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
+    #[command(flatten)]
+    flags: PackFlags,
+    /// Write the JSON report to this file instead of stdout (stderr when the packet goes to stdout).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// What to pack besides the workspace, and what to leave out (pack, save).
+#[derive(Debug, Args)]
+struct PackFlags {
     /// Also carry an agent's session log: `codex` (needs --thread) or `claude` (needs --session). `opencode` is refused.
     #[arg(long, value_enum, value_name = "HARNESS")]
     harness: Option<HarnessArg>,
@@ -237,7 +261,7 @@ struct PackArgs {
     /// Claude Code session id (a lowercase UUID) whose transcript to carry.
     #[arg(long, value_name = "UUID")]
     session: Option<String>,
-    /// Codex home to read the rollout from [default: $CODEX_HOME, else $HOME/.codex].
+    /// Codex home to read the rollout from (pack, save) or restore it under (restore) [default: $CODEX_HOME, else $HOME/.codex].
     #[arg(long, value_name = "DIR")]
     codex_home: Option<PathBuf>,
     /// Claude Code config dir to read the transcript from [default: $CLAUDE_CONFIG_DIR, else $HOME/.claude].
@@ -252,9 +276,55 @@ struct PackArgs {
     /// Skip symlinks that point outside the workspace instead of refusing to pack.
     #[arg(long)]
     skip_escaping_symlinks: bool,
-    /// Write the JSON report to this file instead of stdout (stderr when the packet goes to stdout).
-    #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct SaveArgs {
+    /// The workspace directory to save.
+    #[arg(default_value = ".")]
+    workspace: PathBuf,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Move this ref (e.g. `sessions/<name>/latest`) to the packet, with compare-and-swap; its current packet is the push's base.
+    #[arg(long = "ref", value_name = "NAME")]
+    ref_name: String,
+    /// The digest the ref must hold now, or `absent`; without it, the value read just before the move.
+    #[arg(long, value_name = "DIGEST|absent")]
+    expect_ref: Option<String>,
+    /// Also write the packet to this file (by default no packet file is written).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    flags: PackFlags,
+    /// Attach a label to the packet (e.g. `host=ci-7`). Repeatable.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    /// Part size to ask the store for when the packet goes up in parts.
+    #[arg(long, value_name = "BYTES")]
+    part_size: Option<u64>,
+    #[command(flatten)]
+    delta: DeltaPushArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct RestoreArgs {
+    /// A digest (`sha256:<hex>`) or a ref name.
+    target: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// The workspace target: an empty or absent directory.
+    #[arg(long, value_name = "DIR")]
+    into: PathBuf,
+    /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
+    #[arg(long, value_name = "DIR")]
+    codex_home: Option<PathBuf>,
+    /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
+    #[arg(long, value_name = "DIR")]
+    claude_config_dir: Option<PathBuf>,
+    #[command(flatten)]
+    sources: PullSourceArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -437,6 +507,8 @@ fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
         Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
         Checkpoint::RestoreCheck(a) => (run_restore_check(a), JsonTo::Stdout, None),
         Checkpoint::Push(a) => (run_push(a), JsonTo::Stdout, None),
+        Checkpoint::Save(a) => (run_save(a), JsonTo::Stdout, None),
+        Checkpoint::Restore(a) => (run_restore(a), JsonTo::Stdout, None),
         Checkpoint::Pull(a) => {
             let to = if a.output == Path::new("-") {
                 JsonTo::Stderr
@@ -473,73 +545,134 @@ fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
     .transpose()
 }
 
+impl PackFlags {
+    /// The pack request for `workspace` into `output`.
+    fn request(self, workspace: PathBuf, output: PathBuf) -> Result<pack::PackRequest> {
+        let a = self;
+        let harness = match a.harness {
+            None => {
+                if a.thread.is_some() || a.session.is_some() {
+                    return Err(CliError::Usage(
+                        "--thread and --session need --harness codex or --harness claude".into(),
+                    ));
+                }
+                None
+            }
+            Some(h) => {
+                let kind = h.kind()?;
+                let stray = match kind {
+                    HarnessKind::Codex => a
+                        .session
+                        .is_some()
+                        .then_some("--session belongs to --harness claude"),
+                    HarnessKind::Claude => a
+                        .thread
+                        .is_some()
+                        .then_some("--thread belongs to --harness codex"),
+                };
+                if let Some(message) = stray {
+                    return Err(CliError::Usage(message.into()));
+                }
+                let (id, home) = match kind {
+                    HarnessKind::Codex => (
+                        a.thread.clone().ok_or_else(|| {
+                            CliError::Usage("--harness codex needs --thread <uuid>".into())
+                        })?,
+                        harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
+                    ),
+                    HarnessKind::Claude => (
+                        a.session.clone().ok_or_else(|| {
+                            CliError::Usage("--harness claude needs --session <uuid>".into())
+                        })?,
+                        harness::home_dir(
+                            a.claude_config_dir.as_deref(),
+                            "CLAUDE_CONFIG_DIR",
+                            ".claude",
+                        )?,
+                    ),
+                };
+                Some(pack::HarnessRequest {
+                    kind,
+                    home,
+                    id,
+                    expect_model: a.expect_model.clone(),
+                })
+            }
+        };
+        Ok(pack::PackRequest {
+            workspace,
+            output,
+            harness,
+            walk: walk::WalkOptions {
+                excludes: a.exclude,
+                skip_escaping_symlinks: a.skip_escaping_symlinks,
+            },
+        })
+    }
+}
+
 fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
-    let harness = match a.harness {
-        None => {
-            if a.thread.is_some() || a.session.is_some() {
-                return Err(CliError::Usage(
-                    "--thread and --session need --harness codex or --harness claude".into(),
-                ));
-            }
-            None
-        }
-        Some(h) => {
-            let kind = h.kind()?;
-            let stray = match kind {
-                HarnessKind::Codex => a
-                    .session
-                    .is_some()
-                    .then_some("--session belongs to --harness claude"),
-                HarnessKind::Claude => a
-                    .thread
-                    .is_some()
-                    .then_some("--thread belongs to --harness codex"),
-            };
-            if let Some(message) = stray {
-                return Err(CliError::Usage(message.into()));
-            }
-            let (id, home) = match kind {
-                HarnessKind::Codex => (
-                    a.thread.clone().ok_or_else(|| {
-                        CliError::Usage("--harness codex needs --thread <uuid>".into())
-                    })?,
-                    harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
-                ),
-                HarnessKind::Claude => (
-                    a.session.clone().ok_or_else(|| {
-                        CliError::Usage("--harness claude needs --session <uuid>".into())
-                    })?,
-                    harness::home_dir(
-                        a.claude_config_dir.as_deref(),
-                        "CLAUDE_CONFIG_DIR",
-                        ".claude",
-                    )?,
-                ),
-            };
-            Some(pack::HarnessRequest {
-                kind,
-                home,
-                id,
-                expect_model: a.expect_model.clone(),
-            })
-        }
-    };
-    if a.output == Path::new("-") && io::stdout().is_terminal() {
+    let request = a.flags.request(a.workspace, a.output)?;
+    if request.output == Path::new("-") && io::stdout().is_terminal() {
         return Err(CliError::Usage(
             "refusing to write a packet to a terminal: redirect stdout or use -o FILE".into(),
         ));
     }
-    let request = pack::PackRequest {
-        workspace: a.workspace,
-        output: a.output,
-        harness,
-        walk: walk::WalkOptions {
-            excludes: a.exclude,
-            skip_escaping_symlinks: a.skip_escaping_symlinks,
-        },
-    };
     let report = pack::pack(&request, &Progress::new(a.common.quiet))?;
     emit(&report, to, a.report.as_deref());
+    Ok(())
+}
+
+fn parse_expect_ref(s: Option<&str>) -> Result<Option<remote::ExpectRef>> {
+    s.map(|s| {
+        s.parse::<remote::ExpectRef>()
+            .map_err(|e| CliError::Usage(format!("--expect-ref {e}")))
+    })
+    .transpose()
+}
+
+fn run_save(a: SaveArgs) -> Result<()> {
+    let store = a.remote.connect()?;
+    let pack_request = a.flags.request(a.workspace, PathBuf::from("-"))?;
+    let push_request = remote::PushRequest {
+        packet: PathBuf::from("-"),
+        ref_name: Some(a.ref_name),
+        expect_ref: parse_expect_ref(a.expect_ref.as_deref())?,
+        part_size: a.part_size,
+        labels: a.label,
+        state_dir: remote::default_state_dir()?,
+        whole: a.delta.whole,
+        bases: a.delta.bases()?,
+    };
+    let report = save::save(
+        &store,
+        pack_request,
+        a.output,
+        push_request,
+        &Progress::new(a.common.quiet),
+    )?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_restore(a: RestoreArgs) -> Result<()> {
+    let target = remote::PullTarget::parse(&a.target)?;
+    let store = a.remote.connect()?;
+    let sources = a.sources.sources()?;
+    let request = unpack::UnpackRequest {
+        into: a.into,
+        expected: None,
+        codex_home: a.codex_home,
+        claude_config_dir: a.claude_config_dir,
+    };
+    let report = restore::restore(
+        &store,
+        &target,
+        &sources,
+        request,
+        &Progress::new(a.common.quiet),
+    )?;
+    emit(&report, JsonTo::Stdout, None);
     Ok(())
 }
 
@@ -637,14 +770,7 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
 }
 
 fn run_push(a: PushArgs) -> Result<()> {
-    let expect_ref = a
-        .expect_ref
-        .as_deref()
-        .map(|s| {
-            s.parse::<remote::ExpectRef>()
-                .map_err(|e| CliError::Usage(format!("--expect-ref {e}")))
-        })
-        .transpose()?;
+    let expect_ref = parse_expect_ref(a.expect_ref.as_deref())?;
     let store = a.remote.connect()?;
     let request = remote::PushRequest {
         packet: a.packet,

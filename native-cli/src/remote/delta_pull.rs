@@ -109,7 +109,6 @@ struct Piece {
 /// Every body's pieces, by body sha256.
 pub struct Plan {
     manifest: Manifest,
-    digest: Digest,
     pieces: HashMap<Digest, Vec<Piece>>,
     bases: Vec<Base>,
     cache: RefCell<Cache>,
@@ -196,7 +195,10 @@ fn fetch_recipes(remote: &Remote, digest: &Digest) -> Result<HashMap<Digest, Vec
             .collect::<Result<Vec<_>>>()?;
         let total: u64 = chunks.iter().map(|(_, s)| u64::from(*s)).sum();
         if total != r.size || chunks.iter().any(|(_, s)| *s > chunking::MAX_SIZE) {
-            return Err(bad_answer(&what, &format!("the recipe of {} does not add up", r.sha256)));
+            return Err(bad_answer(
+                &what,
+                &format!("the recipe of {} does not add up", r.sha256),
+            ));
         }
         out.insert(hex(&r.sha256)?, chunks);
     }
@@ -314,9 +316,7 @@ pub fn plan(
         .filter(|(sha, s, _)| {
             *s > THRESHOLD
                 && recipes.contains_key(sha)
-                && pieces[sha]
-                    .iter()
-                    .any(|p| matches!(p.place, Place::Remote))
+                && pieces[sha].iter().any(|p| matches!(p.place, Place::Remote))
         })
         .map(|(_, _, p)| p.as_str())
         .collect();
@@ -366,7 +366,6 @@ pub fn plan(
     }
     let mut plan = Plan {
         manifest,
-        digest: *digest,
         pieces,
         bases,
         cache: RefCell::new(cache),
@@ -467,7 +466,13 @@ impl Plan {
                 end += 1;
             }
             let batch: Vec<Digest> = order[start..end].iter().map(|(d, _)| *d).collect();
-            let got = fetch_chunks(remote, &self.path, &mut self.cache.borrow_mut(), &batch, progress)?;
+            let got = fetch_chunks(
+                remote,
+                &self.path,
+                &mut self.cache.borrow_mut(),
+                &batch,
+                progress,
+            )?;
             {
                 let mut r = self.report.borrow_mut();
                 r.chunks_fetched += batch.len() as u64;
@@ -608,7 +613,8 @@ fn read_batch(
         let fed = decoder.feed(&buf[..n], |e| {
             match e {
                 BatchEvent::Table(t) => {
-                    if t.len() != wanted.len() || t.iter().zip(wanted).any(|(f, w)| f.sha256 != *w) {
+                    if t.len() != wanted.len() || t.iter().zip(wanted).any(|(f, w)| f.sha256 != *w)
+                    {
                         return Err(Stop::Answer("not the chunks asked for, in order".into()));
                     }
                 }
@@ -630,9 +636,7 @@ fn read_batch(
             Err(Stop::Cli(e)) => return Err(BatchRead::Refused(e)),
         }
     }
-    decoder
-        .finish()
-        .map_err(|e| BatchRead::Lost(e.to_string()))
+    decoder.finish().map_err(|e| BatchRead::Lost(e.to_string()))
 }
 
 enum Stop {
@@ -680,7 +684,10 @@ fn fetch_range(
         progress.inc(n as u64);
     }
     if pack.len() != size || h.finish() != *sha256 {
-        return Err(bad_answer(&what, "the body's bytes do not hash to its sha256"));
+        return Err(bad_answer(
+            &what,
+            "the body's bytes do not hash to its sha256",
+        ));
     }
     pack.name(*sha256, 0, size);
     let kept = cache.keep(pack)?;
@@ -772,8 +779,8 @@ impl<'p> Rebuilt<'p> {
             Place::Base { base, offset } => {
                 let mut buf = vec![0u8; p.size as usize];
                 let b = &plan.bases[*base];
-                let ok = b.file.read_exact_at(&mut buf, *offset).is_ok()
-                    && Digest::of(&buf) == p.sha256;
+                let ok =
+                    b.file.read_exact_at(&mut buf, *offset).is_ok() && Digest::of(&buf) == p.sha256;
                 if ok {
                     plan.report.borrow_mut().bases[base_report_index(plan, *base)].used_bytes +=
                         p.size;
@@ -815,15 +822,12 @@ impl<'p> Rebuilt<'p> {
             .ok_or_else(|| Refused::ChunkNotServed {
                 sha256: p.sha256.hex().to_string(),
             })?;
-        plan.cache
-            .borrow_mut()
-            .read(&at, &p.sha256)
-            .ok_or_else(|| {
-                Refused::ChunkNotServed {
-                    sha256: p.sha256.hex().to_string(),
-                }
-                .into()
-            })
+        plan.cache.borrow_mut().read(&at, &p.sha256).ok_or_else(|| {
+            Refused::ChunkNotServed {
+                sha256: p.sha256.hex().to_string(),
+            }
+            .into()
+        })
     }
 
     /// A whole body verified before the rebuild, streamed in blocks.
@@ -922,11 +926,6 @@ impl PacketSource for RebuiltSource<'_> {
 }
 
 impl Plan {
-    /// The digest this plan rebuilds.
-    pub fn digest(&self) -> Digest {
-        self.digest
-    }
-
     /// The error that stopped a rebuild, which its reader saw only as an
     /// I/O error.
     pub fn take_failure(&self) -> Option<CliError> {

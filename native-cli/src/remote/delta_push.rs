@@ -15,7 +15,7 @@ use std::sync::{mpsc, Mutex};
 use packet_core::{Digest, Manifest};
 use pillbox_wire::chunks::{self, Frame};
 use pillbox_wire::{
-    MissingChunks, PartReceived, PushPart, PushSession, Recipe, RecipeChunk, Recipes, Stored,
+    MissingChunks, PartReceived, PushSession, Recipe, RecipeChunk, Recipes, Stored,
 };
 use serde::Serialize;
 
@@ -411,8 +411,8 @@ fn send_recipes(
         let bytes = remote.read_body(&what, r, 64 << 20)?;
         let answer: MissingChunks = parse_answer(&what, &bytes)?;
         for h in answer.missing_chunks {
-            let d = Digest::from_hex(&h)
-                .map_err(|e| super::client::bad_answer(&what, e.message()))?;
+            let d =
+                Digest::from_hex(&h).map_err(|e| super::client::bad_answer(&what, e.message()))?;
             missing.insert(d);
         }
         Ok(())

@@ -32,11 +32,14 @@ mod upload_state;
 
 use packet_core::Digest;
 
+pub use bodies::Bodies;
 pub use client::{Remote, Token};
 pub use delta_pull::{plan as plan_pull, DeltaPullReport, RebuiltSource};
+pub use delta_push::DeltaReport as PushDeltaReport;
 pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
-pub use bodies::Bodies;
-pub use push::{push, push_verified, ExpectRef, PushRequest, Verified};
+pub use push::{
+    push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
+};
 pub use upload_state::default_state_dir;
 
 /// The environment variable holding the bearer token.

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::client::{ref_digest, status_error, store_info, Remote};
 use super::delta_pull::{self, DeltaPullReport, Rebuilt};
-use crate::cache::Cache;
 use super::{packet_path, ref_path};
+use crate::cache::Cache;
 use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
@@ -163,13 +163,22 @@ pub fn pull(
     // The temporary file is removed when `tmp` drops on any error below.
     let (manifest, size, resumed, delta) = if sources.delta(remote)? {
         let (cache, dir) = sources.open_cache()?;
-        let plan = delta_pull::plan(remote, &digest, &sources.bases, cache, dir.as_deref(), progress)?;
+        let plan = delta_pull::plan(
+            remote,
+            &digest,
+            &sources.bases,
+            cache,
+            dir.as_deref(),
+            progress,
+        )?;
         let size = plan.manifest().packet_size();
         progress.phase("rebuild", size);
         let mut rebuilt = Rebuilt::new(&plan, remote, true);
         let copied = copy_counted(&mut rebuilt, tmp.as_file_mut(), progress);
         if let Err(e) = copied {
-            return Err(plan.take_failure().unwrap_or_else(|| CliError::io("write", tmp.path(), e)));
+            return Err(plan
+                .take_failure()
+                .unwrap_or_else(|| CliError::io("write", tmp.path(), e)));
         }
         if rebuilt.digest() != Some(digest) {
             return Err(CliError::Packet(packet_core::Error::new(

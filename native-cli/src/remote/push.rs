@@ -134,7 +134,7 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
         manifest: &read.manifest,
         digest: read.digest,
         size: read.size,
-        file: &file,
+        file: Some(&file),
         bodies: &bodies,
     };
     push_verified(remote, request, &packet, progress)
@@ -149,8 +149,8 @@ pub struct Verified<'a> {
     /// Its size.
     pub size: u64,
     /// The packet file, for the whole-packet paths (`save` without `-o`
-    /// has none, and always goes by delta).
-    pub file: &'a Path,
+    /// has none, and goes by delta).
+    pub file: Option<&'a Path>,
     /// Where its bodies are read from, for a delta push.
     pub bodies: &'a dyn Bodies,
 }
@@ -218,15 +218,19 @@ pub fn push_verified(
         report.bytes_sent = remote.traffic().sent() - sent_before;
         report.delta = Some(outcome.report);
     } else {
+        let Some(file) = packet.file else {
+            return Err(CliError::Bug(
+                "a whole-packet push of a packet with no file".into(),
+            ));
+        };
         let info = settings.info;
         progress.phase("upload", size);
         if size <= info.max_single_upload_bytes {
-            report.uploaded =
-                put_single(remote, &digest, packet.file, size, &request.labels, progress)?;
+            report.uploaded = put_single(remote, &digest, file, size, &request.labels, progress)?;
             report.mode = "single";
             report.bytes_sent = size;
         } else {
-            let outcome = put_multipart(remote, request, &digest, packet.file, size, progress)?;
+            let outcome = put_multipart(remote, request, &digest, file, size, progress)?;
             report.uploaded = outcome.created;
             report.mode = "multipart";
             report.resumed = outcome.resumed;
@@ -245,6 +249,11 @@ pub fn push_verified(
     }
     report.retries = remote.traffic().retries() - retries_before;
     Ok(report)
+}
+
+/// Whether the store takes delta pushes (`GET /v1`).
+pub fn takes_delta(remote: &Remote) -> Result<bool> {
+    Ok(store_info(remote)?.delta)
 }
 
 /// What the ref holds now, `None` if it does not exist.
