@@ -15,8 +15,8 @@
 //!
 //! Prints `listening on http://127.0.0.1:<port>` once ready. Test hooks:
 //! `GET /__mock/log` (every request: method, path, body bytes, status) and
-//! `POST /__mock/fail?path=<prefix>&times=N` (the next N requests whose
-//! path starts with the prefix lose their connection before an answer).
+//! `POST /__mock/fail?path=<part>&times=N` (the next N requests whose
+//! path contains `<part>` lose their connection before an answer).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
@@ -257,7 +257,7 @@ fn serve(mut req: Request, state: &Mutex<State>, config: &Config) {
         let hit = s
             .failures
             .iter_mut()
-            .find(|(p, n)| *n > 0 && path.starts_with(p.as_str()));
+            .find(|(p, n)| *n > 0 && path.contains(p.as_str()));
         match hit {
             Some((_, n)) => {
                 *n -= 1;

@@ -136,7 +136,7 @@ fn drive(
                     push_id: s.push_id.clone(),
                 }
                 .save(state_path)?;
-                session = Some(s);
+                session = Some(*s);
             }
         }
     }
@@ -198,7 +198,7 @@ fn unique_body_bytes(manifest: &Manifest) -> u64 {
 
 enum Created {
     Stored,
-    Session(PushSession),
+    Session(Box<PushSession>),
 }
 
 /// `POST /v1/pushes?…` with the manifest, compressed.
@@ -230,7 +230,7 @@ fn create(remote: &Remote, request: &DeltaRequest<'_>) -> Result<Created> {
         }
         201 => {
             let bytes = remote.read_body(what, r, 64 << 20)?;
-            Ok(Created::Session(parse_answer(what, &bytes)?))
+            Ok(Created::Session(Box::new(parse_answer(what, &bytes)?)))
         }
         _ => Err(status_error(what, r)),
     }
