@@ -65,10 +65,11 @@ def main():
                                   "sandbox_policy": {"mode": "workspace-write", "network_access": False},
                                   "model": "gpt-5-codex", "effort": "medium", "summary": "auto"})
             for _ in range(rng.randint(2, 6)):
-                secret = rng.randbytes(rng.randint(600, 3000))
-                line("response_item", {"type": "reasoning", "summary": [
-                    {"type": "summary_text", "text": "**Inspecting the module**\n\nLooking at how the reader is driven."}],
-                    "content": None, "encrypted_content": base64.b64encode(secret).decode()})
+                if rng.random() < 0.3:
+                    secret = rng.randbytes(rng.randint(200, 900))
+                    line("response_item", {"type": "reasoning", "summary": [
+                        {"type": "summary_text", "text": "**Inspecting the module**\n\nLooking at how the reader is driven."}],
+                        "content": None, "encrypted_content": base64.b64encode(secret).decode()})
                 name, text = rng.choice(corpus)
                 lines = text.splitlines()
                 start = rng.randint(0, max(0, len(lines) - 1))

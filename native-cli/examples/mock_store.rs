@@ -62,6 +62,12 @@ impl Packet {
 }
 
 struct Push {
+    /// The distinct bodies of the manifest: (hex, size), in order.
+    bodies: Vec<(String, u64)>,
+    /// The small ones (a chunk each).
+    small: HashSet<String>,
+    /// Every chunk of the recipes received.
+    recipe_chunks: HashSet<String>,
     digest: Digest,
     size: u64,
     manifest: Manifest,
@@ -77,20 +83,24 @@ struct Push {
     parts: BTreeMap<u32, PushPart>,
 }
 
-impl Push {
-    /// The distinct bodies of the manifest: (hex, size).
-    fn bodies(&self) -> Vec<(String, u64)> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for m in &self.manifest.members {
-            if let Some(d) = m.sha256.filter(|_| m.size > 0) {
-                let hex = d.hex().to_string();
-                if seen.insert(hex.clone()) {
-                    out.push((hex, m.size));
-                }
+/// The distinct bodies of a manifest: (hex, size), in order.
+fn distinct_bodies(manifest: &Manifest) -> Vec<(String, u64)> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for m in &manifest.members {
+        if let Some(d) = m.sha256.filter(|_| m.size > 0) {
+            let hex = d.hex().to_string();
+            if seen.insert(hex.clone()) {
+                out.push((hex, m.size));
             }
         }
-        out
+    }
+    out
+}
+
+impl Push {
+    fn bodies(&self) -> Vec<(String, u64)> {
+        self.bodies.clone()
     }
 
     /// Whether every byte of a body is here.
@@ -142,15 +152,7 @@ impl Push {
             // Sent again: harmless, as a retried part is.
             return true;
         }
-        let small = self
-            .bodies()
-            .iter()
-            .any(|(h, s)| *s <= THRESHOLD && h == hex);
-        small
-            || self
-                .recipes
-                .values()
-                .any(|r| r.iter().any(|(c, _)| c == hex))
+        self.small.contains(hex) || self.recipe_chunks.contains(hex)
     }
 }
 
@@ -487,27 +489,27 @@ fn route(
             let Some(p) = s.packets.get(*d) else {
                 return problem(404, "not_found", "no such packet");
             };
-            let from = range
-                .and_then(|r| r.strip_prefix("bytes="))
-                .and_then(|r| r.strip_suffix('-'))
-                .and_then(|r| r.parse::<usize>().ok());
-            match from {
-                Some(f) if f <= p.bytes.len() => (
+            // `bytes=N-` or `bytes=N-M`.
+            let span = range.and_then(|r| r.strip_prefix("bytes=")).and_then(|r| {
+                let (a, b) = r.split_once('-')?;
+                let a: usize = a.parse().ok()?;
+                let b: usize = if b.is_empty() {
+                    p.bytes.len().checked_sub(1)?
+                } else {
+                    b.parse().ok()?
+                };
+                (a <= b && b < p.bytes.len()).then_some((a, b))
+            });
+            match span {
+                Some((a, b)) => (
                     206,
-                    p.bytes[f..].to_vec(),
+                    p.bytes[a..=b].to_vec(),
                     vec![
                         ("content-type", "application/x-tar".into()),
-                        (
-                            "content-range",
-                            format!(
-                                "bytes {f}-{}/{}",
-                                p.bytes.len().saturating_sub(1),
-                                p.bytes.len()
-                            ),
-                        ),
+                        ("content-range", format!("bytes {a}-{b}/{}", p.bytes.len())),
                     ],
                 ),
-                _ => (
+                None => (
                     200,
                     p.bytes.clone(),
                     vec![("content-type", "application/x-tar".into())],
@@ -696,7 +698,16 @@ fn create_push(query: &str, body: &[u8], encoding: Option<&str>, state: &Mutex<S
     }
     s.next_id += 1;
     let id = format!("{:032x}", s.next_id);
+    let bodies = distinct_bodies(&manifest);
+    let small = bodies
+        .iter()
+        .filter(|(_, s)| *s <= THRESHOLD)
+        .map(|(h, _)| h.clone())
+        .collect();
     let push = Push {
+        bodies,
+        small,
+        recipe_chunks: HashSet::new(),
         digest,
         size,
         manifest,
@@ -755,6 +766,8 @@ fn push_route(
                     return problem(422, "recipe_invalid", "a chunk over 1 MiB");
                 }
                 asked.extend(r.chunks.iter().map(|c| c.sha256.clone()));
+                push.recipe_chunks
+                    .extend(r.chunks.iter().map(|c| c.sha256.clone()));
                 push.recipes.insert(
                     r.sha256,
                     r.chunks.into_iter().map(|c| (c.sha256, c.size)).collect(),
@@ -762,11 +775,12 @@ fn push_route(
             }
             let (all, _) = push.missing_chunks();
             let missing: Vec<String> = all.into_iter().filter(|c| asked.contains(c)).collect();
+            let wanted: HashSet<&String> = missing.iter().collect();
             let missing_bytes = push
                 .recipes
                 .values()
                 .flatten()
-                .filter(|(c, _)| missing.contains(c))
+                .filter(|(c, _)| wanted.contains(c))
                 .map(|(c, s)| (c.clone(), u64::from(*s)))
                 .collect::<HashMap<_, _>>()
                 .values()

@@ -117,9 +117,27 @@ function text(lines, seed) {
   return out;
 }
 
-/** A workspace: small sources, a 3 MiB incompressible blob, a 6 MiB log. */
+/** Seeded incompressible bytes (xorshift), the same on every run. */
+function noise(length, seed) {
+  const out = Buffer.alloc(length);
+  let x = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < length; i += 1) {
+    x ^= x << 13; x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5; x >>>= 0;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+/**
+ * A workspace: small sources, a 3 MiB incompressible blob, a 6 MiB log,
+ * and bodies just over the 256 KiB chunk threshold (large bodies that
+ * FastCDC may leave as one chunk).
+ */
 function workspace(root) {
   for (let i = 0; i < 40; i += 1) write(join(root, `src/m${i % 4}/f${i}.rs`), text(30, i));
+  for (let i = 1; i <= 3; i += 1) write(join(root, `assets/mid-${i}.bin`), noise(300 * 1024, i));
   write(join(root, 'assets/blob.bin'), randomBytes(3 * MIB));
   write(join(root, 'logs/session.jsonl'), text(80_000, 'log'));
   write(join(root, 'README.md'), '# delta\n');

@@ -7,7 +7,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use packet_core::Digest;
@@ -97,14 +97,20 @@ pub struct Remote {
     agent: RwLock<ureq::Agent>,
     retry: RetryPolicy,
     traffic: Traffic,
+    /// No request starts before this (set after a long request).
+    settle_until: Mutex<Option<Instant>>,
 }
 
-/// A request that ran longer than this is never followed by another on
-/// the same connection. On a local `wrangler dev`, a request sent on a
-/// keep-alive connection that just carried a request of more than about
-/// ten seconds of storage work is never answered (docs/transfer.md, "The
-/// stall"); a fresh connection is answered at once.
+/// A request that ran longer than this is followed by a fresh connection
+/// pool, and by a pause of [`SETTLE`] before the next request. On a local
+/// `wrangler dev`, the request that follows, within a second or so, one
+/// that ran long (a `complete` of hundreds of MB) can go unanswered, on the
+/// same connection or a new one; sent a few seconds later it is answered
+/// at once (docs/transfer.md, "The stall").
 pub const LONG_REQUEST: Duration = Duration::from_secs(4);
+
+/// The pause after a long request: short next to the request itself.
+pub const SETTLE: Duration = Duration::from_secs(5);
 
 /// What went over the wire: request and response body bytes (headers
 /// excluded, compressed or not), and requests that had to be sent again.
@@ -169,6 +175,7 @@ impl Remote {
             agent: RwLock::new(new_agent()),
             retry: RetryPolicy::default(),
             traffic: Traffic::default(),
+            settle_until: Mutex::new(None),
         })
     }
 
@@ -185,11 +192,27 @@ impl Remote {
         }
     }
 
-    /// Drops the pooled connections after a request that ran long.
+    /// Waits out the pause after a long request, if one is due.
+    fn before(&self) -> Instant {
+        let until = self.settle_until.lock().ok().and_then(|mut u| u.take());
+        if let Some(until) = until {
+            let now = Instant::now();
+            if until > now {
+                std::thread::sleep(until - now);
+            }
+        }
+        Instant::now()
+    }
+
+    /// After a request that ran long: drops the pooled connections and
+    /// makes the next request wait [`SETTLE`].
     fn after(&self, started: Instant) {
         if started.elapsed() >= LONG_REQUEST {
             if let Ok(mut a) = self.agent.write() {
                 *a = new_agent();
+            }
+            if let Ok(mut u) = self.settle_until.lock() {
+                *u = Some(Instant::now() + SETTLE);
             }
         }
     }
@@ -223,7 +246,7 @@ impl Remote {
         if let Some(a) = self.auth() {
             r = r.header("authorization", a);
         }
-        let started = Instant::now();
+        let started = self.before();
         let response = r.call();
         self.after(started);
         response
@@ -245,7 +268,7 @@ impl Remote {
             if attempt > 1 {
                 self.traffic.add_retry();
             }
-            let started = Instant::now();
+            let started = self.before();
             let made = make();
             self.after(started);
             let failure = match made {

@@ -104,6 +104,8 @@ struct Piece {
     place: Place,
     /// A whole body already verified at `place` (read in blocks, not held).
     verified: bool,
+    /// A large body the store has no recipe for: one piece, of any size.
+    unchunked: bool,
 }
 
 /// Every body's pieces, by body sha256.
@@ -292,6 +294,7 @@ pub fn plan(
                             size: u64::from(s),
                             place,
                             verified: false,
+                            unchunked: false,
                         }
                     })
                     .collect()
@@ -305,6 +308,7 @@ pub fn plan(
                 },
                 // A large body without a recipe is checked whole, below.
                 verified: false,
+                unchunked: *size > THRESHOLD,
             }],
         };
         pieces.insert(*sha, list);
@@ -351,7 +355,7 @@ pub fn plan(
     let still: HashSet<Digest> = pieces
         .values()
         .flatten()
-        .filter(|p| matches!(p.place, Place::Remote) && p.size <= u64::from(chunking::MAX_SIZE))
+        .filter(|p| matches!(p.place, Place::Remote) && !p.unchunked)
         .map(|p| p.sha256)
         .collect();
     let found = cache.find(&still);
@@ -405,7 +409,7 @@ impl Plan {
         }
         for list in self.pieces.values_mut() {
             let [p] = list.as_mut_slice() else { continue };
-            if p.size <= THRESHOLD {
+            if !p.unchunked {
                 continue;
             }
             if let Place::Base { base, offset } = p.place {

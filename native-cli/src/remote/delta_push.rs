@@ -674,6 +674,36 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_file_changed_after_it_was_hashed_is_refused_not_sent() {
+        let t = tempfile::tempdir().unwrap();
+        let big: Vec<u8> = (0..600_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(t.path().join("big.bin"), &big).unwrap();
+        let request = crate::pack::PackRequest {
+            workspace: t.path().to_path_buf(),
+            output: "-".into(),
+            harness: None,
+            walk: Default::default(),
+        };
+        let packed = crate::pack::pack_in_memory(&request, &Progress::new(true)).unwrap();
+        let (index, member) = packed.manifest.find("workspace/big.bin").unwrap();
+        let large = [(index, member.sha256.unwrap(), member.size)];
+        assert!(cut_all(&packed.bodies, &large, &Progress::new(true)).is_ok());
+        let mut changed = big.clone();
+        changed[300_000] ^= 1;
+        std::fs::write(t.path().join("big.bin"), &changed).unwrap();
+        let e = cut_all(&packed.bodies, &large, &Progress::new(true)).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+        assert_eq!(
+            e.report().details.message,
+            "the workspace changed while saving: save again"
+        );
+        assert_eq!(
+            e.report().details.path.as_deref(),
+            Some("workspace/big.bin")
+        );
+    }
+
+    #[test]
     fn unique_bodies_are_counted_once() {
         use packet_core::{Limits, Member};
         let d = Digest::of(b"abc");
