@@ -5,7 +5,7 @@
 //! was hashed is refused, never sent.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -51,16 +51,38 @@ impl PacketBodies {
     }
 }
 
+/// Reads `at..end` of a file with positioned reads.
+pub struct RangeReader<'a> {
+    /// The file.
+    pub file: &'a File,
+    /// The next byte to read.
+    pub at: u64,
+    /// Where to stop.
+    pub end: u64,
+}
+
+impl Read for RangeReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = (self.end - self.at).min(buf.len() as u64) as usize;
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
 impl Bodies for PacketBodies {
     fn open(&self, index: usize) -> Result<Box<dyn Read + '_>> {
         let (offset, size) = self.at(index)?;
-        let mut f = self
-            .file
-            .try_clone()
-            .map_err(|e| CliError::io("reopen", &self.path, e))?;
-        f.seek(SeekFrom::Start(offset))
-            .map_err(|e| CliError::io("read", &self.path, e))?;
-        Ok(Box::new(f.take(size)))
+        // Positioned reads: bodies are read on several threads at once,
+        // and cloned descriptors would share one file offset.
+        Ok(Box::new(RangeReader {
+            file: &self.file,
+            at: offset,
+            end: offset + size,
+        }))
     }
 
     fn read_at(&self, index: usize, offset: u64, buf: &mut [u8]) -> Result<()> {

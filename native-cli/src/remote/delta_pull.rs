@@ -23,6 +23,7 @@ use pillbox_wire::chunks::{BatchError, BatchLimits, Decoder, Event as BatchEvent
 use pillbox_wire::{ChunkRequest, Recipes};
 use serde::Serialize;
 
+use super::bodies::RangeReader;
 use super::client::{bad_answer, parse_answer, status_error, Remote};
 use super::packet_path;
 use crate::cache::{Cache, Location, PackWriter};
@@ -329,14 +330,12 @@ pub fn plan(
         if !wanted_large.contains(path.as_str()) {
             continue;
         }
-        let mut f = match bases[*b].file.try_clone() {
-            Ok(f) => f,
-            Err(_) => continue,
+        let reader = RangeReader {
+            file: &bases[*b].file,
+            at: *at,
+            end: at + size,
         };
-        if std::io::Seek::seek(&mut f, io::SeekFrom::Start(*at)).is_err() {
-            continue;
-        }
-        if let Ok(cut) = chunking::cut(f.take(*size), &bases[*b].path, |_, _| Ok(())) {
+        if let Ok(cut) = chunking::cut(reader, &bases[*b].path, |_, _| Ok(())) {
             for p in cut.pieces {
                 cut_chunks.entry(p.sha256).or_insert((*b, at + p.offset));
             }
