@@ -5,8 +5,12 @@
 //! this crate walks directories, reads and writes files, stages and renames,
 //! finds harness state, and prints one JSON object per run (docs/cli.md).
 
+mod cache;
+mod chunking;
+mod compress;
 mod error;
 mod harness;
+mod layout;
 mod pack;
 mod packet_io;
 mod progress;
@@ -14,7 +18,9 @@ mod query;
 mod refused;
 mod remote;
 mod report;
+mod restore;
 mod restore_check;
+mod save;
 mod unpack;
 mod walk;
 
@@ -50,7 +56,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull.
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, save, restore.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
 }
@@ -89,6 +95,16 @@ enum Checkpoint {
         after_help = "Examples:\n  pillbox checkpoint pull sessions/demo/latest --remote https://pillbox.example.workers.dev -o ws.tar\n  pillbox checkpoint pull sha256:<hex> --remote http://127.0.0.1:8787 -o - | tar -t\n\nNothing is written at FILE unless the whole packet verified (digest and every member)."
     )]
     Pull(PullArgs),
+    /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox checkpoint save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again)."
+    )]
+    Save(SaveArgs),
+    /// Pull a packet and unpack it in one step: bodies from --base packets and the local cache, the rest fetched; everything verified before anything lands.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint restore sessions/demo/latest --remote https://pillbox.example.workers.dev --into ./restored\n  pillbox checkpoint restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws --codex-home ~/.codex --base old.tar\n\nA host that restores repeatedly needs no --base: the chunk cache keeps what earlier pulls fetched."
+    )]
+    Restore(RestoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -135,7 +151,32 @@ struct PushArgs {
     #[arg(long, value_name = "LABEL")]
     label: Vec<String>,
     #[command(flatten)]
+    delta: DeltaPushArgs,
+    #[command(flatten)]
     common: Common,
+}
+
+/// How a push sends the packet.
+#[derive(Debug, Args)]
+struct DeltaPushArgs {
+    /// Send the whole packet (one request, or parts) even when the store takes delta pushes.
+    #[arg(long)]
+    whole: bool,
+    /// A stored packet this one builds on (besides the ref's current packet): bodies and chunks it holds are not sent. Repeatable.
+    #[arg(long = "base", value_name = "DIGEST")]
+    bases: Vec<String>,
+}
+
+impl DeltaPushArgs {
+    fn bases(&self) -> Result<Vec<Digest>> {
+        self.bases
+            .iter()
+            .map(|s| {
+                s.parse::<Digest>()
+                    .map_err(|e| CliError::Usage(format!("--base {s:?}: {}", e.message())))
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -148,7 +189,47 @@ struct PullArgs {
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     #[command(flatten)]
+    sources: PullSourceArgs,
+    #[command(flatten)]
     common: Common,
+}
+
+/// Where a pull finds bytes before it fetches them.
+#[derive(Debug, Args)]
+struct PullSourceArgs {
+    /// A packet file on this machine to take bodies from (an earlier version of the same session, say). Repeatable; a file that is not a packet is reported and left out.
+    #[arg(long = "base", value_name = "FILE")]
+    bases: Vec<PathBuf>,
+    /// The chunk cache folder [default: $XDG_CACHE_HOME/pillbox, else ~/.cache/pillbox; bounded by $PILLBOX_CACHE_MAX_BYTES, default 4 GiB].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+    /// Use no chunk cache: fetched chunks are kept only until the packet is rebuilt.
+    #[arg(long)]
+    no_cache: bool,
+    /// Download the whole packet even when the store serves chunks.
+    #[arg(long)]
+    whole: bool,
+}
+
+impl PullSourceArgs {
+    fn sources(&self) -> Result<remote::PullSources> {
+        let cache = if self.no_cache {
+            remote::CacheChoice::Off
+        } else {
+            remote::CacheChoice::At {
+                dir: match &self.cache_dir {
+                    Some(d) => d.clone(),
+                    None => cache::default_dir()?,
+                },
+                max_bytes: cache::max_bytes_from_env()?,
+            }
+        };
+        Ok(remote::PullSources {
+            bases: self.bases.clone(),
+            cache,
+            whole: self.whole,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -159,6 +240,18 @@ struct PackArgs {
     /// Where to write the packet; `-` writes it to stdout (the JSON report then goes to stderr or --report).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
+    #[command(flatten)]
+    flags: PackFlags,
+    /// Write the JSON report to this file instead of stdout (stderr when the packet goes to stdout).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// What to pack besides the workspace, and what to leave out (pack, save).
+#[derive(Debug, Args)]
+struct PackFlags {
     /// Also carry an agent's session log: `codex` (needs --thread), `claude` or `opencode` (need --session).
     #[arg(long, value_enum, value_name = "HARNESS")]
     harness: Option<HarnessArg>,
@@ -168,7 +261,7 @@ struct PackArgs {
     /// Claude Code session id (a lowercase UUID) whose transcript to carry, or OpenCode session id (`ses_…`) to export.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
-    /// Codex home to read the rollout from [default: $CODEX_HOME, else $HOME/.codex].
+    /// Codex home to read the rollout from (pack, save) or restore it under (restore) [default: $CODEX_HOME, else $HOME/.codex].
     #[arg(long, value_name = "DIR")]
     codex_home: Option<PathBuf>,
     /// Claude Code config dir to read the transcript from [default: $CLAUDE_CONFIG_DIR, else $HOME/.claude].
@@ -186,9 +279,61 @@ struct PackArgs {
     /// Skip symlinks that point outside the workspace instead of refusing to pack.
     #[arg(long)]
     skip_escaping_symlinks: bool,
-    /// Write the JSON report to this file instead of stdout (stderr when the packet goes to stdout).
+}
+
+#[derive(Debug, Args)]
+struct SaveArgs {
+    /// The workspace directory to save.
+    #[arg(default_value = ".")]
+    workspace: PathBuf,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Move this ref (e.g. `sessions/<name>/latest`) to the packet, with compare-and-swap; its current packet is the push's base.
+    #[arg(long = "ref", value_name = "NAME")]
+    ref_name: String,
+    /// The digest the ref must hold now, or `absent`; without it, the value read just before the move.
+    #[arg(long, value_name = "DIGEST|absent")]
+    expect_ref: Option<String>,
+    /// Also write the packet to this file (by default no packet file is written).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    flags: PackFlags,
+    /// Attach a label to the packet (e.g. `host=ci-7`). Repeatable.
+    #[arg(long, value_name = "LABEL")]
+    label: Vec<String>,
+    /// Part size to ask the store for when the packet goes up in parts.
+    #[arg(long, value_name = "BYTES")]
+    part_size: Option<u64>,
+    #[command(flatten)]
+    delta: DeltaPushArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+struct RestoreArgs {
+    /// A digest (`sha256:<hex>`) or a ref name.
+    target: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// The workspace target: an empty or absent directory.
+    #[arg(long, value_name = "DIR")]
+    into: PathBuf,
+    /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
+    #[arg(long, value_name = "DIR")]
+    codex_home: Option<PathBuf>,
+    /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
+    #[arg(long, value_name = "DIR")]
+    claude_config_dir: Option<PathBuf>,
+    /// Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace).
+    #[arg(long)]
+    opencode_import: bool,
+    /// The OpenCode program that imports the session [default: opencode on PATH].
     #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    opencode_bin: Option<PathBuf>,
+    #[command(flatten)]
+    sources: PullSourceArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -380,6 +525,8 @@ fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
         Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
         Checkpoint::RestoreCheck(a) => (run_restore_check(a), JsonTo::Stdout, None),
         Checkpoint::Push(a) => (run_push(a), JsonTo::Stdout, None),
+        Checkpoint::Save(a) => (run_save(a), JsonTo::Stdout, None),
+        Checkpoint::Restore(a) => (run_restore(a), JsonTo::Stdout, None),
         Checkpoint::Pull(a) => {
             let to = if a.output == Path::new("-") {
                 JsonTo::Stderr
@@ -416,79 +563,143 @@ fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
     .transpose()
 }
 
+impl PackFlags {
+    /// The pack request for `workspace` into `output`.
+    fn request(self, workspace: PathBuf, output: PathBuf) -> Result<pack::PackRequest> {
+        let a = self;
+        let harness = match a.harness {
+            None => {
+                if a.thread.is_some() || a.session.is_some() {
+                    return Err(CliError::Usage(
+                        "--thread and --session need --harness codex, claude or opencode".into(),
+                    ));
+                }
+                None
+            }
+            Some(h) => {
+                let kind = h.kind();
+                let stray = match kind {
+                    HarnessKind::Codex => a
+                        .session
+                        .is_some()
+                        .then_some("--session belongs to --harness claude or opencode"),
+                    HarnessKind::Claude | HarnessKind::Opencode => a
+                        .thread
+                        .is_some()
+                        .then_some("--thread belongs to --harness codex"),
+                };
+                if let Some(message) = stray {
+                    return Err(CliError::Usage(message.into()));
+                }
+                let (id, home) = match kind {
+                    HarnessKind::Codex => (
+                        a.thread.clone().ok_or_else(|| {
+                            CliError::Usage("--harness codex needs --thread <uuid>".into())
+                        })?,
+                        harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
+                    ),
+                    HarnessKind::Claude => (
+                        a.session.clone().ok_or_else(|| {
+                            CliError::Usage("--harness claude needs --session <uuid>".into())
+                        })?,
+                        harness::home_dir(
+                            a.claude_config_dir.as_deref(),
+                            "CLAUDE_CONFIG_DIR",
+                            ".claude",
+                        )?,
+                    ),
+                    HarnessKind::Opencode => (
+                        a.session.clone().ok_or_else(|| {
+                            CliError::Usage("--harness opencode needs --session <ses_…>".into())
+                        })?,
+                        harness::opencode::program(a.opencode_bin.as_deref()),
+                    ),
+                };
+                Some(pack::HarnessRequest {
+                    kind,
+                    home,
+                    id,
+                    expect_model: a.expect_model.clone(),
+                })
+            }
+        };
+        Ok(pack::PackRequest {
+            workspace,
+            output,
+            harness,
+            walk: walk::WalkOptions {
+                excludes: a.exclude,
+                skip_escaping_symlinks: a.skip_escaping_symlinks,
+            },
+        })
+    }
+}
+
 fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
-    let harness = match a.harness {
-        None => {
-            if a.thread.is_some() || a.session.is_some() {
-                return Err(CliError::Usage(
-                    "--thread and --session need --harness codex, claude or opencode".into(),
-                ));
-            }
-            None
-        }
-        Some(h) => {
-            let kind = h.kind();
-            let stray = match kind {
-                HarnessKind::Codex => a
-                    .session
-                    .is_some()
-                    .then_some("--session belongs to --harness claude or opencode"),
-                HarnessKind::Claude | HarnessKind::Opencode => a
-                    .thread
-                    .is_some()
-                    .then_some("--thread belongs to --harness codex"),
-            };
-            if let Some(message) = stray {
-                return Err(CliError::Usage(message.into()));
-            }
-            let (id, home) = match kind {
-                HarnessKind::Codex => (
-                    a.thread.clone().ok_or_else(|| {
-                        CliError::Usage("--harness codex needs --thread <uuid>".into())
-                    })?,
-                    harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
-                ),
-                HarnessKind::Claude => (
-                    a.session.clone().ok_or_else(|| {
-                        CliError::Usage("--harness claude needs --session <uuid>".into())
-                    })?,
-                    harness::home_dir(
-                        a.claude_config_dir.as_deref(),
-                        "CLAUDE_CONFIG_DIR",
-                        ".claude",
-                    )?,
-                ),
-                HarnessKind::Opencode => (
-                    a.session.clone().ok_or_else(|| {
-                        CliError::Usage("--harness opencode needs --session <ses_…>".into())
-                    })?,
-                    harness::opencode::program(a.opencode_bin.as_deref()),
-                ),
-            };
-            Some(pack::HarnessRequest {
-                kind,
-                home,
-                id,
-                expect_model: a.expect_model.clone(),
-            })
-        }
-    };
-    if a.output == Path::new("-") && io::stdout().is_terminal() {
+    let request = a.flags.request(a.workspace, a.output)?;
+    if request.output == Path::new("-") && io::stdout().is_terminal() {
         return Err(CliError::Usage(
             "refusing to write a packet to a terminal: redirect stdout or use -o FILE".into(),
         ));
     }
-    let request = pack::PackRequest {
-        workspace: a.workspace,
-        output: a.output,
-        harness,
-        walk: walk::WalkOptions {
-            excludes: a.exclude,
-            skip_escaping_symlinks: a.skip_escaping_symlinks,
-        },
-    };
     let report = pack::pack(&request, &Progress::new(a.common.quiet))?;
     emit(&report, to, a.report.as_deref());
+    Ok(())
+}
+
+fn parse_expect_ref(s: Option<&str>) -> Result<Option<remote::ExpectRef>> {
+    s.map(|s| {
+        s.parse::<remote::ExpectRef>()
+            .map_err(|e| CliError::Usage(format!("--expect-ref {e}")))
+    })
+    .transpose()
+}
+
+fn run_save(a: SaveArgs) -> Result<()> {
+    let store = a.remote.connect()?;
+    let pack_request = a.flags.request(a.workspace, PathBuf::from("-"))?;
+    let push_request = remote::PushRequest {
+        packet: PathBuf::from("-"),
+        ref_name: Some(a.ref_name),
+        expect_ref: parse_expect_ref(a.expect_ref.as_deref())?,
+        part_size: a.part_size,
+        labels: a.label,
+        state_dir: remote::default_state_dir()?,
+        whole: a.delta.whole,
+        bases: a.delta.bases()?,
+    };
+    let report = save::save(
+        &store,
+        pack_request,
+        a.output,
+        push_request,
+        &Progress::new(a.common.quiet),
+    )?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_restore(a: RestoreArgs) -> Result<()> {
+    let target = remote::PullTarget::parse(&a.target)?;
+    let store = a.remote.connect()?;
+    let sources = a.sources.sources()?;
+    let request = unpack::UnpackRequest {
+        into: a.into,
+        expected: None,
+        codex_home: a.codex_home,
+        claude_config_dir: a.claude_config_dir,
+        opencode: a
+            .opencode_import
+            .then(|| harness::opencode::program(a.opencode_bin.as_deref())),
+    };
+    let report = restore::restore(
+        &store,
+        &target,
+        &sources,
+        request,
+        &Progress::new(a.common.quiet),
+    )?;
+    emit(&report, JsonTo::Stdout, None);
     Ok(())
 }
 
@@ -591,14 +802,7 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
 }
 
 fn run_push(a: PushArgs) -> Result<()> {
-    let expect_ref = a
-        .expect_ref
-        .as_deref()
-        .map(|s| {
-            s.parse::<remote::ExpectRef>()
-                .map_err(|e| CliError::Usage(format!("--expect-ref {e}")))
-        })
-        .transpose()?;
+    let expect_ref = parse_expect_ref(a.expect_ref.as_deref())?;
     let store = a.remote.connect()?;
     let request = remote::PushRequest {
         packet: a.packet,
@@ -607,6 +811,8 @@ fn run_push(a: PushArgs) -> Result<()> {
         part_size: a.part_size,
         labels: a.label,
         state_dir: remote::default_state_dir()?,
+        whole: a.delta.whole,
+        bases: a.delta.bases()?,
     };
     let report = remote::push(&store, &request, &Progress::new(a.common.quiet))?;
     emit(&report, JsonTo::Stdout, None);
@@ -621,7 +827,14 @@ fn run_pull(a: PullArgs, to: JsonTo) -> Result<()> {
         ));
     }
     let store = a.remote.connect()?;
-    let report = remote::pull(&store, &target, &a.output, &Progress::new(a.common.quiet))?;
+    let sources = a.sources.sources()?;
+    let report = remote::pull(
+        &store,
+        &target,
+        &a.output,
+        &sources,
+        &Progress::new(a.common.quiet),
+    )?;
     emit(&report, to, None);
     Ok(())
 }

@@ -29,6 +29,7 @@ use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, LocateRequest};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
+use crate::remote::Bodies;
 use crate::report::{ExclusionReport, HarnessReport, Totals};
 use crate::walk::{walk_tree, Planned, Skipped, Walk, WalkOptions};
 
@@ -82,8 +83,21 @@ pub struct PackReport {
     pub skipped: Vec<Skipped>,
 }
 
-/// Packs; returns the report.
-pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
+/// What the walk found: the members to pack and what was left out.
+struct Collected {
+    workspace: PathBuf,
+    planned: Vec<Planned>,
+    harness: Option<packet_core::Harness>,
+    harness_source: Option<PathBuf>,
+    exclusions: Vec<packet_core::Exclusion>,
+    skipped: Vec<Skipped>,
+    /// A session log the harness printed (a temporary file), kept until the
+    /// packet is written.
+    _harness_scratch: Option<tempfile::TempPath>,
+}
+
+/// Walks the workspace and locates the harness state.
+fn collect(request: &PackRequest) -> Result<Collected> {
     let workspace = fs::canonicalize(&request.workspace)
         .map_err(|e| CliError::io("open the workspace", &request.workspace, e))?;
     if !workspace.is_dir() {
@@ -98,8 +112,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     )?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
-    // Holds a session log the harness printed until the packet is written.
-    let mut _harness_scratch = None;
+    let mut harness_scratch = None;
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
         let workspace_bytes = walk
@@ -125,14 +138,29 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         walk.skipped.extend(located.walk.skipped);
         harness_source = located.source_path;
         harness_descriptor = Some(located.harness);
-        _harness_scratch = located.scratch;
+        harness_scratch = located.scratch;
     }
-
     let planned = std::mem::take(&mut walk.planned);
     let exclusions = walk.exclusion_records();
+    walk.skipped
+        .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
+    Ok(Collected {
+        workspace,
+        planned,
+        harness: harness_descriptor,
+        harness_source,
+        exclusions,
+        skipped: walk.skipped,
+        _harness_scratch: harness_scratch,
+    })
+}
+
+/// Packs; returns the report.
+pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
+    let c = collect(request)?;
     let (manifest, digest, output) = if request.output == Path::new("-") {
-        let (entries, sources) = hash_all(&workspace, planned, progress)?;
-        let manifest = Manifest::build(entries, harness_descriptor, exclusions, &Limits::FORMAT)
+        let (entries, sources) = hash_all(&c.workspace, c.planned, progress)?;
+        let manifest = Manifest::build(entries, c.harness, c.exclusions, &Limits::FORMAT)
             .map_err(CliError::Unpackable)?;
         progress.phase("write", manifest.totals.bytes);
         let stdout = io::stdout();
@@ -146,23 +174,38 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         (manifest, digest, "-".to_owned())
     } else {
         into_file::pack_into_file(
-            &workspace,
-            planned,
-            harness_descriptor,
-            exclusions,
+            &c.workspace,
+            c.planned,
+            c.harness,
+            c.exclusions,
             &request.output,
             progress,
             &mut || {},
         )?
     };
-    let size = manifest.packet_size();
     progress.finish();
-    walk.skipped
-        .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
-    Ok(PackReport {
+    Ok(report(
+        &manifest,
+        &digest,
+        output,
+        &c.workspace,
+        c.harness_source.as_deref(),
+        c.skipped,
+    ))
+}
+
+fn report(
+    manifest: &Manifest,
+    digest: &Digest,
+    output: String,
+    workspace: &Path,
+    harness_source: Option<&Path>,
+    skipped: Vec<Skipped>,
+) -> PackReport {
+    PackReport {
         schema: "pillbox.checkpoint.pack/1",
         digest: digest.to_string(),
-        size,
+        size: manifest.packet_size(),
         members: manifest.totals.members,
         totals: manifest.totals,
         output,
@@ -170,14 +213,114 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness: manifest
             .harness
             .as_ref()
-            .map(|h| HarnessReport::packed(h, harness_source.as_deref())),
+            .map(|h| HarnessReport::packed(h, harness_source)),
         exclusions: manifest
             .exclusions
             .iter()
             .map(ExclusionReport::from)
             .collect(),
-        skipped: walk.skipped,
+        skipped,
+    }
+}
+
+/// A workspace packed in memory only: its manifest and digest (computed
+/// as `pack -o -` does, every file read twice and checked unchanged in
+/// between), the pack report (`output` is `-`), and where each body is.
+pub struct Packed {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The packet digest.
+    pub digest: Digest,
+    /// What `pack` would print.
+    pub report: PackReport,
+    /// Each file member's source.
+    pub bodies: WorkspaceBodies,
+}
+
+/// Computes the packet `request` describes without writing it anywhere
+/// (`save`): the bodies stay in the workspace, read again only for what
+/// the store lacks.
+pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Packed> {
+    let c = collect(request)?;
+    let (entries, sources) = hash_all(&c.workspace, c.planned, progress)?;
+    let manifest = Manifest::build(entries, c.harness, c.exclusions, &Limits::FORMAT)
+        .map_err(CliError::Unpackable)?;
+    progress.phase("digest", manifest.packet_size());
+    let digest = write_packet(&manifest, &sources, io::sink(), progress, "the digest")?;
+    let report = report(
+        &manifest,
+        &digest,
+        "-".to_owned(),
+        &c.workspace,
+        c.harness_source.as_deref(),
+        c.skipped,
+    );
+    let mut by_member = vec![None; manifest.members.len()];
+    let mut files = sources.into_iter();
+    for (slot, m) in by_member.iter_mut().zip(&manifest.members) {
+        if m.kind == Kind::File {
+            *slot = files.next().map(|s| (s.path, m.path.clone()));
+        }
+    }
+    Ok(Packed {
+        manifest,
+        digest,
+        report,
+        bodies: WorkspaceBodies { by_member },
     })
+}
+
+/// The bodies of a packet packed in memory, in the workspace's files.
+pub struct WorkspaceBodies {
+    /// Member index → (source file, member path).
+    by_member: Vec<Option<(PathBuf, String)>>,
+}
+
+impl WorkspaceBodies {
+    fn source(&self, index: usize) -> Result<&(PathBuf, String)> {
+        self.by_member
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CliError::Bug(format!("member {index} has no source file")))
+    }
+
+    /// Opens a file without following a symlink that replaced it.
+    fn open_file(&self, index: usize) -> Result<File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let (path, _) = self.source(index)?;
+        fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|_| self.changed(index))
+    }
+}
+
+impl Bodies for WorkspaceBodies {
+    fn open(&self, index: usize) -> Result<Box<dyn Read + '_>> {
+        Ok(Box::new(self.open_file(index)?))
+    }
+
+    fn read_at(&self, index: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.open_file(index)?
+            .read_exact_at(buf, offset)
+            .map_err(|_| self.changed(index))
+    }
+
+    fn changed(&self, index: usize) -> CliError {
+        let member = self
+            .by_member
+            .get(index)
+            .and_then(Option::as_ref)
+            .map_or_else(String::new, |(_, m)| m.clone());
+        Refused::WorkspaceChanged { member }.into()
+    }
+
+    fn label(&self, index: usize) -> PathBuf {
+        self.source(index)
+            .map_or_else(|_| PathBuf::from("the workspace"), |(p, _)| p.clone())
+    }
 }
 
 /// What pass 1 saw of a file: its size as read and the identity and

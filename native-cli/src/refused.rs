@@ -369,6 +369,26 @@ refusals! {
         path: None,
         message: format!("{what}: the store's answer is not what the API describes: {detail}"),
         advice: "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)";
+    /// push: the store expects bodies cut into chunks another way.
+    ChunkingMismatch { theirs: String } => "chunking_mismatch",
+        path: None,
+        message: format!("the store cuts bodies into chunks as {theirs}, not as this pillbox does ({} threshold {} min {} avg {} max {})", crate::chunking::ALGORITHM, crate::chunking::THRESHOLD, crate::chunking::MIN_SIZE, crate::chunking::AVG_SIZE, crate::chunking::MAX_SIZE),
+        advice: "push with --whole, or use a pillbox that matches the store";
+    /// push: the packet file changed after it was verified.
+    PacketChanged { path: PathBuf } => "packet_changed",
+        path: shown(path),
+        message: format!("{} changed while it was being pushed", path.display()),
+        advice: "leave the packet file alone until the push ends, then push again";
+    /// save: a workspace file changed after it was hashed.
+    WorkspaceChanged { member: String } => "workspace_changed",
+        path: Some(member.clone()),
+        message: "the workspace changed while saving: save again".to_owned(),
+        advice: "save again once nothing writes to the workspace";
+    /// pull: the store does not have a chunk it listed.
+    ChunkNotServed { sha256: String } => "chunk_not_served",
+        path: None,
+        message: format!("the store did not send chunk {sha256}"),
+        advice: "pull again; if it persists, the store is missing data: pull with --whole";
     /// push: parts are still missing after three rounds.
     UploadIncomplete { upload: String } => "upload_incomplete",
         path: None,

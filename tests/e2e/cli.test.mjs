@@ -1,7 +1,9 @@
-// End-to-end tests of `pillbox checkpoint push` and `pull`: the real
-// `pillbox` binary (release build) against the real Worker under
-// `wrangler dev --local` on 127.0.0.1, with small upload limits so that
-// multipart uploads happen with packets of a few tens of MiB.
+// End-to-end tests of `pillbox checkpoint push` and `pull` on the
+// whole-packet paths (`--whole`: one PUT or a multipart upload, one
+// download): the real `pillbox` binary (release build) against the real
+// Worker under `wrangler dev --local` on 127.0.0.1, with small upload
+// limits so that multipart uploads happen with packets of a few tens of
+// MiB. Delta transfer has its own tests (delta.test.mjs).
 //
 // Run: node --test tests/e2e/cli.test.mjs
 import assert from 'node:assert/strict';
@@ -177,11 +179,11 @@ function packSample(name, options = {}) {
 }
 
 function push(packet, extra = [], options) {
-  return pillbox(['push', packet, '--remote', edge.url, '--quiet', ...extra], options);
+  return pillbox(['push', packet, '--remote', edge.url, '--quiet', '--whole', ...extra], options);
 }
 
 function pull(target, output, extra = [], options) {
-  return pillbox(['pull', target, '--remote', edge.url, '-o', output, '--quiet', ...extra], options);
+  return pillbox(['pull', target, '--remote', edge.url, '-o', output, '--quiet', '--whole', ...extra], options);
 }
 
 function storedCopies(digest) {
@@ -254,7 +256,7 @@ describe('push and pull', () => {
     assert.equal(existsSync(join(newHome, 'state_5.sqlite')), false);
 
     // -o - writes the verified packet to stdout and the JSON to stderr.
-    const toStdout = pillbox(['pull', packed.digest, '--remote', edge.url, '-o', '-', '--quiet'], { jsonOn: 'stderr' });
+    const toStdout = pillbox(['pull', packed.digest, '--remote', edge.url, '-o', '-', '--quiet', '--whole'], { jsonOn: 'stderr' });
     assert.equal(toStdout.code, 0, toStdout.stderr);
     assert.ok(toStdout.stdout.equals(readFileSync(packet)));
     assert.equal(toStdout.json.output, '-');
@@ -320,7 +322,7 @@ describe('push and pull', () => {
   test('a multipart upload killed after some parts resumes and sends only the rest', async () => {
     const s = packSample('resume', { extra: 48 * MIB });
     const state = fresh('resume-state');
-    const child = spawn(PILLBOX, ['checkpoint', 'push', s.packet, '--remote', edge.url, '--quiet'],
+    const child = spawn(PILLBOX, ['checkpoint', 'push', s.packet, '--remote', edge.url, '--quiet', '--whole'],
       { env: env({ XDG_STATE_HOME: state }), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdoutOfKilled = '';
     child.stdout.on('data', (d) => { stdoutOfKilled += d; });
@@ -375,7 +377,7 @@ describe('push and pull', () => {
   test('the same packet pushed by four clients at once is stored once', async () => {
     const s = packSample('concurrent', { extra: 12 * MIB });
     const runs = await Promise.all([1, 2, 3, 4].map((n) => new Promise((ok) => {
-      const child = spawn(PILLBOX, ['checkpoint', 'push', s.packet, '--remote', edge.url, '--quiet', '--ref', `sessions/e2e/client-${n}`],
+      const child = spawn(PILLBOX, ['checkpoint', 'push', s.packet, '--remote', edge.url, '--quiet', '--whole', '--ref', `sessions/e2e/client-${n}`],
         { env: env({ XDG_STATE_HOME: fresh(`client-${n}-state`) }), stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       let err = '';
@@ -508,12 +510,12 @@ describe('pull verifies while it downloads', () => {
     try {
       const dir = fresh('altered-out');
       mkdirSync(dir);
-      const r = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', join(dir, 'p.tar'), '--quiet']);
+      const r = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', join(dir, 'p.tar'), '--quiet', '--whole']);
       assert.equal(r.code, 3, r.stdout.toString());
       assert.equal(r.json.schema, 'pillbox.error/1');
       assert.match(r.json.code, /digest_mismatch|header_checksum/);
       assert.deepEqual(readdirSync(dir), [], 'no file and no temporary file');
-      const toStdout = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', '-', '--quiet'], { jsonOn: 'stderr' });
+      const toStdout = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', '-', '--quiet', '--whole'], { jsonOn: 'stderr' });
       assert.equal(toStdout.code, 3);
       assert.equal(toStdout.stdout.length, 0, 'no byte reaches stdout');
     } finally {
@@ -526,7 +528,7 @@ describe('pull verifies while it downloads', () => {
     const store = await misbehavingStore(readFileSync(s.packet), 'drop');
     try {
       const out = fresh('dropped.tar');
-      const r = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', out, '--quiet']);
+      const r = await pillboxAsync(['pull', s.digest, '--remote', store.url, '-o', out, '--quiet', '--whole']);
       assert.equal(r.code, 0, r.stdout.toString() + r.stderr);
       assert.equal(r.json.resumed, 1);
       assert.equal(store.requests.length, 2);

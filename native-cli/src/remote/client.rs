@@ -6,12 +6,14 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use packet_core::Digest;
-use pillbox_wire::{ErrorBody, Info, Ref};
+use pillbox_wire::{ErrorBody, Info, Ref, TRANSFER_DELTA};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ureq::http::Response;
 use ureq::{Body, SendBody};
 
@@ -90,8 +92,76 @@ impl RetryPolicy {
 pub struct Remote {
     base: String,
     token: Option<Token>,
-    agent: ureq::Agent,
+    /// Replaced by a fresh agent (a fresh connection pool) after any
+    /// request that ran long: see [`LONG_REQUEST`].
+    agent: RwLock<ureq::Agent>,
     retry: RetryPolicy,
+    traffic: Traffic,
+    /// No request starts before this (set after a long request).
+    settle_until: Mutex<Option<Instant>>,
+}
+
+/// A request that ran longer than this is followed by a fresh connection
+/// pool, and by a pause of [`SETTLE`] before the next request. On a local
+/// `wrangler dev`, the request that follows, within a second or so, one
+/// that ran long (a `complete` of hundreds of MB) can go unanswered, on the
+/// same connection or a new one; sent a few seconds later it is answered
+/// at once (docs/transfer.md, "The stall").
+pub const LONG_REQUEST: Duration = Duration::from_secs(4);
+
+/// The pause after a long request: short next to the request itself.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
+/// What went over the wire: request and response body bytes (headers
+/// excluded, compressed or not), and requests that had to be sent again.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    sent: AtomicU64,
+    received: AtomicU64,
+    retries: AtomicU32,
+}
+
+impl Traffic {
+    /// Request body bytes sent so far (every attempt).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Response body bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Requests sent again after a transient failure.
+    pub fn retries(&self) -> u32 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn add_sent(&self, n: u64) {
+        self.sent.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(super) fn add_received(&self, n: u64) {
+        self.received.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(super) fn add_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn new_agent() -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(15)))
+        .timeout_per_read(Some(Duration::from_secs(120)))
+        .timeout_per_write(Some(Duration::from_secs(120)))
+        // Idle connections are dropped before a server's keep-alive
+        // timeout can race a new request on them.
+        .max_idle_age(Duration::from_secs(2))
+        .user_agent(concat!("pillbox/", env!("CARGO_PKG_VERSION")))
+        .build();
+    ureq::Agent::new_with_config(config)
 }
 
 impl Remote {
@@ -99,22 +169,52 @@ impl Remote {
     /// prepares a client. A trailing `/` is dropped; a path prefix is kept.
     pub fn new(url: &str, token: Option<Token>) -> Result<Remote> {
         let base = base_url(url)?;
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(15)))
-            .timeout_per_read(Some(Duration::from_secs(120)))
-            .timeout_per_write(Some(Duration::from_secs(120)))
-            // Idle connections are dropped before a server's keep-alive
-            // timeout can race a new request on them.
-            .max_idle_age(Duration::from_secs(2))
-            .user_agent(concat!("pillbox/", env!("CARGO_PKG_VERSION")))
-            .build();
         Ok(Remote {
             base,
             token,
-            agent: ureq::Agent::new_with_config(config),
+            agent: RwLock::new(new_agent()),
             retry: RetryPolicy::default(),
+            traffic: Traffic::default(),
+            settle_until: Mutex::new(None),
         })
+    }
+
+    /// What went over the wire so far.
+    pub fn traffic(&self) -> &Traffic {
+        &self.traffic
+    }
+
+    /// The agent to send the next request with.
+    fn agent(&self) -> ureq::Agent {
+        match self.agent.read() {
+            Ok(a) => a.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Waits out the pause after a long request, if one is due.
+    fn before(&self) -> Instant {
+        let until = self.settle_until.lock().ok().and_then(|mut u| u.take());
+        if let Some(until) = until {
+            let now = Instant::now();
+            if until > now {
+                std::thread::sleep(until - now);
+            }
+        }
+        Instant::now()
+    }
+
+    /// After a request that ran long: drops the pooled connections and
+    /// makes the next request wait [`SETTLE`].
+    fn after(&self, started: Instant) {
+        if started.elapsed() >= LONG_REQUEST {
+            if let Ok(mut a) = self.agent.write() {
+                *a = new_agent();
+            }
+            if let Ok(mut u) = self.settle_until.lock() {
+                *u = Some(Instant::now() + SETTLE);
+            }
+        }
     }
 
     /// The base URL as used.
@@ -140,13 +240,16 @@ impl Remote {
         from: u64,
     ) -> std::result::Result<Response<Body>, ureq::Error> {
         let mut r = self
-            .agent
+            .agent()
             .get(&self.url(path))
             .header("range", format!("bytes={from}-"));
         if let Some(a) = self.auth() {
             r = r.header("authorization", a);
         }
-        r.call()
+        let started = self.before();
+        let response = r.call();
+        self.after(started);
+        response
     }
 
     fn auth(&self) -> Option<String> {
@@ -162,7 +265,13 @@ impl Remote {
     ) -> Result<Response<Body>> {
         let mut attempt = 1;
         loop {
-            let failure = match make() {
+            if attempt > 1 {
+                self.traffic.add_retry();
+            }
+            let started = self.before();
+            let made = make();
+            self.after(started);
+            let failure = match made {
                 Ok(r) if RetryPolicy::retries_status(r.status().as_u16()) => {
                     match self.retry.delay_after(attempt) {
                         Some(_) => format!("HTTP {}", r.status().as_u16()),
@@ -194,10 +303,11 @@ impl Remote {
     fn without_body(&self, what: &str, path: &str, head: bool) -> Result<Response<Body>> {
         let url = self.url(path);
         self.send(what, &mut || {
+            let agent = self.agent();
             let mut r = if head {
-                self.agent.head(&url)
+                agent.head(&url)
             } else {
-                self.agent.get(&url)
+                agent.get(&url)
             };
             if let Some(a) = self.auth() {
                 r = r.header("authorization", a);
@@ -219,9 +329,11 @@ impl Remote {
         let url = self.url(path);
         let bytes = serde_json::to_vec(body).unwrap_or_default();
         self.send(what, &mut || {
+            self.traffic.add_sent(bytes.len() as u64);
+            let agent = self.agent();
             let mut r = match method {
-                "PUT" => self.agent.put(&url),
-                _ => self.agent.post(&url),
+                "PUT" => agent.put(&url),
+                _ => agent.post(&url),
             }
             .header("content-type", "application/json");
             if let Some(a) = self.auth() {
@@ -232,6 +344,108 @@ impl Remote {
             }
             r.send(&bytes[..])
         })
+    }
+
+    /// `PUT` or `POST` (`method`) of `body`, with its content type and
+    /// any other headers (a `content-encoding`, `connection: close`),
+    /// retried; every attempt's bytes count as sent.
+    pub(super) fn send_bytes(
+        &self,
+        what: &str,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+        headers: &[(&str, String)],
+    ) -> Result<Response<Body>> {
+        let url = self.url(path);
+        self.send(what, &mut || {
+            self.traffic.add_sent(body.len() as u64);
+            let agent = self.agent();
+            let mut r = match method {
+                "PUT" => agent.put(&url),
+                _ => agent.post(&url),
+            }
+            .header("content-type", content_type);
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            for (k, v) in headers {
+                r = r.header(*k, v.as_str());
+            }
+            r.send(body)
+        })
+    }
+
+    /// `GET path` asking for a gzip answer where the store offers one,
+    /// retried.
+    pub(super) fn get_compressible(&self, what: &str, path: &str) -> Result<Response<Body>> {
+        let url = self.url(path);
+        self.send(what, &mut || {
+            let mut r = self.agent().get(&url).header("accept-encoding", "gzip");
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            r.call()
+        })
+    }
+
+    /// `GET path` of bytes `start..=end` (`Range`), retried.
+    pub(super) fn get_range(
+        &self,
+        what: &str,
+        path: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<Response<Body>> {
+        let url = self.url(path);
+        self.send(what, &mut || {
+            let mut r = self
+                .agent()
+                .get(&url)
+                .header("range", format!("bytes={start}-{end}"));
+            if let Some(a) = self.auth() {
+                r = r.header("authorization", a);
+            }
+            r.call()
+        })
+    }
+
+    /// An answer's body as it arrives: its wire bytes counted as
+    /// received, a gzip encoding undone.
+    pub(super) fn body_reader(&self, response: Response<Body>) -> Box<dyn Read + Send + '_> {
+        let gzip = response
+            .headers()
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+        let counted = CountedIn {
+            inner: response.into_body().into_reader(),
+            traffic: &self.traffic,
+        };
+        if gzip {
+            Box::new(flate2::read::GzDecoder::new(counted))
+        } else {
+            Box::new(counted)
+        }
+    }
+
+    /// An answer's whole body (at most `limit` bytes once decoded).
+    pub(super) fn read_body(
+        &self,
+        what: &str,
+        response: Response<Body>,
+        limit: u64,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.body_reader(response)
+            .take(limit + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| unreachable_error(what, &self.base, &e.to_string()))?;
+        if out.len() as u64 > limit {
+            return Err(bad_answer(what, &format!("more than {limit} bytes")));
+        }
+        Ok(out)
     }
 
     /// PUTs `length` bytes of `file` from `offset`, with a Content-Length
@@ -252,12 +466,13 @@ impl Remote {
             progress.set_position(start);
             let mut f = source.try_clone().map_err(ureq::Error::Io)?;
             f.seek(SeekFrom::Start(offset)).map_err(ureq::Error::Io)?;
+            self.traffic.add_sent(length);
             let body = Counted {
                 inner: f.take(length),
                 progress: progress.clone(),
             };
             let mut r = self
-                .agent
+                .agent()
                 .put(&url)
                 .header("content-type", "application/octet-stream")
                 .header("content-length", length.to_string());
@@ -382,7 +597,7 @@ pub(super) fn read_answer<T: DeserializeOwned>(
 
 /// An answer's body as `T`; one that is not JSON, or not the API's shape
 /// (serde names the field), is `remote_invalid_answer`.
-fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
+pub(super) fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| {
         if e.is_data() {
             bad_answer(what, &e.to_string())
@@ -392,14 +607,39 @@ fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
     })
 }
 
-/// `GET /v1`: the store's settings (push reads its single-upload limit).
-pub(super) fn store_info(remote: &Remote) -> Result<Info> {
+/// `GET /v1`: the store's settings (push reads its single-upload limit),
+/// and whether it takes delta transfer.
+pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
     let what = "GET /v1";
-    let mut r = remote.get(what, "/v1")?;
+    let r = remote.get(what, "/v1")?;
     if r.status().as_u16() != 200 {
         return Err(status_error(what, r));
     }
-    read_answer(what, &mut r)
+    let bytes = remote.read_body(what, r, 1 << 20)?;
+    let info: Info = parse_answer(what, &bytes)?;
+    let offer: Offer = parse_answer(what, &bytes)?;
+    Ok(Settings {
+        delta: offer.transfer.iter().any(|t| t == TRANSFER_DELTA),
+        info,
+    })
+}
+
+/// What `GET /v1` says.
+pub(super) struct Settings {
+    /// The limits and settings every store sends.
+    pub info: Info,
+    /// True when its `transfer` lists `delta`.
+    pub delta: bool,
+}
+
+/// `GET /v1`'s `transfer`, which a store that predates delta transfer does
+/// not send.
+// pillbox-wire's `Info::transfer` replaces this at merge (the Worker
+// builds `Info` and gains the field there).
+#[derive(Debug, Default, Deserialize)]
+struct Offer {
+    #[serde(default)]
+    transfer: Vec<String>,
 }
 
 /// `GET /v1/refs/{name}` 200: the digest the ref holds.
@@ -418,6 +658,20 @@ pub(super) fn bad_answer(what: &str, detail: &str) -> CliError {
         detail: detail.to_owned(),
     }
     .into()
+}
+
+/// Counts an answer's wire bytes as received.
+struct CountedIn<'a, R> {
+    inner: R,
+    traffic: &'a Traffic,
+}
+
+impl<R: Read> Read for CountedIn<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.traffic.add_received(n as u64);
+        Ok(n)
+    }
 }
 
 /// Counts the bytes read through it on the progress bar.

@@ -12,23 +12,34 @@
 //! | module | holds |
 //! |---|---|
 //! | `client` | the store's URL and token, requests and retries, answers read into `pillbox_wire` types, status → error |
-//! | `push` | `push`: a single upload or a multipart one, then the ref |
-//! | `upload_state` | the record of an interrupted multipart upload, and its lock |
-//! | `pull` | `pull`: a download verified as it arrives, continued after a drop |
+//! | `push` | `push`: a delta push, or a single upload or a multipart one, then the ref |
+//! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
+//! | `delta_push` | delta push: manifest, recipes, compressed parts in parallel, complete |
+//! | `upload_state` | the record of an interrupted upload or push, and its lock |
+//! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
+//! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches, the packet rebuilt |
 //!
 //! Every JSON body sent or read is a type of the `pillbox-wire` crate, the
 //! one the Worker answers with.
 
+mod bodies;
 mod client;
+mod delta_pull;
+mod delta_push;
 mod pull;
 mod push;
 mod upload_state;
 
 use packet_core::Digest;
 
+pub use bodies::Bodies;
 pub use client::{Remote, Token};
-pub use pull::{pull, PullTarget};
-pub use push::{push, ExpectRef, PushRequest};
+pub use delta_pull::{plan as plan_pull, DeltaPullReport, RebuiltSource};
+pub use delta_push::DeltaReport as PushDeltaReport;
+pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
+pub use push::{
+    push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
+};
 pub use upload_state::default_state_dir;
 
 /// The environment variable holding the bearer token.
@@ -54,6 +65,11 @@ pub fn ref_path(name: &str) -> String {
 /// `/v1/uploads/<id>` (the id as the store issued it: 32 hex digits).
 pub fn upload_path(id: &str) -> String {
     format!("/v1/uploads/{}", percent_encode(id))
+}
+
+/// `/v1/pushes/<id>` (the id as the store issued it).
+pub fn push_path(id: &str) -> String {
+    format!("/v1/pushes/{}", percent_encode(id))
 }
 
 fn percent_encode(segment: &str) -> String {

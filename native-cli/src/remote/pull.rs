@@ -11,8 +11,10 @@ use std::time::Instant;
 use packet_core::{Digest, Limits, ReaderOptions};
 use serde::Serialize;
 
-use super::client::{ref_digest, status_error, Remote};
+use super::client::{ref_digest, status_error, store_info, Remote};
+use super::delta_pull::{self, DeltaPullReport, Rebuilt};
 use super::{packet_path, ref_path};
+use crate::cache::Cache;
 use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
@@ -68,6 +70,65 @@ pub struct PullReport {
     pub resumed: u32,
     /// Wall time of the download and verification, in seconds.
     pub download_seconds: f64,
+    /// `whole` (one download) or `delta` (rebuilt from bases, the cache
+    /// and fetched chunks).
+    pub mode: &'static str,
+    /// Bytes of the store's answers' bodies, as received (compressed or not).
+    pub bytes_received: u64,
+    /// Requests sent again after a transient failure (a continued
+    /// download counts too).
+    pub retries: u32,
+    /// Delta pull only: where the bytes came from.
+    pub delta: Option<DeltaPullReport>,
+}
+
+/// Where a delta pull looks for bytes before it fetches them.
+pub struct PullSources {
+    /// `--base` packet files.
+    pub bases: Vec<PathBuf>,
+    /// The chunk cache, or none (`--no-cache`).
+    pub cache: CacheChoice,
+    /// Download the whole packet even when the store serves chunks.
+    pub whole: bool,
+}
+
+/// Which chunk cache a pull uses.
+pub enum CacheChoice {
+    /// The cache in this folder, bounded.
+    At {
+        /// The folder.
+        dir: PathBuf,
+        /// Its bound in bytes.
+        max_bytes: u64,
+    },
+    /// None: fetched chunks live in a temporary folder until the packet
+    /// is rebuilt.
+    Off,
+}
+
+impl PullSources {
+    /// Whether to rebuild `digest` from chunks: the store must serve them.
+    fn delta(&self, remote: &Remote) -> Result<bool> {
+        if self.whole {
+            return Ok(false);
+        }
+        // A store that does not describe itself cannot offer delta transfer.
+        match store_info(remote) {
+            Ok(settings) => Ok(settings.delta),
+            Err(CliError::Remote { exit, .. }) if exit != crate::error::EXIT_IO => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens the cache this pull uses.
+    pub fn open_cache(&self) -> Result<(Cache, Option<PathBuf>)> {
+        match &self.cache {
+            CacheChoice::At { dir, max_bytes } => {
+                Ok((Cache::open(dir, *max_bytes)?, Some(dir.clone())))
+            }
+            CacheChoice::Off => Ok((Cache::private()?, None)),
+        }
+    }
 }
 
 /// `pull`. With `output` `-` the packet goes to stdout once verified.
@@ -75,12 +136,10 @@ pub fn pull(
     remote: &Remote,
     target: &PullTarget,
     output: &Path,
+    sources: &PullSources,
     progress: &Progress,
 ) -> Result<PullReport> {
-    let (digest, ref_name) = match target {
-        PullTarget::Digest(d) => (*d, None),
-        PullTarget::Ref(name) => (resolve_ref(remote, name)?, Some(name.clone())),
-    };
+    let (digest, ref_name) = resolve(remote, target)?;
     let to_stdout = output == Path::new("-");
     let mut tmp = if to_stdout {
         let dir = std::env::temp_dir();
@@ -99,16 +158,54 @@ pub fn pull(
             .map_err(|e| CliError::io("create a file in", dir, e))?
     };
     let started = Instant::now();
-    let download = Download::start(remote, &digest, tmp.as_file())?;
-    progress.phase("download", download.size);
-    let options = ReaderOptions {
-        expected_digest: Some(digest),
-        ..ReaderOptions::default()
-    };
+    let received_before = remote.traffic().received();
+    let retries_before = remote.traffic().retries();
     // The temporary file is removed when `tmp` drops on any error below.
-    let read = packet_io::read_packet(&download, options, progress, &mut |_| Ok(()))?;
-    let resumed = download.resumed.get();
-    drop(download);
+    let (manifest, size, resumed, delta) = if sources.delta(remote)? {
+        let (cache, dir) = sources.open_cache()?;
+        let plan = delta_pull::plan(
+            remote,
+            &digest,
+            &sources.bases,
+            cache,
+            dir.as_deref(),
+            progress,
+        )?;
+        let size = plan.manifest().packet_size();
+        progress.phase("rebuild", size);
+        let mut rebuilt = Rebuilt::new(&plan, remote, true);
+        let copied = copy_counted(&mut rebuilt, tmp.as_file_mut(), progress);
+        if let Err(e) = copied {
+            return Err(plan
+                .take_failure()
+                .unwrap_or_else(|| CliError::io("write", tmp.path(), e)));
+        }
+        if rebuilt.digest() != Some(digest) {
+            return Err(CliError::Packet(packet_core::Error::new(
+                packet_core::ErrorCode::PacketDigestMismatch,
+                format!(
+                    "the packet rebuilt from the bases, the cache and the store's chunks does not have the digest {digest}"
+                ),
+            )));
+        }
+        drop(rebuilt);
+        let manifest = plan.manifest().clone();
+        (manifest, size, 0, Some(plan.into_report()?))
+    } else {
+        let download = Download::start(remote, &digest, tmp.as_file())?;
+        progress.phase("download", download.size);
+        let options = ReaderOptions {
+            expected_digest: Some(digest),
+            ..ReaderOptions::default()
+        };
+        let read = packet_io::read_packet(&download, options, progress, &mut |_| Ok(()))?;
+        let resumed = download.resumed.get();
+        for _ in 0..resumed {
+            remote.traffic().add_retry();
+        }
+        drop(download);
+        (read.manifest, read.size, resumed, None)
+    };
     progress.finish();
     let tmp_path = tmp.path().to_path_buf();
     let file = tmp.as_file_mut();
@@ -148,16 +245,43 @@ pub fn pull(
     Ok(PullReport {
         schema: "pillbox.checkpoint.pull/1",
         digest: digest.to_string(),
-        size: read.size,
+        size,
         remote: remote.base().to_owned(),
         ref_name,
         output: output_label,
-        members: read.manifest.totals.members,
-        totals: read.manifest.totals,
-        harness: read.manifest.harness.as_ref().map(HarnessReport::of),
+        members: manifest.totals.members,
+        totals: manifest.totals,
+        harness: manifest.harness.as_ref().map(HarnessReport::of),
         resumed,
         download_seconds: started.elapsed().as_secs_f64(),
+        mode: if delta.is_some() { "delta" } else { "whole" },
+        bytes_received: remote.traffic().received() - received_before,
+        retries: remote.traffic().retries() - retries_before,
+        delta,
     })
+}
+
+/// The digest to pull, and the ref it was named by.
+pub fn resolve(remote: &Remote, target: &PullTarget) -> Result<(Digest, Option<String>)> {
+    Ok(match target {
+        PullTarget::Digest(d) => (*d, None),
+        PullTarget::Ref(name) => (resolve_ref(remote, name)?, Some(name.clone())),
+    })
+}
+
+/// Copies everything `from` yields into `to`, in 1 MiB blocks.
+fn copy_counted(from: &mut dyn Read, to: &mut File, progress: &Progress) -> io::Result<()> {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        progress.inc(n as u64);
+    }
 }
 
 fn resolve_ref(remote: &Remote, name: &str) -> Result<Digest> {
@@ -252,6 +376,7 @@ impl Read for &Download<'_> {
             };
             match result {
                 Ok(n) => {
+                    self.remote.traffic().add_received(n as u64);
                     let mut file = self.file;
                     file.write_all(&buf[..n])?;
                     self.received.set(self.received.get() + n as u64);

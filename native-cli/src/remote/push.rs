@@ -7,12 +7,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use packet_core::Digest;
+use packet_core::{Digest, Manifest};
 use pillbox_wire::{CreateUpload, PutRef, Upload};
 use serde::Serialize;
 
+use super::bodies::{Bodies, PacketBodies};
 use super::client::{bad_answer, read_answer, ref_digest, status_error, store_info, Remote};
-use super::upload_state::{state_file, StateLock, UploadState};
+use super::delta_push::{delta_push, DeltaReport, DeltaRequest};
+use super::upload_state::{lock_file, state_file, StateLock, UploadState};
 use super::{label_query, packet_path, ref_path, upload_path};
 use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketInput, PacketSource};
@@ -53,6 +55,10 @@ pub struct PushRequest {
     pub labels: Vec<String>,
     /// Where interrupted uploads are recorded.
     pub state_dir: PathBuf,
+    /// Use the whole-packet paths even when the store takes delta pushes.
+    pub whole: bool,
+    /// Stored packets the push builds on, besides the ref's current one.
+    pub bases: Vec<Digest>,
 }
 
 /// How the parts went.
@@ -92,29 +98,76 @@ pub struct PushReport {
     pub remote: String,
     /// True when this run stored the packet; false when the store had it.
     pub uploaded: bool,
-    /// `single`, `multipart`, or `none` (already stored).
+    /// `single`, `multipart`, `delta`, or `none` (already stored).
     pub mode: &'static str,
     /// Multipart only.
     pub parts: Option<PartsReport>,
     /// True when an interrupted multipart upload was continued.
     pub resumed: bool,
-    /// Packet bytes sent by this run.
+    /// Bytes of the request bodies that carried the packet: the packet
+    /// itself (single, multipart), or the compressed manifest, recipes and
+    /// parts (delta).
     pub bytes_sent: u64,
+    /// Requests sent again after a transient failure.
+    pub retries: u32,
     /// Wall time of the upload (after local verification), in seconds.
     pub upload_seconds: f64,
     /// The ref moved, if `--ref` was given.
     #[serde(rename = "ref")]
     pub ref_moved: Option<RefReport>,
+    /// Delta push only: what was reused and what was sent.
+    pub delta: Option<DeltaReport>,
 }
 
 /// `push`.
 pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Result<PushReport> {
     let input = PacketInput::open(&request.packet)?;
     let read = packet_io::verify(&input, None, progress)?;
-    let (digest, size) = (read.digest, read.size);
     // The bytes to send: the file itself, or the spooled copy of stdin.
     let (file, _spool) = upload_file(&input)?;
+    let bodies = PacketBodies::open(
+        &file,
+        read.data_offsets.clone(),
+        read.manifest.members.iter().map(|m| m.size).collect(),
+    )?;
+    let packet = Verified {
+        manifest: &read.manifest,
+        digest: read.digest,
+        size: read.size,
+        file: Some(&file),
+        bodies: &bodies,
+    };
+    push_verified(remote, request, &packet, progress)
+}
+
+/// A packet verified on this machine, ready to send.
+pub struct Verified<'a> {
+    /// Its manifest.
+    pub manifest: &'a Manifest,
+    /// Its digest.
+    pub digest: Digest,
+    /// Its size.
+    pub size: u64,
+    /// The packet file, for the whole-packet paths (`save` without `-o`
+    /// has none, and goes by delta).
+    pub file: Option<&'a Path>,
+    /// Where its bodies are read from, for a delta push.
+    pub bodies: &'a dyn Bodies,
+}
+
+/// Sends a verified packet by delta push when the store takes it (and
+/// `--whole` was not given), else in one request or in parts; then moves
+/// the ref.
+pub fn push_verified(
+    remote: &Remote,
+    request: &PushRequest,
+    packet: &Verified<'_>,
+    progress: &Progress,
+) -> Result<PushReport> {
+    let (digest, size) = (packet.digest, packet.size);
     let started = Instant::now();
+    let sent_before = remote.traffic().sent();
+    let retries_before = remote.traffic().retries();
     let mut report = PushReport {
         schema: "pillbox.checkpoint.push/1",
         digest: digest.to_string(),
@@ -125,18 +178,59 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
         parts: None,
         resumed: false,
         bytes_sent: 0,
+        retries: 0,
         upload_seconds: 0.0,
         ref_moved: None,
+        delta: None,
     };
-    if !is_stored(remote, &digest)? {
-        let info = store_info(remote)?;
+    let settings = store_info(remote)?;
+    if is_stored(remote, &digest)? {
+        // Nothing to send.
+    } else if settings.delta && !request.whole {
+        let mut bases = request.bases.clone();
+        if let Some(name) = &request.ref_name {
+            if let Some(current) = current_ref(remote, name)? {
+                if current != digest && !bases.contains(&current) {
+                    bases.insert(0, current);
+                }
+            }
+        }
+        let outcome = delta_push(
+            remote,
+            &DeltaRequest {
+                manifest: packet.manifest,
+                digest,
+                size,
+                bodies: packet.bodies,
+                bases,
+                labels: &request.labels,
+                state_dir: &request.state_dir,
+            },
+            progress,
+        )?;
+        report.uploaded = outcome.created;
+        report.resumed = outcome.resumed;
+        report.mode = if outcome.created || outcome.report.parts_sent > 0 {
+            "delta"
+        } else {
+            "none"
+        };
+        report.bytes_sent = remote.traffic().sent() - sent_before;
+        report.delta = Some(outcome.report);
+    } else {
+        let Some(file) = packet.file else {
+            return Err(CliError::Bug(
+                "a whole-packet push of a packet with no file".into(),
+            ));
+        };
+        let info = settings.info;
         progress.phase("upload", size);
         if size <= info.max_single_upload_bytes {
-            report.uploaded = put_single(remote, &digest, &file, size, &request.labels, progress)?;
+            report.uploaded = put_single(remote, &digest, file, size, &request.labels, progress)?;
             report.mode = "single";
             report.bytes_sent = size;
         } else {
-            let outcome = put_multipart(remote, request, &digest, &file, size, progress)?;
+            let outcome = put_multipart(remote, request, &digest, file, size, progress)?;
             report.uploaded = outcome.created;
             report.mode = "multipart";
             report.resumed = outcome.resumed;
@@ -153,7 +247,25 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
     if let Some(name) = &request.ref_name {
         report.ref_moved = Some(move_ref(remote, name, &digest, request.expect_ref)?);
     }
+    report.retries = remote.traffic().retries() - retries_before;
     Ok(report)
+}
+
+/// Whether the store takes delta pushes (`GET /v1`).
+pub fn takes_delta(remote: &Remote) -> Result<bool> {
+    Ok(store_info(remote)?.delta)
+}
+
+/// What the ref holds now, `None` if it does not exist.
+fn current_ref(remote: &Remote, name: &str) -> Result<Option<Digest>> {
+    let path = ref_path(name);
+    let what = format!("GET {path}");
+    let mut r = remote.get(&what, &path)?;
+    match r.status().as_u16() {
+        200 => ref_digest(&what, &mut r).map(Some),
+        404 => Ok(None),
+        _ => Err(status_error(&what, r)),
+    }
 }
 
 /// A path to read the packet's bytes from, and the spool it lives in when
@@ -175,7 +287,7 @@ fn upload_file(input: &PacketInput) -> Result<(PathBuf, Option<tempfile::TempPat
     }
 }
 
-fn is_stored(remote: &Remote, digest: &Digest) -> Result<bool> {
+pub(super) fn is_stored(remote: &Remote, digest: &Digest) -> Result<bool> {
     let what = format!("HEAD {}", packet_path(digest));
     let r = remote.head(&what, &packet_path(digest))?;
     match r.status().as_u16() {
@@ -234,7 +346,7 @@ fn put_multipart(
     progress: &Progress,
 ) -> Result<MultipartOutcome> {
     let state_path = state_file(&request.state_dir, remote.base(), digest);
-    let lock_path = state_path.with_extension("lock");
+    let lock_path = lock_file(&request.state_dir, remote.base(), digest);
     let lock = StateLock::acquire(&lock_path)?;
     let result = drive_multipart(remote, request, digest, file, size, &state_path, progress);
     if result.is_ok() {
@@ -325,8 +437,16 @@ fn drive_multipart(
         }
         let path = format!("{}/complete", upload_path(&view.upload_id));
         let what = format!("POST {path}");
-        // The complete request has no fields: its body is JSON `null`.
-        let r = remote.send_json(&what, "POST", &path, &(), &[])?;
+        // The complete request has no fields: its body is JSON `null`. It
+        // can run long (the store assembles the packet): the connection is
+        // not used again after it.
+        let r = remote.send_json(
+            &what,
+            "POST",
+            &path,
+            &(),
+            &[("connection", "close".to_owned())],
+        )?;
         match r.status().as_u16() {
             201 | 200 => {
                 outcome.created = r.status().as_u16() == 201;

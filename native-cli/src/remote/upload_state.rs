@@ -51,6 +51,47 @@ pub fn state_file(dir: &Path, remote: &str, digest: &Digest) -> PathBuf {
     dir.join(format!("{}-{}.json", digest.hex(), &remote_hash[..16]))
 }
 
+/// The lock file two pushes of `digest` to `remote` take turns on (one
+/// lock for both kinds of upload).
+pub fn lock_file(dir: &Path, remote: &str, digest: &Digest) -> PathBuf {
+    state_file(dir, remote, digest).with_extension("lock")
+}
+
+/// An interrupted delta push, recorded so the next push of the same
+/// packet to the same store continues it
+/// (`…/uploads/<hex>-<remote>.push.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushState {
+    /// The store's base URL.
+    pub remote: String,
+    /// The packet.
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// The store's push id.
+    pub push_id: String,
+}
+
+/// The delta push state file for `digest` pushed to `remote`.
+pub fn push_state_file(dir: &Path, remote: &str, digest: &Digest) -> PathBuf {
+    state_file(dir, remote, digest).with_extension("push.json")
+}
+
+impl PushState {
+    /// Reads a state file; a missing, unreadable or foreign one is `None`.
+    pub fn load(path: &Path, remote: &str, digest: &Digest, size: u64) -> Option<PushState> {
+        let bytes = fs::read(path).ok()?;
+        let state: PushState = serde_json::from_slice(&bytes).ok()?;
+        (state.remote == remote && state.digest == digest.to_string() && state.size == size)
+            .then_some(state)
+    }
+
+    /// Writes the state file atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        save_json(self, path)
+    }
+}
+
 impl UploadState {
     /// Reads a state file; a missing, unreadable or foreign one is `None`.
     pub fn load(path: &Path, remote: &str, digest: &Digest, size: u64) -> Option<UploadState> {
@@ -62,20 +103,25 @@ impl UploadState {
 
     /// Writes the state file atomically (temporary file, then rename).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(|e| CliError::io("create", dir, e))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".upload-")
-            .tempfile_in(dir)
-            .map_err(|e| CliError::io("create a file in", dir, e))?;
-        let text = serde_json::to_vec_pretty(self).unwrap_or_default();
-        let tmp_path = tmp.path().to_path_buf();
-        tmp.write_all(&text)
-            .map_err(|e| CliError::io("write", &tmp_path, e))?;
-        tmp.persist(path)
-            .map_err(|e| CliError::io("rename into", path, e.error))?;
-        Ok(())
+        save_json(self, path)
     }
+}
+
+/// Writes `value` as JSON to `path` atomically (temporary file, then rename).
+fn save_json<T: Serialize>(value: &T, path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(|e| CliError::io("create", dir, e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".upload-")
+        .tempfile_in(dir)
+        .map_err(|e| CliError::io("create a file in", dir, e))?;
+    let text = serde_json::to_vec_pretty(value).unwrap_or_default();
+    let tmp_path = tmp.path().to_path_buf();
+    tmp.write_all(&text)
+        .map_err(|e| CliError::io("write", &tmp_path, e))?;
+    tmp.persist(path)
+        .map_err(|e| CliError::io("rename into", path, e.error))?;
+    Ok(())
 }
 
 /// An exclusive lock on a file, released when dropped (the process dying

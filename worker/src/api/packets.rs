@@ -506,6 +506,7 @@ pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer
 /// batch, each read from its pack (back-to-back chunks in one read).
 pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
     let row = indexed(db, &digest).await?;
+    let gzip = accepts_gzip(req);
     let asked: ChunkRequest = read_json_up_to(req, MAX_CHUNK_REQUEST).await?;
     if asked.chunks.len() > BatchLimits::MAX_FRAMES as usize {
         return Err(too_many());
@@ -561,8 +562,20 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     let headers = Headers::new();
     set(&headers, "content-type", MEDIA_TYPE)?;
     set(&headers, "cache-control", "no-store")?;
-    set(&headers, "content-length", &length.to_string())?;
+    if gzip {
+        // The runtime compresses the stream natively on the way out (a
+        // response's Content-Encoding is applied to its body).
+        set(&headers, "content-encoding", "gzip")?;
+        set(&headers, "vary", "Accept-Encoding")?;
+    } else {
+        set(&headers, "content-length", &length.to_string())?;
+    }
     streamed(ResponseBody::Stream(readable), 200, headers)
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (`q=0` refuses it).
+fn accepts_gzip(req: &Request) -> bool {
+    header(req, "accept-encoding").is_some_and(|v| crate::encoding::accepts(&v, "gzip"))
 }
 
 fn too_many() -> Problem {

@@ -1,0 +1,92 @@
+// A recording proxy in front of the local Worker: it counts what each
+// request carried and can drop the connection of chosen requests, so that
+// the CLI's wire bytes, retries and resumes are checked against the real
+// store. It runs in a process of its own (tests call the CLI with
+// spawnSync, which blocks their event loop). startProxy(target) returns
+// { url, log, fail, stop }:
+//   log()              every request so far: { method, path, status, body_bytes }
+//   fail(suffix, n)    the next n requests whose path ends with `suffix`
+//                      lose their connection once their body is read (the
+//                      store never sees them)
+// Run as `node tests/e2e/proxy.mjs TARGET`, it prints `listening on URL`;
+// GET /__proxy/log and POST /__proxy/fail?suffix=…&times=… control it.
+import { spawn } from 'node:child_process';
+import { createServer, request as httpRequest } from 'node:http';
+import { fileURLToPath } from 'node:url';
+
+function serve(target) {
+  const upstream = new URL(target);
+  const entries = [];
+  const failures = [];
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, 'http://proxy');
+    if (url.pathname === '/__proxy/log') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(entries));
+      return;
+    }
+    if (url.pathname === '/__proxy/fail') {
+      failures.push({ suffix: url.searchParams.get('suffix'), times: Number(url.searchParams.get('times') ?? 1) });
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0 };
+    entries.push(entry);
+    req.on('data', (d) => { entry.body_bytes += d.length; });
+    const rule = failures.find((f) => f.times > 0 && url.pathname.endsWith(f.suffix));
+    if (rule) {
+      rule.times -= 1;
+      entry.status = 'dropped';
+      req.resume();
+      req.on('end', () => req.socket.destroy());
+      return;
+    }
+    // One upstream connection per request: the proxy adds no keep-alive of
+    // its own between the client and the store.
+    const forward = httpRequest({
+      host: upstream.hostname, port: upstream.port, method: req.method, path: req.url,
+      headers: req.headers, agent: false,
+    }, (answer) => {
+      entry.status = answer.statusCode;
+      res.writeHead(answer.statusCode, answer.rawHeaders);
+      answer.pipe(res);
+    });
+    forward.on('error', () => req.socket.destroy());
+    req.pipe(forward);
+  });
+  server.listen(0, '127.0.0.1', () => {
+    console.log(`listening on http://127.0.0.1:${server.address().port}`);
+  });
+}
+
+export async function startProxy(target) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), target], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const url = await new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`the proxy did not start:\n${out}`)), 10_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) { clearTimeout(timer); ok(m[1]); }
+    });
+    child.stderr.on('data', (d) => { out += d; });
+    child.once('exit', (code) => fail(new Error(`the proxy exited (${code}):\n${out}`)));
+  });
+  child.removeAllListeners('exit');
+  return {
+    url,
+    log: async () => (await fetch(`${url}/__proxy/log`)).json(),
+    fail: async (suffix, times = 1) => {
+      const r = await fetch(`${url}/__proxy/fail?suffix=${encodeURIComponent(suffix)}&times=${times}`, { method: 'POST' });
+      if (r.status !== 204) throw new Error(`proxy fail hook: ${r.status}`);
+    },
+    stop: () => new Promise((ok) => {
+      if (child.exitCode !== null) { ok(); return; }
+      child.once('exit', ok);
+      child.kill('SIGTERM');
+    }),
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) serve(process.argv[2]);
