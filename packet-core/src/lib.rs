@@ -57,6 +57,9 @@
 //! | [`Limits`], [`Kind`] | the format's limits and member types |
 //! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
 //! | [`exclude`] | credential rules and `--exclude` globs |
+//! | [`secrets`] | credentials found by content, as a stream |
+//! | [`git`] | git settings and hooks that run programs |
+//! | [`Findings`] | what a reader reports about a packet it accepts |
 //! | [`diff`] | members added, removed and changed between two manifests |
 //! | [`in_memory`] | building small packets in memory |
 #![no_std]
@@ -69,6 +72,8 @@ pub mod diff;
 mod digest;
 mod error;
 pub mod exclude;
+mod findings;
+pub mod git;
 mod header;
 pub mod in_memory;
 mod limits;
@@ -76,10 +81,12 @@ mod manifest;
 pub mod path;
 pub mod reader;
 mod scan;
+pub mod secrets;
 mod writer;
 
 pub use digest::{Digest, Hasher, HexDigest};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
+pub use findings::{Findings, GitFinding, SecretFinding, HOOK_WHY};
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{Exclusion, Harness, HarnessKind, Manifest, Member, Totals, FORMAT_ID};
