@@ -793,6 +793,159 @@ fn produce<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::Duration;
+
+    /// Walks `ws` as pack does.
+    fn walked(ws: &Path) -> Vec<Planned> {
+        let mut walk = Walk::default();
+        walk_tree(ws, "workspace", &WalkOptions::default(), &mut walk).unwrap();
+        walk.planned
+    }
+
+    /// Packs what was walked into a file, no secret in the way.
+    fn pack_walked(planned: Vec<Planned>, out: &Path) -> Result<Manifest> {
+        match into_file::pack_into_file(
+            planned,
+            None,
+            vec![],
+            out,
+            &Progress::new(true),
+            &mut || {},
+            &|_| true,
+            &Scanner::new(),
+        )? {
+            into_file::Packed::Kept(m, ..) => Ok(m),
+            into_file::Packed::Blocked(_) => unreachable!("every secret is accepted"),
+        }
+    }
+
+    /// Runs `f` on a thread and fails the test if it takes longer than a
+    /// few seconds (instead of hanging on a FIFO).
+    fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("pack blocked instead of refusing")
+    }
+
+    /// A workspace with `d/file.txt`, walked, then `d` replaced by a
+    /// symlink to a folder outside holding a file of the same name (as
+    /// `~/.codex` holds `auth.json`).
+    fn swapped_folder() -> (tempfile::TempDir, Vec<Planned>) {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"mine").unwrap();
+        fs::create_dir_all(t.path().join("outside")).unwrap();
+        fs::write(t.path().join("outside/file.txt"), b"SECRET-OUTSIDE").unwrap();
+        let planned = walked(&ws);
+        fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
+        symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        (t, planned)
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_symlink_after_the_walk_is_never_followed() {
+        let (t, planned) = swapped_folder();
+        let out = t.path().join("p.tar");
+        let e = pack_walked(planned, &out).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed", "{:?}", e.report());
+        assert_eq!(
+            e.report().details.path.as_deref(),
+            Some("workspace/d/file.txt")
+        );
+        assert!(!out.exists());
+        // To standard output, the first pass refuses it the same way.
+        let (_t, planned) = swapped_folder();
+        let e = hash_all(planned, &Progress::new(true)).err().unwrap();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn a_folder_swapped_for_another_real_folder_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"mine").unwrap();
+        let planned = walked(&ws);
+        fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"another").unwrap();
+        let e = pack_walked(planned, &t.path().join("p.tar")).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn a_file_swapped_for_a_fifo_is_refused_without_blocking() {
+        for stdout in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let ws = t.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            fs::write(ws.join("a.txt"), b"a").unwrap();
+            let planned = walked(&ws);
+            fs::remove_file(ws.join("a.txt")).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                ws.join("a.txt"),
+                rustix::fs::FileType::Fifo,
+                Mode::from_raw_mode(0o644),
+                0,
+            )
+            .unwrap();
+            let out = t.path().join("p.tar");
+            let e = within_seconds(move || {
+                if stdout {
+                    hash_all(planned, &Progress::new(true)).err().unwrap()
+                } else {
+                    pack_walked(planned, &out).unwrap_err()
+                }
+            });
+            assert_eq!(e.code(), "workspace_changed", "to stdout: {stdout}");
+        }
+    }
+
+    #[test]
+    fn a_sparse_file_past_the_limit_is_refused_before_it_is_read() {
+        for stdout in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let ws = t.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            // 4 TiB of holes: hashing it would take hours.
+            let f = File::create(ws.join("sparse.img")).unwrap();
+            f.set_len(4 << 40).unwrap();
+            let planned = walked(&ws);
+            let out = t.path().join("p.tar");
+            let e = within_seconds(move || {
+                if stdout {
+                    hash_all(planned, &Progress::new(true)).err().unwrap()
+                } else {
+                    pack_walked(planned, &out).unwrap_err()
+                }
+            });
+            assert_eq!(e.code(), "limit_size", "to stdout: {stdout}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_grew_after_the_walk_is_read_no_further_than_a_byte_past_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("log.txt"), b"short").unwrap();
+        let planned = walked(&ws);
+        // Grown to 4 TiB (sparse) after the walk, in place.
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(ws.join("log.txt"))
+            .unwrap();
+        f.set_len(4 << 40).unwrap();
+        let e = within_seconds(move || hash_all(planned, &Progress::new(true)).err().unwrap());
+        assert_eq!(e.code(), "member_mismatch");
+        assert!(e.report().details.message.contains("grew"));
+    }
 
     /// Hashes a one-file workspace, lets `change` alter the file, then
     /// writes: the writer must refuse the changed file.

@@ -991,6 +991,44 @@ mod tests {
     }
 
     #[test]
+    fn moving_into_place_never_replaces_what_appeared() {
+        let t = tempfile::tempdir().unwrap();
+        let dir =
+            rustix::fs::open(t.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        fs::write(t.path().join("staged"), b"ours").unwrap();
+        fs::write(t.path().join("there"), b"theirs").unwrap();
+        let e = rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("there"),
+            &t.path().join("there"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "target_not_empty");
+        assert_eq!(fs::read(t.path().join("there")).unwrap(), b"theirs");
+        std::os::unix::fs::symlink("/etc", t.path().join("link")).unwrap();
+        let e = rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("link"),
+            &t.path().join("link"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "target_not_empty");
+        rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("new"),
+            &t.path().join("new"),
+        )
+        .unwrap();
+        assert_eq!(fs::read(t.path().join("new")).unwrap(), b"ours");
+    }
+
+    #[test]
     fn a_verified_packet_is_placed() {
         let good = packet(b"abc");
         let t = tempfile::tempdir().unwrap();

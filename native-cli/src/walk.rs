@@ -773,6 +773,67 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_is_listed_only_if_it_is_the_one_its_parent_listed() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::create_dir_all(t.path().join("outside")).unwrap();
+        let root = WalkRoot::open(&ws, "workspace").unwrap();
+        let listed = FileId::of(&statat(rustix::fs::CWD, ws.join("d"), AtFlags::empty()).unwrap());
+        assert!(root.open_dir("d", "workspace/d", listed).is_ok());
+        // Swapped for a link out of the workspace, then for another folder.
+        fs::rename(ws.join("d"), t.path().join("old-d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        let e = root.open_dir("d", "workspace/d", listed).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+        fs::remove_file(ws.join("d")).unwrap();
+        fs::create_dir(ws.join("d")).unwrap();
+        let e = root.open_dir("d", "workspace/d", listed).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+        // A link higher up is not followed either.
+        fs::create_dir_all(t.path().join("outside/e")).unwrap();
+        fs::remove_dir(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        let e_id = FileId::of(
+            &statat(
+                rustix::fs::CWD,
+                t.path().join("outside/e"),
+                AtFlags::empty(),
+            )
+            .unwrap(),
+        );
+        let e = root.open_dir("d/e", "workspace/d/e", e_id).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn published_packages_are_recognised_by_their_folders() {
+        let t = tempfile::tempdir().unwrap();
+        for f in [
+            "node_modules/a/index.js",
+            "py/site-packages/b/__init__.py",
+            "vendor/c-1.0/Cargo.toml.orig",
+            "vendor/c-1.0/src/lib.rs",
+            "deps/d-1.0.dist-info/RECORD",
+            "deps/d/__init__.py",
+            "src/node_modulesx/x.js",
+        ] {
+            let p = t.path().join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, b"x").unwrap();
+        }
+        // A workspace that is itself a published crate is still the user's.
+        fs::write(t.path().join("Cargo.toml.orig"), b"").unwrap();
+        let w = walk(t.path(), &WalkOptions::default()).unwrap();
+        assert!(w.is_published("workspace/node_modules/a/index.js"));
+        assert!(w.is_published("workspace/py/site-packages/b/__init__.py"));
+        assert!(w.is_published("workspace/vendor/c-1.0/src/lib.rs"));
+        assert!(w.is_published("workspace/deps/d/__init__.py"));
+        assert!(!w.is_published("workspace/src/node_modulesx/x.js"));
+        assert!(!w.is_published("workspace/Cargo.toml.orig"));
+    }
+
+    #[test]
     fn escaping_symlinks_refused_or_skipped() {
         let t = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("../../etc/passwd", t.path().join("l")).unwrap();
