@@ -296,6 +296,7 @@ fn find_credential(relative: &str) -> Option<(&'static CredentialRule, &'static 
             } => quick_eq(name, tail) && ends_with_components(relative, literal, true),
             Shape::Within(inner) => within_components(relative, inner, true),
             Shape::Exact(literal) => quick_eq(relative, literal),
+            Shape::Name(glob) => match_one(glob.as_bytes(), name.as_bytes(), true),
             Shape::Glob(pattern) => match_components(Some(pattern), Some(relative), true),
         });
     found.find_map(|&(rule, pattern, _)| {
@@ -311,6 +312,7 @@ fn matches_folded(pattern: &str, path: &str) -> bool {
         Shape::Tail { literal, .. } => ends_with_components(path, literal, true),
         Shape::Within(inner) => within_components(path, inner, true),
         Shape::Exact(literal) => path.eq_ignore_ascii_case(literal),
+        Shape::Name(glob) => match_one(glob.as_bytes(), last_component(path).as_bytes(), true),
         Shape::Glob(pattern) => match_components(Some(pattern), Some(path), true),
     }
 }
@@ -362,6 +364,9 @@ enum Shape<'a> {
     Within(&'a str),
     /// No wildcards at all: the path is the pattern.
     Exact(&'a str),
+    /// `**/<name glob>` with wildcards in one component: the path's last
+    /// component matches it (`**/.env.*`).
+    Name(&'a str),
     /// Anything else, matched component by component (already trimmed of
     /// leading and trailing `/`).
     Glob(&'a str),
@@ -391,7 +396,14 @@ const fn shape(pattern: &str) -> Shape<'_> {
             return Shape::Within(inner);
         }
     }
+    if last_slash(literal).is_none() && !is_double_star(literal) {
+        return Shape::Name(literal);
+    }
     Shape::Glob(pattern)
+}
+
+const fn is_double_star(s: &str) -> bool {
+    bytes_eq(s.as_bytes(), b"**")
 }
 
 /// Whether a glob pattern (see the module docs) matches a relative path.
@@ -403,6 +415,7 @@ pub fn glob_match(pattern: &str, path: &str) -> bool {
         // `**/<literal>/**`: the literal components anywhere in the path.
         Shape::Within(inner) => within_components(path, inner, false),
         Shape::Exact(literal) => path == literal,
+        Shape::Name(glob) => match_one(glob.as_bytes(), last_component(path).as_bytes(), false),
         Shape::Glob(pattern) => match_components(Some(pattern), Some(path), false),
     }
 }
@@ -423,7 +436,13 @@ fn within_components(path: &str, inner: &str, fold: bool) -> bool {
     let mut start = 0;
     loop {
         let rest = &path[start..];
-        if rest.len() >= inner.len()
+        // The first byte alone rules out nearly every component.
+        let first = |s: &[u8]| {
+            s.first()
+                .map(|b| if fold { b.to_ascii_lowercase() } else { *b })
+        };
+        if first(rest) == first(inner)
+            && rest.len() >= inner.len()
             && bytes_match(&rest[..inner.len()], inner, fold)
             && rest.get(inner.len()).is_none_or(|&b| b == b'/')
         {

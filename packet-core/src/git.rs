@@ -42,13 +42,16 @@ pub struct ActiveSetting {
 /// `config.worktree` files. Components compare without case, as they do
 /// on the file systems that ignore it.
 pub fn is_repository_config(relative: &str) -> bool {
-    let parts: Vec<&str> = relative.split('/').collect();
-    let Some((name, dirs)) = parts.split_last() else {
-        return false;
-    };
+    // Every member of every packet comes here: the name decides for
+    // nearly all of them, before anything is collected.
+    let name = relative.rsplit('/').next().unwrap_or(relative);
     if !name.eq_ignore_ascii_case("config") && !name.eq_ignore_ascii_case("config.worktree") {
         return false;
     }
+    let parts: Vec<&str> = relative.split('/').collect();
+    let Some((_, dirs)) = parts.split_last() else {
+        return false;
+    };
     let Some(git) = dirs.iter().rposition(|c| c.eq_ignore_ascii_case(".git")) else {
         return false;
     };
