@@ -22,7 +22,7 @@ pub mod secrets;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -510,39 +510,41 @@ impl Opener {
                         io::Error::from(io::ErrorKind::InvalidInput),
                     ));
                 };
-                let key = DirKey::Path(parent.to_path_buf());
-                let fd = self.dir(key, || {
+                let cached = matches!(&self.dir, Some((DirKey::Path(p), _)) if p == parent);
+                if !cached {
                     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                    rustix::fs::open(parent, flags, Mode::empty())
-                        .map_err(|e| CliError::io("read", path, e.into()))
-                })?;
-                open_file_in(fd.as_fd(), &name.to_string_lossy(), member, None, path)
+                    let fd = rustix::fs::open(parent, flags, Mode::empty())
+                        .map_err(|e| CliError::io("read", path, e.into()))?;
+                    self.dir = Some((DirKey::Path(parent.to_path_buf()), fd));
+                }
+                let fd = self.cached()?;
+                open_file_in(fd, &name.to_string_lossy(), member, None, &|| path.clone())
             }
             FileSource::Beneath { root, relative, id } => {
                 let (parent, name) = relative.rsplit_once('/').unwrap_or(("", relative));
-                let display = root.path().join(relative);
-                let key = DirKey::Beneath(Arc::as_ptr(root), parent.to_owned());
-                let fd = self.dir(key, || {
-                    root.open_parent(relative).map_err(|e| {
+                let cached = matches!(
+                    &self.dir,
+                    Some((DirKey::Beneath(r, p), _)) if std::ptr::eq(*r, Arc::as_ptr(root)) && p == parent
+                );
+                if !cached {
+                    let fd = root.open_parent(relative).map_err(|e| {
                         match rustix::io::Errno::from_io_error(&e) {
                             Some(errno) => root.changed_or_io(member, "read", relative, errno),
-                            None => CliError::io("read", &display, e),
+                            None => CliError::io("read", root.path().join(relative), e),
                         }
-                    })
-                })?;
-                open_file_in(fd.as_fd(), name, member, Some(*id), &display)
+                    })?;
+                    self.dir = Some((DirKey::Beneath(Arc::as_ptr(root), parent.to_owned()), fd));
+                }
+                let fd = self.cached()?;
+                open_file_in(fd, name, member, Some(*id), &|| root.path().join(relative))
             }
         }
     }
 
-    /// The cached descriptor of `key`'s folder, opened with `open` if it
-    /// is not the last one used.
-    fn dir(&mut self, key: DirKey, open: impl FnOnce() -> Result<OwnedFd>) -> Result<&OwnedFd> {
-        if self.dir.as_ref().is_none_or(|(k, _)| *k != key) {
-            self.dir = Some((key, open()?));
-        }
+    /// The descriptor of the folder last opened.
+    fn cached(&self) -> Result<BorrowedFd<'_>> {
         match &self.dir {
-            Some((_, fd)) => Ok(fd),
+            Some((_, fd)) => Ok(fd.as_fd()),
             None => Err(CliError::Bug("the folder just opened is gone".into())),
         }
     }
@@ -560,7 +562,6 @@ fn hash_file(
     progress: &Progress,
     mut detector: Option<&mut Detector>,
 ) -> Result<(Stamp, Digest)> {
-    let display = file.source.display();
     let (mut f, stat) = opener.open(&file.source, &file.member)?;
     let mut hasher = Hasher::new();
     let mut size = 0u64;
@@ -571,7 +572,7 @@ fn hash_file(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(CliError::io("read", &display, e)),
+            Err(e) => return Err(CliError::io("read", file.source.display(), e)),
         };
         size += n as u64;
         if size > file.size {

@@ -446,16 +446,11 @@ fn list_dir(
             ),
         };
         let ft = stat.map_or(listed_type, |s| FileType::from_raw_mode(s.st_mode));
-        let relative = if folder.relative.is_empty() {
-            name.to_string_lossy().into_owned()
-        } else {
-            format!("{}/{}", folder.relative, name.to_string_lossy())
-        };
         let entry = Entry {
             root,
             dir: &fd,
             name,
-            relative,
+            parent: &folder.relative,
             ft,
             stat,
         };
@@ -487,16 +482,26 @@ struct Entry<'a> {
     /// The open folder it is in.
     dir: &'a OwnedFd,
     name: &'a OsStr,
-    /// Its path below the root.
-    relative: String,
+    /// Its folder's path below the root.
+    parent: &'a str,
     ft: FileType,
     /// Its stat, for files and folders.
     stat: Option<rustix::fs::Stat>,
 }
 
 impl Entry<'_> {
+    /// Its path below the root.
+    fn relative(&self) -> String {
+        let name = self.name.to_string_lossy();
+        if self.parent.is_empty() {
+            name.into_owned()
+        } else {
+            format!("{}/{name}", self.parent)
+        }
+    }
+
     fn shown(&self) -> PathBuf {
-        self.root.path().join(&self.relative)
+        self.root.path().join(self.relative())
     }
 }
 
@@ -537,7 +542,7 @@ fn visit(
                 member: member.clone(),
             });
             Ok(Some(Folder {
-                relative: entry.relative,
+                relative: entry.relative(),
                 member,
                 id: FileId::of(&stat),
                 published,
@@ -623,7 +628,7 @@ fn check_git_file(entry: &Entry<'_>, member: &str, stat: rustix::fs::Stat) -> Re
         &name,
         member,
         Some(FileId::of(&stat)),
-        &entry.shown(),
+        &|| entry.shown(),
     )?;
     let _ = f.take(4096).read_to_string(&mut text);
     let gitdir = text

@@ -626,8 +626,6 @@ impl Worker<'_> {
     /// (a regular file reads short only there), so a file that grew is
     /// seen without another system call.
     fn read_small(&mut self, slot: &Slot, window: &mut [u8]) -> Result<Digest> {
-        let display = slot.source.display();
-        let path = display.as_path();
         let manifest = self.manifest;
         let member = manifest
             .members
@@ -649,7 +647,7 @@ impl Worker<'_> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(CliError::io("read", path, e)),
+                Err(e) => return Err(CliError::io("read", slot.source.display(), e)),
             }
         };
         if !ended {

@@ -202,7 +202,7 @@ pub fn open_file_in(
     name: &str,
     member: &str,
     expected: Option<FileId>,
-    display: &Path,
+    display: &dyn Fn() -> PathBuf,
 ) -> Result<(File, Stat)> {
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
@@ -214,9 +214,9 @@ pub fn open_file_in(
     .map_err(|e| match e {
         rustix::io::Errno::LOOP => changed(member, "the file was replaced by a symlink"),
         rustix::io::Errno::NOENT => changed(member, "the file disappeared"),
-        e => CliError::io("read", display, e.into()),
+        e => CliError::io("read", display(), e.into()),
     })?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| CliError::io("read", display, e.into()))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| CliError::io("read", display(), e.into()))?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(changed(
             member,
