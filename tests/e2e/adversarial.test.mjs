@@ -6,7 +6,9 @@
 //   nothing and D1 holds no packet, member or label row. A case refused for
 //   its expected digest (`digest_syntax`) is a malformed URL: 400 for the
 //   PUT and the GET alike.
-// - Every accepted case is stored (201) and reads back byte for byte.
+// - Every accepted case is stored (201) and reads back byte for byte; the
+//   Worker logs the findings of each that holds any (secrets, git settings
+//   that run programs), by path, line and rule, and of no other.
 // - Faults: a client that disconnects mid-upload, multipart parts sent
 //   twice and out of order for a hostile packet, an upload never completed.
 //
@@ -100,6 +102,23 @@ describe('the adversarial corpus', () => {
       assert.ok(got.bytes.equals(c.bytes), c.id);
     }
     assert.deepEqual(new Set(await listed()), new Set(accepted.map((c) => c.digest)));
+    // The Worker's report of what each stored packet holds: one JSON log
+    // line per packet with findings, exactly the table's.
+    const logged = new Map();
+    for (const line of edge.log().split('\n')) {
+      // wrangler may prefix and colour the line: the object is what lies
+      // between its first and last brace.
+      const at = line.indexOf('{"event":"packet_findings"');
+      if (at < 0) continue;
+      const entry = JSON.parse(line.slice(at, line.lastIndexOf('}') + 1));
+      logged.set(entry.digest, entry.findings);
+    }
+    const empty = { secrets: [], git: [] };
+    for (const c of accepted) {
+      const expected = c.expect.findings ?? empty;
+      const none = expected.secrets.length === 0 && expected.git.length === 0;
+      assert.deepEqual(logged.get(c.digest), none ? undefined : expected, c.id);
+    }
   });
 });
 

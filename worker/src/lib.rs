@@ -19,6 +19,7 @@
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
+//! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `index` | the D1 queries (wasm) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
@@ -33,6 +34,7 @@
 pub mod auth;
 pub mod conditions;
 pub mod config;
+pub mod findings;
 pub mod multipart;
 pub mod problem;
 pub mod query;

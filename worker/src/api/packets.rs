@@ -123,6 +123,9 @@ pub async fn upload(
     )
     .await
     .map_err(refusal)?;
+    if let Some(line) = crate::findings::log_line(&indexed.digest, &indexed.findings) {
+        worker::console_warn!("{line}");
+    }
     index::insert_packet(db, &indexed, &labels)
         .await
         .map_err(internal)?;

@@ -254,9 +254,14 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
     )
     .await;
     let outcome = match result {
-        Ok(indexed) => index::insert_packet(db, &indexed, &labels)
-            .await
-            .map_err(internal),
+        Ok(indexed) => {
+            if let Some(line) = crate::findings::log_line(&indexed.digest, &indexed.findings) {
+                worker::console_warn!("{line}");
+            }
+            index::insert_packet(db, &indexed, &labels)
+                .await
+                .map_err(internal)
+        }
         Err(e) => Err(refusal(e)),
     };
     if matches!(&outcome, Ok(()) | Err(Problem { status: 422, .. })) {
