@@ -8,7 +8,10 @@
 #       curl and GNU tar
 #   bash scripts/setup.sh --for test   all of that, and what only the tests
 #       use: clippy, rustfmt, the wasm32v1-none target, cargo-fuzz, Chromium
-#       and chromedriver, hyperfine, GNU time, Python's jsonschema
+#       and chromedriver, hyperfine, GNU time, zstd, Python's jsonschema, and
+#       the real agent CLIs for the harness tests (tests/harness: Codex,
+#       Claude Code, OpenCode from npm, about 355 MB to download and 1 GB on
+#       disk)
 #   bash scripts/setup.sh              the same as --for test
 #
 # Needs: the Rust toolchain (rustup), node 20 + npm, python 3.11, gcc, git.
@@ -42,7 +45,8 @@ apt_wanted=(curl:curl tar:tar)
 if [ "$job" = test ]; then
   targets+=(wasm32v1-none)
   components+=(clippy rustfmt)
-  apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time)
+    # zstd: the Worker's tests send zstd-compressed push parts; the harness tests read compressed rollouts.
+  apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
 fi
 
 step "rust targets and components ($job)"
@@ -96,6 +100,17 @@ if [ "$job" = test ]; then
 
   step "python packages"
   python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
+
+  step "the agent CLIs for the harness tests (tests/harness)"
+  # `npm install` with the lockfile rather than `npm ci`: each CLI lists a
+  # native package per platform, and `npm ci` insists that the lockfile
+  # resolve all of them, which fails wherever the registry does not serve
+  # every platform's. The versions stay pinned (package.json, and each
+  # CLI's own exact optionalDependencies); only this platform's is fetched.
+  h=tests/harness
+  if [ ! -d "$h/node_modules" ] || [ "$h/package-lock.json" -nt "$h/node_modules/.package-lock.json" ]; then
+    (cd "$h" && npm install --no-audit --no-fund --no-save)
+  fi
 fi
 
 echo "setup: done (for $job)" >&2

@@ -50,6 +50,9 @@ step "end-to-end: the Worker on workerd (wrangler dev, local R2 + D1) with HTTP 
 cargo build --locked -p pillbox
 node --test --test-concurrency=1 tests/e2e/
 
+step "harness state end to end: Codex, Claude Code and OpenCode (the real CLIs, offline against a mock model) carried between two homes"
+node --test --test-concurrency=1 tests/harness/
+
 step "browser: the inspector in headless Chromium"
 bash inspector/tests/run.sh
 

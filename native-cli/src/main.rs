@@ -37,8 +37,8 @@ use progress::Progress;
     name = "pillbox",
     version,
     about = "Move an AI coding agent's session between machines as one verified packet",
-    long_about = "pillbox moves an AI coding agent's session (its workspace and, optionally, its Codex or Claude Code \
-session log) between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
+    long_about = "pillbox moves an AI coding agent's session (its workspace and, optionally, its Codex, Claude Code \
+or OpenCode session log) between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
 holds credentials.\n\nEvery command prints exactly one JSON object (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
 3 the packet failed verification, 4 I/O error, 5 input refused.",
     after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored"
@@ -60,7 +60,7 @@ enum Command {
 enum Checkpoint {
     /// Pack a workspace (and optionally an agent's session log) into a packet.
     #[command(
-        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n\nCredential files (auth.json, .credentials.json, .netrc, .env, cloud credentials...) are never packed, and a file holding a secret (an API token, a private key...) refuses the pack unless --secrets exclude or --allow-secret; see docs/cli.md."
+        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n  pillbox checkpoint pack . -o ws.tar --harness opencode --session ses_dceb97773ffeEbFZpPTlgwYItc\n\nCredential files (auth.json, .credentials.json, .netrc, .env, cloud credentials...) are never packed, and a file holding a secret (an API token, a private key...) refuses the pack unless --secrets exclude or --allow-secret; see docs/cli.md."
     )]
     Pack(PackArgs),
     /// Verify a packet, then restore its workspace (and session log) into empty targets.
@@ -159,14 +159,14 @@ struct PackArgs {
     /// Where to write the packet; `-` writes it to stdout (the JSON report then goes to stderr or --report).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// Also carry an agent's session log: `codex` (needs --thread) or `claude` (needs --session). `opencode` is refused.
+    /// Also carry an agent's session log: `codex` (needs --thread), `claude` or `opencode` (need --session).
     #[arg(long, value_enum, value_name = "HARNESS")]
     harness: Option<HarnessArg>,
     /// Codex thread id (a lowercase UUID) whose rollout to carry.
     #[arg(long, value_name = "UUID")]
     thread: Option<String>,
-    /// Claude Code session id (a lowercase UUID) whose transcript to carry.
-    #[arg(long, value_name = "UUID")]
+    /// Claude Code session id (a lowercase UUID) whose transcript to carry, or OpenCode session id (`ses_…`) to export.
+    #[arg(long, value_name = "ID")]
     session: Option<String>,
     /// Codex home to read the rollout from [default: $CODEX_HOME, else $HOME/.codex].
     #[arg(long, value_name = "DIR")]
@@ -174,6 +174,9 @@ struct PackArgs {
     /// Claude Code config dir to read the transcript from [default: $CLAUDE_CONFIG_DIR, else $HOME/.claude].
     #[arg(long, value_name = "DIR")]
     claude_config_dir: Option<PathBuf>,
+    /// The OpenCode program that exports the session [default: opencode on PATH].
+    #[arg(long, value_name = "FILE")]
+    opencode_bin: Option<PathBuf>,
     /// Refuse unless the session log records this model.
     #[arg(long, value_name = "MODEL")]
     expect_model: Option<String>,
@@ -219,6 +222,12 @@ struct UnpackArgs {
     /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
     #[arg(long)]
     neutralize_git: bool,
+    /// Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace).
+    #[arg(long)]
+    opencode_import: bool,
+    /// The OpenCode program that imports the session [default: opencode on PATH].
+    #[arg(long, value_name = "FILE")]
+    opencode_bin: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -293,12 +302,15 @@ struct RestoreCheckArgs {
     /// The harness, when giving the fields one by one.
     #[arg(long, value_enum, default_value = "codex")]
     harness: HarnessArg,
-    /// The thread (Codex) or session (Claude Code) id.
-    #[arg(long, value_name = "UUID", required_unless_present = "checkpoint")]
+    /// The thread (Codex) or session (Claude Code, OpenCode) id.
+    #[arg(long, value_name = "ID", required_unless_present = "checkpoint")]
     thread: Option<String>,
-    /// The session log's path as the checkpoint records it (must be absolute).
+    /// The session log's path as the checkpoint records it (must be absolute; not for OpenCode).
     #[arg(long, value_name = "PATH")]
     rollout_path: Option<String>,
+    /// The OpenCode program to ask for the session [default: opencode on PATH].
+    #[arg(long, value_name = "FILE")]
+    opencode_bin: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -418,19 +430,19 @@ fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
         None => {
             if a.thread.is_some() || a.session.is_some() {
                 return Err(CliError::Usage(
-                    "--thread and --session need --harness codex or --harness claude".into(),
+                    "--thread and --session need --harness codex, claude or opencode".into(),
                 ));
             }
             None
         }
         Some(h) => {
-            let kind = h.kind()?;
+            let kind = h.kind();
             let stray = match kind {
                 HarnessKind::Codex => a
                     .session
                     .is_some()
-                    .then_some("--session belongs to --harness claude"),
-                HarnessKind::Claude => a
+                    .then_some("--session belongs to --harness claude or opencode"),
+                HarnessKind::Claude | HarnessKind::Opencode => a
                     .thread
                     .is_some()
                     .then_some("--thread belongs to --harness codex"),
@@ -454,6 +466,12 @@ fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
                         "CLAUDE_CONFIG_DIR",
                         ".claude",
                     )?,
+                ),
+                HarnessKind::Opencode => (
+                    a.session.clone().ok_or_else(|| {
+                        CliError::Usage("--harness opencode needs --session <ses_…>".into())
+                    })?,
+                    harness::opencode::program(a.opencode_bin.as_deref()),
                 ),
             };
             Some(pack::HarnessRequest {
@@ -496,6 +514,9 @@ fn run_unpack(a: UnpackArgs) -> Result<()> {
         codex_home: a.codex_home,
         claude_config_dir: a.claude_config_dir,
         neutralize_git: a.neutralize_git,
+        opencode: a
+            .opencode_import
+            .then(|| harness::opencode::program(a.opencode_bin.as_deref())),
     };
     let report = unpack::unpack(&source, &request, &Progress::new(a.common.quiet))?;
     emit(&report, JsonTo::Stdout, None);
@@ -571,12 +592,14 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
             restore_check::RestoreCheckRequest::from_unpack_json(&text, file)?
         }
         None => restore_check::RestoreCheckRequest {
-            kind: a.harness.kind()?,
+            kind: a.harness.kind(),
             thread_id: a.thread.clone().unwrap_or_default(),
             rollout_path: a.rollout_path.clone(),
+            opencode: None,
         },
     };
-    let report = restore_check::restore_check(&request)?;
+    let program = harness::opencode::program(a.opencode_bin.as_deref());
+    let report = restore_check::restore_check(&request, &program)?;
     emit(&report, JsonTo::Stdout, None);
     Ok(())
 }

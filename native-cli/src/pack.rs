@@ -60,7 +60,8 @@ pub struct PackRequest {
 pub struct HarnessRequest {
     /// Which harness.
     pub kind: packet_core::HarnessKind,
-    /// Its home.
+    /// Its home; for OpenCode, which finds its own data, the `opencode`
+    /// program that exports the session.
     pub home: PathBuf,
     /// Thread or session id.
     pub id: String,
@@ -114,26 +115,34 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     )?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
+    // Holds a session log the harness printed until the packet is written.
+    let mut _harness_scratch = None;
     if let Some(h) = &request.harness {
-        let what = match h.kind {
-            packet_core::HarnessKind::Codex => "thread id",
-            packet_core::HarnessKind::Claude => "session id",
-        };
-        harness::check_id(&h.id, what)?;
+        harness::check_id(h.kind, &h.id)?;
+        let workspace_bytes = walk
+            .planned
+            .iter()
+            .map(|p| match p {
+                Planned::File { size, .. } => *size,
+                _ => 0,
+            })
+            .sum();
         let located = harness::adapter(h.kind).locate(&LocateRequest {
             home: &h.home,
             id: &h.id,
             workspace: &workspace,
             expect_model: h.expect_model.as_deref(),
             walk: &request.walk,
+            workspace_bytes,
         })?;
         walk.planned.extend(located.planned);
         for (k, v) in located.walk.exclusions {
             *walk.exclusions.entry(k).or_default() += v;
         }
         walk.skipped.extend(located.walk.skipped);
-        harness_source = Some(located.source_path);
+        harness_source = located.source_path;
         harness_descriptor = Some(located.harness);
+        _harness_scratch = located.scratch;
     }
 
     let planned = std::mem::take(&mut walk.planned);

@@ -184,16 +184,32 @@ refusals! {
         path: None,
         message: format!("{member:?} is a {kind}, not a file"),
         advice: "cat prints files; use inspect to see directories and symlink targets";
-    /// `--harness opencode`.
-    HarnessUnsupported {} => "harness_unsupported",
+    /// A thread or session id that is not the harness's shape.
+    InvalidId { kind: packet_core::HarnessKind, id: String } => "invalid_thread_id",
         path: None,
-        message: "OpenCode keeps its sessions in opencode.db, the same SQLite database (with its -wal, -shm and -journal sidecars) that stores its provider credentials; a packet never carries credentials, so OpenCode state cannot be carried".to_owned(),
-        advice: "pack the workspace alone (without --harness) and start a new OpenCode session on the other machine";
-    /// A thread or session id is not a lowercase UUID.
-    InvalidId { what: String, id: String } => "invalid_thread_id",
+        message: match kind {
+            packet_core::HarnessKind::Opencode => format!("session id {id:?} is not an OpenCode session id (ses_ and letters and digits, such as ses_dceb97773ffeEbFZpPTlgwYItc)"),
+            _ => format!("{} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)", kind.session_id_name()),
+        },
+        advice: "pass the id exactly as the harness printed it";
+    /// A session log that cannot fit in a packet beside the workspace.
+    SessionLogTooLarge { source: PathBuf, size: u64, workspace_bytes: u64, limit: u64 } => "session_log_too_large",
+        path: shown(source),
+        message: format!(
+            "{} is {size} bytes; with the workspace's {workspace_bytes} bytes the packet would pass its limit of {limit} bytes, so it was not read",
+            source.display()
+        ),
+        advice: "shrink what travels: compress the rollout (Codex reads rollout-….jsonl.zst as well), or archive the session in the harness and start a fresh one, or leave large workspace files out with --exclude; to carry the workspace alone, pack without --harness";
+    /// An OpenCode export that would pass the packet limit.
+    OpencodeExportTooLarge { command: String, limit: u64 } => "session_log_too_large",
         path: None,
-        message: format!("{what} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)"),
-        advice: "pass the id exactly as the harness printed it, in lowercase";
+        message: format!("`{command}` printed more than the {limit} bytes left in the packet beside the workspace; it was stopped"),
+        advice: "start a fresh OpenCode session (or compact this one) and pack that, or leave large workspace files out with --exclude; to carry the workspace alone, pack without --harness";
+    /// A `.zst` session log that does not decompress.
+    SessionLogNotZstd { path: PathBuf, error: String } => "session_log_invalid",
+        path: shown(path),
+        message: format!("{} does not decompress as zstd: {error}", path.display()),
+        advice: "check the file with `zstd -t`; a damaged rollout cannot be resumed";
     /// A session log line longer than the reader takes.
     SessionLogLineTooLong { path: PathBuf } => "session_log_invalid",
         path: shown(path),
@@ -228,6 +244,11 @@ refusals! {
         path: shown(sessions),
         message: format!("no rollout for thread {thread} under {} (looked for sessions/YYYY/MM/DD/rollout-*-{thread}.jsonl)", sessions.display()),
         advice: "check the thread id and the Codex home (--codex-home, $CODEX_HOME, $HOME/.codex); to carry the workspace alone, pack without --harness";
+    /// The same rollout both plain and compressed.
+    RolloutPlainAndCompressed { plain: PathBuf, compressed: PathBuf } => "rollout_ambiguous",
+        path: shown(compressed),
+        message: format!("the rollout is there twice, plain and compressed: {} and {}", plain.display(), compressed.display()),
+        advice: "Codex reads either, so they may hold different histories: keep the one Codex wrote last and move the other away";
     /// More than one rollout for the thread.
     RolloutAmbiguous { thread: String, count: usize, first: PathBuf, second: PathBuf } => "rollout_ambiguous",
         path: shown(second),
@@ -243,14 +264,11 @@ refusals! {
         path: shown(source),
         message: format!("the transcript records model {recorded:?}, not {expected:?}"),
         advice: "check --expect-model, or leave it out";
-    /// A workspace path Claude Code would name with a hash.
-    ClaudeProjectPathTooLong { workspace: PathBuf } => "claude_project_path_too_long",
-        path: shown(workspace),
-        message: format!(
-            "Claude Code names project folders for paths longer than {} characters with a hash this tool cannot compute",
-            crate::harness::claude::MAX_ENCODED
-        ),
-        advice: "unpack into a workspace with a shorter absolute path";
+    /// `$CLAUDE_CODE_PROJECT_DIR_NAME` is not one folder name.
+    ClaudeProjectDirNameInvalid { name: String } => "claude_project_dir_invalid",
+        path: None,
+        message: format!("CLAUDE_CODE_PROJECT_DIR_NAME is {name:?}, not one folder name"),
+        advice: "set CLAUDE_CODE_PROJECT_DIR_NAME to a plain folder name (no '/'), or unset it";
     /// The packet's transcript is not where pillbox packs one.
     TranscriptNotWhereExpected { member: String, expected: String } => "transcript_invalid",
         path: Some(member.clone()),
@@ -271,6 +289,66 @@ refusals! {
         path: shown(second),
         message: format!("{file_name} is in {count} project folders, none of them this workspace's"),
         advice: "run pack from the workspace the session belongs to";
+    /// The `opencode` program cannot be started.
+    OpencodeUnavailable { program: PathBuf, error: String } => "opencode_unavailable",
+        path: shown(program),
+        message: format!("cannot run {}: {error}", program.display()),
+        advice: "install OpenCode (npm opencode-ai) or name its program with --opencode-bin";
+    /// `opencode --version` printed no version.
+    OpencodeVersionUnreadable { program: PathBuf, printed: String } => "opencode_unavailable",
+        path: shown(program),
+        message: format!("`{} --version` printed {printed:?}, not a version", program.display()),
+        advice: "check that --opencode-bin (or opencode on PATH) is OpenCode";
+    /// This machine's OpenCode is older than the one that exported the session.
+    OpencodeTooOld { program: PathBuf, local: String, exporter: String } => "opencode_too_old",
+        path: shown(program),
+        message: format!("this OpenCode is {local}, older than the {exporter} that exported the session"),
+        advice: "upgrade OpenCode to at least the exporter's version, then import again";
+    /// An `opencode` command failed.
+    OpencodeFailed { command: String, status: String, stderr: String } => "opencode_failed",
+        path: None,
+        message: format!("`{command}` failed ({status}): {stderr}"),
+        advice: "run the command yourself from the workspace to see what OpenCode needs (its data folder is found through $HOME or $XDG_DATA_HOME)";
+    /// An `opencode` command ran too long.
+    OpencodeTimedOut { command: String, seconds: u64 } => "opencode_failed",
+        path: None,
+        message: format!("`{command}` did not finish in {seconds} s and was stopped"),
+        advice: "run the command yourself from the workspace to see where it waits";
+    /// The export is not the JSON `opencode export` prints.
+    OpencodeExportInvalid { error: String } => "session_log_invalid",
+        path: None,
+        message: format!("the OpenCode export is not a session ({{\"info\":{{\"id\":…}},\"messages\":[…]}}): {error}"),
+        advice: "check that the program is OpenCode and that `opencode export <session>` prints the session";
+    /// The export records another session.
+    OpencodeExportMismatch { recorded: String, id: String } => "session_log_mismatch",
+        path: None,
+        message: format!("the export records session {recorded:?}, not {id}"),
+        advice: "check the session id (`opencode session list`)";
+    /// The export records another model than `--expect-model`.
+    OpencodeModelMismatch { id: String, recorded: Option<String>, expected: String } => "session_log_mismatch",
+        path: None,
+        message: format!("session {id} records model {recorded:?}, not {expected:?}"),
+        advice: "check --expect-model, or leave it out";
+    /// The packet's export member is not where pillbox packs one.
+    OpencodeExportNotWhereExpected { member: String, expected: String } => "session_log_invalid",
+        path: Some(member.clone()),
+        message: format!("the packet's OpenCode export {member:?} is not {expected}"),
+        advice: "unpack without --opencode-import to restore the workspace alone, or repack the session with pillbox";
+    /// The session is already in this machine's OpenCode, with other messages.
+    OpencodeSessionConflict { id: String } => "opencode_session_conflict",
+        path: None,
+        message: format!("this machine's OpenCode already has session {id} with other messages; importing would replace them"),
+        advice: "import into another OpenCode data folder ($XDG_DATA_HOME), or delete the session here first; unpack without --opencode-import restores the workspace alone";
+    /// `restore-check`: the OpenCode session here is not the checkpoint's.
+    RestoredOpencodeSessionDiffers { id: String } => "opencode_session_conflict",
+        path: None,
+        message: format!("this machine's OpenCode has session {id} without the checkpoint's messages"),
+        advice: RECOVERY;
+    /// `restore-check`: the OpenCode session is not on this machine.
+    OpencodeSessionAbsent { id: String } => "rollout_unavailable",
+        path: None,
+        message: format!("this machine's OpenCode has no session {id} (unpack with --opencode-import imports it)"),
+        advice: RECOVERY;
     /// `restore-check`: the checkpoint is not JSON.
     CheckpointNotJson { label: PathBuf, error: String } => "checkpoint_invalid",
         path: shown(label),

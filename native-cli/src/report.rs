@@ -37,23 +37,40 @@ impl From<&Exclusion> for ExclusionReport {
 /// Harness state in a packet, and where it is on this machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct HarnessReport {
-    /// `codex` or `claude`.
+    /// `codex`, `claude` or `opencode`.
     pub kind: &'static str,
-    /// Thread (Codex) or session (Claude Code) id.
+    /// Thread (Codex) or session (Claude Code, OpenCode) id.
     pub thread_id: String,
     /// The model the session log records.
     pub model: Option<String>,
     /// The member holding the session log.
     pub member: String,
+    /// The model's provider, when the packet records one (OpenCode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The version of the harness that wrote the session log, when the
+    /// packet records one (the exporting OpenCode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// pack: the session log's absolute path on this machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_path: Option<String>,
-    /// unpack: whether the harness state was written.
+    /// unpack: whether the harness state was written (for OpenCode:
+    /// imported, or found already imported).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restored: Option<bool>,
-    /// unpack: the restored session log's absolute path (null when not restored).
+    /// unpack: the restored session log's absolute path (null when not
+    /// restored, and for OpenCode, whose sessions live in its database).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_path: Option<Option<String>>,
+    /// unpack of an OpenCode export: how many messages the session has, so
+    /// that restore-check can tell the session apart from another copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u64>,
+    /// unpack of an OpenCode export: the id of its last message (null for
+    /// a session without messages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<Option<String>>,
 }
 
 impl HarnessReport {
@@ -64,9 +81,13 @@ impl HarnessReport {
             thread_id: h.session_id.clone(),
             model: h.model.clone(),
             member: h.session_log.clone(),
+            provider: h.provider.clone(),
+            version: h.version.clone(),
             source_path: None,
             restored: None,
             rollout_path: None,
+            messages: None,
+            last_message: None,
         }
     }
 

@@ -33,7 +33,7 @@ use rustix::fs::{
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, RestorePlan};
+use crate::harness::{self, opencode, RestorePlan};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
@@ -51,6 +51,9 @@ pub struct UnpackRequest {
     /// Write git repositories without the settings and hooks that run
     /// programs.
     pub neutralize_git: bool,
+    /// The OpenCode program that imports an OpenCode session (`None`: the
+    /// export is verified, not imported).
+    pub opencode: Option<PathBuf>,
 }
 
 /// The `pillbox.checkpoint.unpack/1` object.
@@ -362,17 +365,36 @@ fn place(
                     let home = match h.kind {
                         packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
                         packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
+                        packet_core::HarnessKind::Opencode => None,
                     };
-                    let Some(home) = home else {
+                    let (plan, staging) = if let Some(home) = home {
+                        created.dir_all(home)?;
+                        let home =
+                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+                        let plan =
+                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
+                        (plan, Staging::create(&Target::harness_home(&home)?)?)
+                    } else if let (packet_core::HarnessKind::Opencode, Some(program)) =
+                        (h.kind, &request.opencode)
+                    {
+                        // Before any byte is read: an OpenCode that cannot
+                        // import the session is known now.
+                        let local = opencode::version(program, &workspace)?;
+                        opencode::check_not_older(program, &local, h.version.as_deref())?;
+                        let staging =
+                            Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
+                        let plan = harness::adapter(h.kind).restore_plan(
+                            &staging.path,
+                            h,
+                            m,
+                            &workspace,
+                        )?;
+                        (plan, staging)
+                    } else {
                         return Ok(());
                     };
-                    created.dir_all(home)?;
-                    let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-                    let plan = harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
                     confine_harness_symlinks(m, h.kind, &plan)?;
-                    let staging = Staging::create(&Target::harness_home(&home)?)?;
-                    let prefix = h.kind.root();
-                    send(Op::Root(Root::new(prefix, &staging, true)?))?;
+                    send(Op::Root(Root::new(h.kind.root(), &staging, true)?))?;
                     harness_target = Some(HarnessTarget { staging, plan });
                     Ok(())
                 }
@@ -406,7 +428,21 @@ fn place(
         }
     })?;
 
-    // Everything verified: move into place, undoing the moves on failure.
+    // Everything verified. An OpenCode session to import must not replace
+    // another copy of it on this machine.
+    let import = match (&harness_target, &request.opencode, &read.manifest.harness) {
+        (Some(t), Some(program), Some(h)) => match &t.plan.import {
+            Some(relative) => Some(opencode::PendingImport::prepare(
+                program,
+                &h.session_id,
+                t.staging.path.join(relative),
+                &workspace,
+            )?),
+            None => None,
+        },
+        _ => None,
+    };
+    // Move into place (then import), undoing the moves on failure.
     let mut moved: Vec<Moved> = Vec::new();
     let result = move_into_place(
         &ws_staging,
@@ -414,7 +450,11 @@ fn place(
         harness_target.as_ref(),
         created,
         &mut moved,
-    );
+    )
+    .and_then(|()| match (&import, &request.opencode) {
+        (Some(i), Some(program)) if !i.already_there => i.run(program, &workspace),
+        _ => Ok(()),
+    });
     if let Err(e) = result {
         for m in moved.iter().rev() {
             m.undo();
@@ -427,8 +467,13 @@ fn place(
         r.rollout_path = Some(
             harness_target
                 .as_ref()
-                .map(|t| t.plan.rollout_path.display().to_string()),
+                .and_then(|t| t.plan.rollout_path.as_ref())
+                .map(|p| p.display().to_string()),
         );
+        if let Some(i) = &import {
+            r.messages = Some(i.summary.message_ids.len() as u64);
+            r.last_message = Some(i.summary.message_ids.last().cloned());
+        }
         r
     });
     Ok(Placed {
@@ -944,6 +989,7 @@ mod tests {
             codex_home: None,
             claude_config_dir: None,
             neutralize_git: false,
+            opencode: None,
         };
         unpack(&Bytes(bytes), &request, &Progress::new(true))
     }

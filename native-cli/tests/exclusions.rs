@@ -258,22 +258,34 @@ fn names_the_core_refuses_fail_the_pack_naming_the_path() {
 }
 
 #[test]
-fn opencode_is_refused_with_an_explanation() {
+fn opencode_travels_only_through_its_export() {
+    // Its database (which holds credentials) is never read: the session
+    // comes from `opencode export`, so without the program nothing is packed.
     let t = tmp();
     let ws = t.path().join("ws");
     write(&ws.join("a"), "x");
+    let packet = t.path().join("p.tar");
     let j = fails(
         &[
             "pack",
             s(&ws),
             "-o",
-            s(&t.path().join("p.tar")),
+            s(&packet),
             "--harness",
             "opencode",
+            "--session",
+            "ses_dceb97773ffeEbFZpPTlgwYItc",
+            "--opencode-bin",
+            s(&t.path().join("absent/opencode")),
         ],
         5,
-        "harness_unsupported",
+        "opencode_unavailable",
     );
-    assert!(j["message"].as_str().unwrap().contains("opencode.db"));
-    assert!(!t.path().join("p.tar").exists());
+    assert!(j["advice"].as_str().unwrap().contains("--opencode-bin"));
+    fails(
+        &["pack", s(&ws), "-o", s(&packet), "--harness", "opencode"],
+        2,
+        "usage",
+    );
+    assert!(!packet.exists());
 }

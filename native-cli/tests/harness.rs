@@ -1,5 +1,8 @@
-//! Harness state: Codex rollouts and Claude Code transcripts packed from
-//! fixture homes and restored into fresh ones; restore-check; OpenCode.
+//! Harness state: Codex rollouts (plain and zstd-compressed) and Claude
+//! Code transcripts (long project paths included) packed from fixture homes
+//! and restored into fresh ones; OpenCode sessions exported and imported
+//! through a stand-in `opencode` program; the packet limit checked before a
+//! session log is read; restore-check.
 
 mod common;
 
@@ -474,6 +477,667 @@ fn claude_pack_without_a_transcript_says_so() {
             s(&ws),
             "-o",
             s(&t.path().join("p.tar")),
+            "--thread",
+            THREAD,
+        ],
+        2,
+        "usage",
+    );
+}
+
+// ---- Codex: compressed rollouts ------------------------------------------
+
+fn compress(path: &std::path::Path) -> std::path::PathBuf {
+    let plain = fs::read(path).unwrap();
+    let z =
+        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
+    let zst = std::path::PathBuf::from(format!("{}.zst", path.display()));
+    fs::write(&zst, z).unwrap();
+    zst
+}
+
+#[test]
+fn a_compressed_codex_rollout_travels_compressed() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    write(&ws.join("a"), "x");
+    let home = t.path().join("home");
+    let rollout = codex_home(&home, THREAD, &ws, MODEL);
+    let zst = compress(&rollout);
+    let packet = t.path().join("p.tar");
+    let base = [
+        "--harness",
+        "codex",
+        "--thread",
+        THREAD,
+        "--codex-home",
+        s(&home),
+    ];
+    // Both forms present: Codex could read either, so pack refuses.
+    let j = fails(
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&packet),
+            base[0],
+            base[1],
+            base[2],
+            base[3],
+            base[4],
+            base[5],
+        ],
+        5,
+        "rollout_ambiguous",
+    );
+    assert!(j["message"]
+        .as_str()
+        .unwrap()
+        .contains("plain and compressed"));
+    fs::remove_file(&rollout).unwrap();
+    let r = pack(&ws, &packet, &base);
+    let member =
+        format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-{THREAD}.jsonl.zst");
+    assert_eq!(r["harness"]["member"], member.as_str());
+    assert_eq!(r["harness"]["model"], MODEL, "read from inside the .zst");
+    assert_eq!(r["harness"]["source_path"], s(&zst));
+    let new_home = t.path().join("new-home");
+    let u = ok(&[
+        "unpack",
+        s(&packet),
+        "--digest",
+        r["digest"].as_str().unwrap(),
+        "--into",
+        s(&t.path().join("out")),
+        "--codex-home",
+        s(&new_home),
+    ]);
+    let restored = fs::canonicalize(&new_home)
+        .unwrap()
+        .join(member.strip_prefix("harness/codex/").unwrap());
+    assert_eq!(u["harness"]["rollout_path"], s(&restored));
+    assert_eq!(fs::read(&restored).unwrap(), fs::read(&zst).unwrap());
+    let cp = t.path().join("cp.json");
+    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
+    let c = ok(&["restore-check", "--checkpoint", s(&cp)]);
+    assert_eq!(c["model"], MODEL);
+    // A .zst that is not zstd.
+    fs::write(&zst, &fs::read(&restored).unwrap()[..8]).unwrap();
+    fails(
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&packet),
+            base[0],
+            base[1],
+            base[2],
+            base[3],
+            base[4],
+            base[5],
+        ],
+        5,
+        "session_log_invalid",
+    );
+}
+
+#[test]
+fn a_rollout_too_large_for_the_packet_is_refused_before_it_is_read() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    write(&ws.join("a"), "0123456789");
+    let home = t.path().join("home");
+    let rollout = codex_home(&home, THREAD, &ws, MODEL);
+    // Sparse: reading or hashing it would take seconds; the refusal must not.
+    let f = fs::OpenOptions::new().write(true).open(&rollout).unwrap();
+    f.set_len((1 << 30) - 5).unwrap();
+    drop(f);
+    let started = std::time::Instant::now();
+    let j = fails(
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&t.path().join("p.tar")),
+            "--harness",
+            "codex",
+            "--thread",
+            THREAD,
+            "--codex-home",
+            s(&home),
+        ],
+        5,
+        "session_log_too_large",
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(j["path"], s(&rollout));
+    let message = j["message"].as_str().unwrap();
+    assert!(
+        message.contains(&((1u64 << 30) - 5).to_string()),
+        "{message}"
+    );
+    assert!(message.contains("10 bytes"), "{message}");
+    assert!(j["advice"]
+        .as_str()
+        .unwrap()
+        .contains("compress the rollout"));
+    assert!(!t.path().join("p.tar").exists());
+}
+
+// ---- Claude Code: long project paths ---------------------------------------
+
+/// Claude Code's project folder name, written out independently of the
+/// CLI's code: `-` for every UTF-16 unit that is not an ASCII letter or
+/// digit; past 200 characters, a cut and the base-36 |Java hashCode|.
+fn claude_folder(path: &std::path::Path) -> String {
+    let units: Vec<u16> = path.to_str().unwrap().encode_utf16().collect();
+    let plain: String = units
+        .iter()
+        .map(|&u| {
+            if u < 128 && (u as u8 as char).is_ascii_alphanumeric() {
+                u as u8 as char
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if plain.len() <= 200 {
+        return plain;
+    }
+    let mut h: i32 = 0;
+    for &u in &units {
+        h = h.wrapping_mul(31).wrapping_add(u as i32);
+    }
+    let mut n = (h as i64).abs();
+    let mut digits = String::new();
+    loop {
+        digits.insert(0, char::from_digit((n % 36) as u32, 36).unwrap());
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    format!("{}-{digits}", &plain[..200])
+}
+
+fn long_dir(root: &std::path::Path, tag: &str) -> std::path::PathBuf {
+    let mut p = root.join(tag);
+    for i in 0..8 {
+        p = p.join(format!("a_rather_long_folder_name_{i}"));
+    }
+    p
+}
+
+fn claude_transcript(config: &std::path::Path, folder: &str) -> String {
+    let transcript = format!(
+        "{}\n",
+        format_args!(
+            r#"{{"type":"assistant","sessionId":"{SESSION}","message":{{"model":"claude-sonnet-4-5","role":"assistant","content":[]}},"uuid":"a1"}}"#
+        )
+    );
+    write(
+        &config
+            .join("projects")
+            .join(folder)
+            .join(format!("{SESSION}.jsonl")),
+        &transcript,
+    );
+    transcript
+}
+
+#[test]
+fn claude_workspaces_with_long_paths_use_the_hashed_folder_name() {
+    let t = tmp();
+    let ws = long_dir(t.path(), "old");
+    write(&ws.join("a.txt"), "a\n");
+    let ws_real = fs::canonicalize(&ws).unwrap();
+    let folder = claude_folder(&ws_real);
+    assert!(folder.len() > 200, "the test needs a long path");
+    let config = t.path().join("claude");
+    let transcript = claude_transcript(&config, &folder);
+    // A stray copy elsewhere: the workspace's own folder is taken first.
+    claude_transcript(&config, "-some-other-project");
+    let packet = t.path().join("p.tar");
+    let r = pack(
+        &ws,
+        &packet,
+        &[
+            "--harness",
+            "claude",
+            "--session",
+            SESSION,
+            "--claude-config-dir",
+            s(&config),
+        ],
+    );
+    assert_eq!(
+        r["harness"]["source_path"],
+        s(&config
+            .join("projects")
+            .join(&folder)
+            .join(format!("{SESSION}.jsonl")))
+    );
+    let new_ws = long_dir(t.path(), "new");
+    let new_config = t.path().join("claude2");
+    let u = ok(&[
+        "unpack",
+        s(&packet),
+        "--digest",
+        r["digest"].as_str().unwrap(),
+        "--into",
+        s(&new_ws),
+        "--claude-config-dir",
+        s(&new_config),
+    ]);
+    let restored = fs::canonicalize(&new_config)
+        .unwrap()
+        .join("projects")
+        .join(claude_folder(&fs::canonicalize(&new_ws).unwrap()))
+        .join(format!("{SESSION}.jsonl"));
+    assert_eq!(u["harness"]["rollout_path"], s(&restored));
+    assert_eq!(fs::read_to_string(&restored).unwrap(), transcript);
+}
+
+#[test]
+fn claude_code_project_dir_name_names_the_folder() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    write(&ws.join("a.txt"), "a\n");
+    let config = t.path().join("claude");
+    claude_transcript(&config, "chosen-name");
+    let packet = t.path().join("p.tar");
+    let run_with = |name: &str, args: &[&str]| {
+        run(pillbox()
+            .arg("checkpoint")
+            .args(args)
+            .env("CLAUDE_CODE_PROJECT_DIR_NAME", name))
+    };
+    let r = run_with(
+        "chosen-name",
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&packet),
+            "--harness",
+            "claude",
+            "--session",
+            SESSION,
+            "--claude-config-dir",
+            s(&config),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    let digest = r.json()["digest"].as_str().unwrap().to_owned();
+    let new_config = t.path().join("claude2");
+    let unpack = |name: &str, into: &str| {
+        run_with(
+            name,
+            &[
+                "unpack",
+                s(&packet),
+                "--digest",
+                &digest,
+                "--into",
+                s(&t.path().join(into)),
+                "--claude-config-dir",
+                s(&new_config),
+            ],
+        )
+    };
+    let u = unpack("restored-here", "out");
+    assert_eq!(u.code, 0, "{}", String::from_utf8_lossy(&u.stdout));
+    let restored = fs::canonicalize(&new_config)
+        .unwrap()
+        .join("projects/restored-here")
+        .join(format!("{SESSION}.jsonl"));
+    assert_eq!(u.json()["harness"]["rollout_path"], s(&restored));
+    let bad = unpack("../escape", "out2");
+    assert_eq!(bad.code, 5);
+    assert_eq!(bad.json()["code"], "claude_project_dir_invalid");
+    assert!(!t.path().join("out2").exists());
+}
+
+// ---- OpenCode, through a stand-in program ---------------------------------
+
+#[test]
+fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace() {
+    let t = tmp();
+    let bin = fake_opencode(t.path());
+    let a = opencode_box(t.path(), "a");
+    let export = export_json(&["msg_1", "msg_2"]);
+    write(
+        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        &export,
+    );
+    let ws = t.path().join("a/ws");
+    write(&ws.join("app.js"), "console.log(1)\n");
+    // OpenCode's state inside the workspace (a project-local data folder) is
+    // left out by the credential rules like any other copy.
+    write(
+        &ws.join(".local/share/opencode/opencode.db"),
+        "SQLite format 3\0",
+    );
+    write(&ws.join(".local/share/opencode/auth.json"), "{}");
+    let packet = t.path().join("p.tar");
+    let r = oc(
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&packet),
+            "--harness",
+            "opencode",
+            "--session",
+            OC_SESSION,
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &a,
+    );
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    let r = r.json();
+    let member = format!("harness/opencode/{OC_SESSION}.json");
+    assert_eq!(r["harness"]["kind"], "opencode");
+    assert_eq!(r["harness"]["thread_id"], OC_SESSION);
+    assert_eq!(r["harness"]["model"], "claude-sonnet-4-5");
+    assert_eq!(r["harness"]["provider"], "anthropic");
+    assert_eq!(r["harness"]["version"], "1.18.33");
+    assert_eq!(r["harness"]["member"], member.as_str());
+    assert!(r["harness"].get("source_path").is_none());
+    // The export ran from the workspace, without the caller's secrets.
+    let env = fs::read_to_string(a.data.join("last-env")).unwrap();
+    assert!(
+        !env.contains("sk-ant-env-secret") && !env.contains("sk-inline"),
+        "{env}"
+    );
+    assert!(env.contains("OPENCODE_DISABLE_AUTOUPDATE=1"));
+    assert_eq!(
+        fs::read_to_string(a.data.join("last-cwd")).unwrap().trim(),
+        s(&fs::canonicalize(&ws).unwrap())
+    );
+    // The packet holds the export, byte for byte, and no database or key.
+    let c = checkpoint(&["cat", s(&packet), &member]);
+    assert_eq!(String::from_utf8(c.stdout).unwrap(), export);
+    let bytes = fs::read(&packet).unwrap();
+    assert!(!bytes.windows(15).any(|w| w == b"SQLite format 3"));
+    assert!(!bytes.windows(19).any(|w| w == b"sk-ant-never-packed"));
+    let i = ok(&["inspect", s(&packet)]);
+    let rules: Vec<&str> = i["exclusions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["rule"].as_str().unwrap())
+        .collect();
+    assert!(
+        rules.contains(&"opencode-db") && rules.contains(&"opencode-auth"),
+        "{rules:?}"
+    );
+    let digest = r["digest"].as_str().unwrap().to_owned();
+
+    // Box B: without --opencode-import the export is verified, not imported.
+    let b = opencode_box(t.path(), "b");
+    let u = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&t.path().join("b/plain")),
+        ],
+        &b,
+    );
+    assert_eq!(u.code, 0);
+    assert_eq!(u.json()["harness"]["restored"], false);
+    assert!(!b
+        .data
+        .join("sessions")
+        .join(format!("{OC_SESSION}.json"))
+        .exists());
+
+    // With it: imported from inside the new workspace.
+    let new_ws = t.path().join("b/elsewhere/ws2");
+    let u = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&new_ws),
+            "--opencode-import",
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(u.code, 0, "{}", String::from_utf8_lossy(&u.stdout));
+    let u = u.json();
+    assert_eq!(u["harness"]["restored"], true);
+    assert_eq!(u["harness"]["rollout_path"], Value::Null);
+    assert_eq!(u["harness"]["messages"], 2);
+    assert_eq!(u["harness"]["last_message"], "msg_2");
+    assert_eq!(
+        fs::read_to_string(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap(),
+        export
+    );
+    assert_eq!(
+        fs::read_to_string(b.data.join("import-cwd"))
+            .unwrap()
+            .trim(),
+        s(&fs::canonicalize(&new_ws).unwrap())
+    );
+    assert_eq!(
+        fs::read_to_string(new_ws.join("app.js")).unwrap(),
+        "console.log(1)\n"
+    );
+    assert!(!new_ws.join(".local/share/opencode/opencode.db").exists());
+    assert!(!new_ws.join(".local/share/opencode/auth.json").exists());
+    let cp = t.path().join("cp.json");
+    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
+    let c = oc(
+        &[
+            "restore-check",
+            "--checkpoint",
+            s(&cp),
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(c.code, 0, "{}", String::from_utf8_lossy(&c.stdout));
+    let c = c.json();
+    assert_eq!(c["rollout_path"], Value::Null);
+    assert_eq!(
+        c["resume"],
+        serde_json::json!(["opencode", "run", "--session", OC_SESSION])
+    );
+
+    // The same session again: nothing to import, nothing refused.
+    let again = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&t.path().join("b/again")),
+            "--opencode-import",
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(again.code, 0, "{}", String::from_utf8_lossy(&again.stdout));
+
+    // Another copy of the session with other messages is never replaced.
+    let other = export_json(&["msg_1", "msg_9"]);
+    write(
+        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        &other,
+    );
+    let j = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&t.path().join("b/clash")),
+            "--opencode-import",
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(j.code, 5);
+    assert_eq!(j.json()["code"], "opencode_session_conflict");
+    assert!(!t.path().join("b/clash").exists());
+    assert_eq!(
+        fs::read_to_string(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap(),
+        other
+    );
+    let c = oc(
+        &[
+            "restore-check",
+            "--checkpoint",
+            s(&cp),
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(c.json()["code"], "opencode_session_conflict");
+    // A session resumed since (more messages after the packet's) passes.
+    write(
+        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        export_json(&["msg_1", "msg_2", "msg_3"]),
+    );
+    let c = oc(
+        &[
+            "restore-check",
+            "--checkpoint",
+            s(&cp),
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(c.code, 0);
+    fs::remove_file(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap();
+    let c = oc(
+        &[
+            "restore-check",
+            "--checkpoint",
+            s(&cp),
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(c.json()["code"], "rollout_unavailable");
+
+    // An OpenCode older than the exporter is refused before anything is written.
+    write(&b.data.join("version"), "1.9.0\n");
+    let j = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&t.path().join("b/old")),
+            "--opencode-import",
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(j.json()["code"], "opencode_too_old");
+    assert!(!t.path().join("b/old").exists());
+    let c = oc(
+        &[
+            "restore-check",
+            "--checkpoint",
+            s(&cp),
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(c.json()["code"], "opencode_too_old");
+}
+
+#[test]
+fn opencode_pack_refusals_name_the_command() {
+    let t = tmp();
+    let bin = fake_opencode(t.path());
+    let a = opencode_box(t.path(), "a");
+    let ws = t.path().join("ws");
+    write(&ws.join("a"), "x");
+    let out = t.path().join("p.tar");
+    let pack_with = |bin: &str, id: &str| {
+        oc(
+            &[
+                "pack",
+                s(&ws),
+                "-o",
+                s(&out),
+                "--harness",
+                "opencode",
+                "--session",
+                id,
+                "--opencode-bin",
+                bin,
+            ],
+            &a,
+        )
+    };
+    let missing = pack_with(s(&t.path().join("no/opencode")), OC_SESSION);
+    assert_eq!(
+        (missing.code, missing.json()["code"].as_str()),
+        (5, Some("opencode_unavailable"))
+    );
+    let absent = pack_with(s(&bin), OC_SESSION).json();
+    assert_eq!(absent["code"], "opencode_failed");
+    let message = absent["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("export {OC_SESSION}")),
+        "{message}"
+    );
+    assert!(message.contains("Error: Session not found"), "{message}");
+    assert!(!message.contains('\u{1b}'), "{message}");
+    assert_eq!(
+        pack_with(s(&bin), "0199a213-81c0-7800-8aa1-bbab2a035a53").json()["code"],
+        "invalid_thread_id"
+    );
+    write(
+        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        "{\"info\":{\"id\":\"ses_other\"},\"messages\":[]}",
+    );
+    assert_eq!(
+        pack_with(s(&bin), OC_SESSION).json()["code"],
+        "session_log_mismatch"
+    );
+    write(
+        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        "[]",
+    );
+    assert_eq!(
+        pack_with(s(&bin), OC_SESSION).json()["code"],
+        "session_log_invalid"
+    );
+    assert!(!out.exists());
+    // --thread is Codex's.
+    fails(
+        &[
+            "pack",
+            s(&ws),
+            "-o",
+            s(&out),
+            "--harness",
+            "opencode",
             "--thread",
             THREAD,
         ],

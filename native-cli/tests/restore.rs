@@ -157,6 +157,8 @@ fn claude_packet(target: &str) -> Vec<u8> {
             model: None,
             session_log: log,
             session_id: SESSION.into(),
+            provider: None,
+            version: None,
         }),
         vec![],
         &Limits::FORMAT,

@@ -4,11 +4,18 @@
 //! ```text
 //! cargo run -p packet-core --example worker_fixtures -- set DIR
 //!     small.pkt, harness.pkt (Codex harness), many.pkt (300 members),
-//!     big.pkt (~12 MiB, incompressible), and DIR/index.json describing each
-//!     (digest, size, manifest offset and length, every member's offsets).
-//! cargo run -p packet-core --example worker_fixtures -- large FILE [SMALL BIG]
+//!     big.pkt (~12 MiB, incompressible), base.pkt and edited.pkt (a
+//!     workspace with a 3 MiB session log, and the same after one more turn:
+//!     the log appended to, one file edited), and DIR/index.json describing
+//!     each (digest, size, manifest offset and length, every member's offsets).
+//! cargo run -p packet-core --example worker_fixtures -- large FILE [SMALL BIG [EDITED [text]]]
 //!     SMALL files of 1 MiB and BIG files of 100 MiB of incompressible bytes
-//!     (default 720 and 3: just under 1 GiB), written in a streaming pass.
+//!     (default 720 and 3: just under 1 GiB), written in a streaming pass;
+//!     with EDITED, the first EDITED small files have other contents (the
+//!     same packet after an edit); with `text`, the files are JSON lines
+//!     that compress like a session log instead of noise.
+//! cargo run -p packet-core --example worker_fixtures -- describe FILE
+//!     FILE's entry of an index.json (as `set` writes them) on stdout.
 //! cargo run -p packet-core --example worker_fixtures -- verify FILE [DIGEST]
 //!     {"ok":true,...} or {"ok":false,"code":...,"path":...} on stdout.
 //! ```
@@ -25,17 +32,23 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("set") if args.len() == 2 => write_set(&args[1]),
-        Some("large") if args.len() == 2 || args.len() == 4 => {
-            let (small, big) = if args.len() == 4 {
+        Some("large") if (2..=6).contains(&args.len()) && args.len() != 3 => {
+            let (small, big) = if args.len() >= 4 {
                 (args[2].parse().unwrap_or(720), args[3].parse().unwrap_or(3))
             } else {
                 (720, 3)
             };
-            write_large(&args[1], small, big)
+            let edited = args.get(4).and_then(|e| e.parse().ok()).unwrap_or(0);
+            let text = args.get(5).map(String::as_str) == Some("text");
+            write_large(&args[1], small, big, edited, text)
         }
+        Some("describe") if args.len() == 2 => File::open(&args[1])
+            .map_err(|e| format!("{}: {e}", args[1]))
+            .and_then(|f| describe(std::io::BufReader::with_capacity(1 << 20, f)))
+            .map(|index| println!("{index}")),
         Some("verify") if args.len() == 2 || args.len() == 3 => verify(&args[1], args.get(2)),
         _ => Err(
-            "usage: worker_fixtures set DIR | large FILE [SMALL BIG] | verify FILE [DIGEST]".into(),
+            "usage: worker_fixtures set DIR | large FILE [SMALL BIG [EDITED [text]]] | describe FILE | verify FILE [DIGEST]".into(),
         ),
     };
     if let Err(e) = result {
@@ -46,10 +59,50 @@ fn main() {
 
 type Result<T> = std::result::Result<T, String>;
 
-/// Deterministic incompressible bytes (SplitMix64).
+/// Deterministic incompressible bytes (SplitMix64), or JSON lines that
+/// compress like a session log (`text`).
 struct Noise(u64);
 
 impl Noise {
+    /// Fills `buf` with text: JSON lines of a few words drawn by the noise.
+    fn fill_text(&mut self, buf: &mut [u8]) {
+        const WORDS: [&str; 16] = [
+            "the",
+            "agent",
+            "reads",
+            "src/lib.rs",
+            "runs",
+            "cargo",
+            "test",
+            "and",
+            "edits",
+            "a",
+            "function",
+            "output",
+            "ok",
+            "error",
+            "turn",
+            "tool",
+        ];
+        let mut line = Vec::new();
+        let mut at = 0;
+        while at < buf.len() {
+            line.clear();
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            line.extend_from_slice(format!("{{\"id\":{},\"text\":\"", z % 100_000).as_bytes());
+            for _ in 0..12 {
+                line.extend_from_slice(WORDS[(z & 15) as usize].as_bytes());
+                line.push(b' ');
+                z >>= 4;
+            }
+            line.extend_from_slice(b"\"}\n");
+            let n = line.len().min(buf.len() - at);
+            buf[at..at + n].copy_from_slice(&line[..n]);
+            at += n;
+        }
+    }
+
     fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -124,8 +177,10 @@ fn write_set(dir_path: &str) -> Result<()> {
         Some(Harness {
             kind: HarnessKind::Codex,
             model: Some("gpt-5-codex".into()),
+            provider: None,
             session_log: rollout.clone(),
             session_id: thread.into(),
+            version: None,
         }),
     ));
     let mut many = vec![dir("workspace")];
@@ -136,6 +191,47 @@ fn write_set(dir_path: &str) -> Result<()> {
         ));
     }
     sets.push(("many", many, None));
+    // A session before and after one more turn, for delta pushes: most
+    // bodies are the same, the log grows at its end, one file changes.
+    let turn = |n: usize| -> Vec<u8> {
+        let mut log = Vec::new();
+        for i in 0..n {
+            log.extend_from_slice(
+                format!(
+                    "{{\"timestamp\":\"2026-12-01T09:{:02}:{:02}Z\",\"type\":\"response_item\",\"payload\":{{\"turn\":{i},\"text\":\"the agent reads src/lib.rs and runs the tests ({})\"}}}}\n",
+                    (i / 60) % 60,
+                    i % 60,
+                    i % 13
+                )
+                .as_bytes(),
+            );
+        }
+        log
+    };
+    let session = |log: Vec<u8>, lib: &[u8]| {
+        vec![
+            dir("workspace"),
+            file("workspace/README.md", b"# sample workspace\n".to_vec()),
+            dir("workspace/assets"),
+            file("workspace/assets/blob.bin", Noise::bytes(4, 600_000)),
+            file("workspace/copy-a.txt", b"the same bytes twice\n".to_vec()),
+            file("workspace/copy-b.txt", b"the same bytes twice\n".to_vec()),
+            dir("workspace/logs"),
+            file("workspace/logs/session.jsonl", log),
+            dir("workspace/src"),
+            file("workspace/src/lib.rs", lib.to_vec()),
+        ]
+    };
+    sets.push((
+        "base",
+        session(turn(24_000), b"pub fn answer() -> u32 {\n    41\n}\n"),
+        None,
+    ));
+    sets.push((
+        "edited",
+        session(turn(25_000), b"pub fn answer() -> u32 {\n    42\n}\n"),
+        None,
+    ));
     sets.push((
         "big",
         vec![
@@ -152,37 +248,41 @@ fn write_set(dir_path: &str) -> Result<()> {
             build(&sources, harness, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
         let path = format!("{dir_path}/{name}.pkt");
         std::fs::write(&path, &built.bytes).map_err(|e| format!("{path}: {e}"))?;
-        index.insert(
-            name.into(),
-            describe(&built.bytes, &built.manifest, built.digest)?,
-        );
+        index.insert(name.into(), describe(built.bytes.as_slice())?);
     }
     let out = format!("{dir_path}/index.json");
     std::fs::write(&out, serde_json::to_vec(&index).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())
 }
 
-/// Where everything is in a packet, found by the reader.
-fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_json::Value> {
-    let mut r = Reader::new(ReaderOptions {
-        expected_digest: Some(digest),
-        ..Default::default()
-    });
+/// Where everything is in a packet, found by the reader as it streams.
+fn describe(mut source: impl Read) -> Result<serde_json::Value> {
+    let mut r = Reader::new(ReaderOptions::default());
     let mut starts = Vec::new();
-    r.feed_with(bytes, |event| {
-        if let Event::MemberStart {
-            index,
-            header_offset,
-            data_offset,
-            ..
-        } = event
-        {
-            starts.push((index, header_offset, data_offset));
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = source.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
         }
-        Ok::<(), packet_core::Error>(())
-    })
-    .map_err(|e| e.to_string())?;
-    r.finish().map_err(|e| e.to_string())?;
+        size += n as u64;
+        r.feed_with(&buf[..n], |event| {
+            if let Event::MemberStart {
+                index,
+                header_offset,
+                data_offset,
+                ..
+            } = event
+            {
+                starts.push((index, header_offset, data_offset));
+            }
+            Ok::<(), packet_core::Error>(())
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    let verified = r.finish().map_err(|e| e.to_string())?;
+    let manifest = &verified.manifest;
     let members: Vec<serde_json::Value> = starts
         .iter()
         .map(|&(i, header_offset, data_offset)| {
@@ -198,23 +298,24 @@ fn describe(bytes: &[u8], manifest: &Manifest, digest: Digest) -> Result<serde_j
         })
         .collect();
     Ok(serde_json::json!({
-        "digest": digest.to_string(),
-        "size": bytes.len(),
-        "manifest_offset": 512,
-        "manifest_len": manifest.to_canonical_json().len(),
+        "digest": verified.digest.to_string(),
+        "size": size,
+        "manifest_offset": verified.manifest_range.start,
+        "manifest_len": verified.manifest_range.end - verified.manifest_range.start,
         "harness": manifest.harness.as_ref().map(|h| serde_json::json!({"kind": h.kind.as_str(), "thread_id": h.session_id})),
         "members": members,
     }))
 }
 
-fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
+fn write_large(path: &str, small: u64, big: u64, edited: u64, text: bool) -> Result<()> {
     const MIB: u64 = 1 << 20;
     let mut specs: Vec<(String, u64, u64)> = Vec::new(); // path, size, seed
     for i in 0..big {
         specs.push((format!("workspace/big/{i:03}.bin"), 100 * MIB, 1000 + i));
     }
     for i in 0..small {
-        specs.push((format!("workspace/small/{i:05}.bin"), MIB, 10 + i));
+        let seed = if i < edited { 1_000_000 + i } else { 10 + i };
+        specs.push((format!("workspace/small/{i:05}.bin"), MIB, seed));
     }
     let mut buf = vec![0u8; MIB as usize];
     let mut entries = vec![
@@ -228,7 +329,11 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
         let mut left = *size;
         while left > 0 {
             let n = left.min(MIB) as usize;
-            noise.fill(&mut buf[..n]);
+            if text {
+                noise.fill_text(&mut buf[..n]);
+            } else {
+                noise.fill(&mut buf[..n]);
+            }
             h.update(&buf[..n]);
             left -= n as u64;
         }
@@ -258,7 +363,11 @@ fn write_large(path: &str, small: u64, big: u64) -> Result<()> {
                 let mut left = entry.size;
                 while left > 0 {
                     let n = left.min(MIB) as usize;
-                    noise.fill(&mut buf[..n]);
+                    if text {
+                        noise.fill_text(&mut buf[..n]);
+                    } else {
+                        noise.fill(&mut buf[..n]);
+                    }
                     writer.body(&buf[..n]).map_err(|e| e.to_string())?;
                     packet.update(&buf[..n]);
                     out.write_all(&buf[..n]).map_err(|e| e.to_string())?;

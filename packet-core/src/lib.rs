@@ -55,6 +55,7 @@
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
 //! | [`Digest`], [`Hasher`] | SHA-256 and the `sha256:<hex>` form |
 //! | [`Limits`], [`Kind`] | the format's limits and member types |
+//! | [`offsets`] | where each member's header and body lie, and the format's bytes of any range |
 //! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
 //! | [`exclude`] | credential rules and `--exclude` globs |
 //! | [`secrets`] | credentials found by content, as a stream |
@@ -78,6 +79,7 @@ mod header;
 pub mod in_memory;
 mod limits;
 mod manifest;
+pub mod offsets;
 pub mod path;
 pub mod reader;
 mod scan;

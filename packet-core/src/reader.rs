@@ -248,7 +248,7 @@ impl<H: PacketHash> Reader<H> {
                 Some(Found::Manifest(manifest)) => {
                     self.data_offsets.reserve_exact(manifest.members.len());
                     self.collector.manifest(&manifest);
-                    Event::Manifest(self.manifest.insert(manifest))
+                    Event::Manifest(self.manifest.insert(*manifest))
                 }
                 Some(Found::MemberStart {
                     index,
@@ -359,7 +359,8 @@ pub fn verify(bytes: &[u8], options: ReaderOptions) -> Result<VerifiedPacket, Er
 
 /// What one step of the parser found in the bytes it consumed.
 enum Found<'m> {
-    Manifest(Manifest),
+    /// Boxed: a manifest is much larger than the other findings.
+    Manifest(alloc::boxed::Box<Manifest>),
     MemberStart {
         index: usize,
         member: &'m Member,
@@ -538,7 +539,7 @@ impl Parser {
                         .finish(&options.limits, size)
                         .map_err(|e| e.at_offset(body_start))?;
                     self.state = State::Header;
-                    (n, Some(Found::Manifest(manifest)))
+                    (n, Some(Found::Manifest(alloc::boxed::Box::new(manifest))))
                 }
             }
             State::Body {

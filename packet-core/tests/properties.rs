@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use packet_core::exclude::credential_rule;
 use packet_core::in_memory::{build, Built, Source};
+use packet_core::offsets::{header_bytes, Offsets, Piece};
 use packet_core::path::portable_key;
 use packet_core::{
     reader, Error, Event, Limits, Reader, ReaderOptions, Step, VerifiedPacket, Writer,
@@ -396,6 +397,48 @@ proptest! {
             prop_assert_eq!(entry.mode, *mode);
             prop_assert_eq!(&entry.target, link);
             prop_assert!(body.as_slice() == contents_of(&sources, &entry.path));
+        }
+    }
+
+    #[test]
+    fn offsets_are_the_readers_and_any_range_rebuilds_as_written(
+        sources in member_set(),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 1..6),
+    ) {
+        let b = built(&sources);
+        let offsets = Offsets::of(&b.manifest);
+        prop_assert_eq!(offsets.size(), b.bytes.len() as u64);
+        let (reading, _) = read(&b.bytes, ReaderOptions::default(), &[usize::MAX]).unwrap();
+        prop_assert_eq!(offsets.data_offsets(), reading.verified.data_offsets.as_slice());
+        prop_assert_eq!(offsets.manifest_range(), reading.verified.manifest_range.clone());
+        for (i, member) in b.manifest.members.iter().enumerate() {
+            // The reader names each member's header offset as it starts.
+            let start = format!("start {i} {} {}", offsets.header_offset(i).unwrap(), offsets.data_offset(i).unwrap());
+            prop_assert!(reading.events.contains(&start), "{}", start);
+            let (h, d) = (offsets.header_offset(i).unwrap() as usize, offsets.data_offset(i).unwrap() as usize);
+            prop_assert!(b.bytes[h..d] == header_bytes(member)[..], "{}", member.path);
+        }
+        // Any range, rebuilt from the pieces: the format's bytes from
+        // packet-core, the JSON and the bodies from where the caller keeps them.
+        let json = b.manifest.to_canonical_json();
+        let mut bounds: Vec<u64> = cuts.iter().map(|c| c.index(b.bytes.len() + 1) as u64).collect();
+        bounds.push(0);
+        bounds.push(b.bytes.len() as u64);
+        bounds.sort();
+        for w in bounds.windows(2) {
+            let mut rebuilt = Vec::new();
+            for piece in offsets.pieces(&b.manifest, w[0]..w[1]) {
+                prop_assert!(!piece.is_empty());
+                match piece {
+                    Piece::Fill(r) => offsets.write_fill(&b.manifest, r, &mut rebuilt).unwrap(),
+                    Piece::Manifest(r) => rebuilt.extend_from_slice(&json[r.start as usize..r.end as usize]),
+                    Piece::Body { index, range } => {
+                        let body = contents_of(&sources, &b.manifest.members[index].path);
+                        rebuilt.extend_from_slice(&body[range.start as usize..range.end as usize]);
+                    }
+                }
+            }
+            prop_assert!(rebuilt == b.bytes[w[0] as usize..w[1] as usize], "bytes {}..{}", w[0], w[1]);
         }
     }
 }

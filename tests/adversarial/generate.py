@@ -1027,8 +1027,14 @@ def manifest_cases():
             "kind": "codex", "model": None, "rollout": "harness/codex/x", "thread_id": "x"})), "harness model: null",
          "manifest_invalid"),
         ("manifest-harness-unknown-kind", canonical_json(dict(rg, harness={
-            "kind": "opencode", "rollout": "harness/opencode/x", "thread_id": "x"})), "a harness of an unknown kind",
+            "kind": "aider", "rollout": "harness/aider/x", "thread_id": "x"})), "a harness of an unknown kind",
          "manifest_invalid"),
+        ("manifest-harness-null-provider", canonical_json(dict(rg, harness={
+            "kind": "opencode", "provider": None, "rollout": "harness/opencode/x", "thread_id": "x"})),
+         "harness provider: null", "manifest_invalid"),
+        ("manifest-harness-null-version", canonical_json(dict(rg, harness={
+            "kind": "opencode", "rollout": "harness/opencode/x", "thread_id": "x", "version": None})),
+         "harness version: null", "manifest_invalid"),
         ("manifest-totals-unknown-key", canonical_json(dict(rg, totals=dict(rg["totals"], other=0))),
          "an unknown key in totals", "manifest_invalid"),
         ("manifest-totals-missing-key", canonical_json(dict(rg, totals={
@@ -1152,6 +1158,23 @@ def manifest_cases():
          "a rollout that is a directory"),
     ]:
         case(g, cid, what, packet(hm, harness=descriptor), "harness_invalid", "packet.json")
+    sid = "ses_2314688f0001G4IopLkkKDjexN"
+    export = "harness/opencode/%s.json" % sid
+    om = [d("harness"), d("harness/opencode"), f(export, b'{"info":{},"messages":[]}\n'), W]
+    for cid, descriptor, what in [
+        ("harness-opencode-uuid-id", {"kind": "opencode", "rollout": export,
+                                      "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"},
+         "an OpenCode descriptor whose session id is a UUID"),
+        ("harness-opencode-id-charset", {"kind": "opencode", "rollout": export, "thread_id": "ses_a-b"},
+         "an OpenCode session id with a character other than a letter or digit"),
+        ("harness-opencode-empty-version", {"kind": "opencode", "rollout": export, "thread_id": sid,
+                                            "version": ""}, "an empty exporter version"),
+    ]:
+        case(g, cid, what, packet(om, harness=descriptor), "harness_invalid", "packet.json")
+    case(g, "harness-codex-opencode-id", "a Codex descriptor whose thread id is an OpenCode session id",
+         packet(in_order([d("harness"), d("harness/codex"), f("harness/codex/%s.jsonl" % sid, b"{}\n"), W]),
+                harness={"kind": "codex", "rollout": "harness/codex/%s.jsonl" % sid, "thread_id": sid}),
+         "harness_invalid", "packet.json")
     case(g, "harness-member-of-other-kind", "a Claude member in a packet whose descriptor is Codex",
          packet(in_order(hm + [d("harness/claude"), f("harness/claude/x.jsonl", b"{}\n")]),
                 harness={"kind": "codex", "rollout": rollout, "thread_id": tid}), "harness_invalid",
@@ -1367,6 +1390,13 @@ def generate():
                     "rollout": "harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-"
                                "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl",
                     "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"})
+    accept("accept", "accept-harness-opencode", "an OpenCode export with its provider and exporter version",
+           [d("harness"), d("harness/opencode"),
+            f("harness/opencode/ses_2314688f0001G4IopLkkKDjexN.json", b'{"info":{},"messages":[]}\n'),
+            W, f("workspace/a.txt", b"a\n")],
+           harness={"kind": "opencode", "model": "claude-sonnet-4-5", "provider": "anthropic",
+                    "rollout": "harness/opencode/ses_2314688f0001G4IopLkkKDjexN.json",
+                    "thread_id": "ses_2314688f0001G4IopLkkKDjexN", "version": "1.18.33"})
     return CASES
 
 

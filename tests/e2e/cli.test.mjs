@@ -393,9 +393,9 @@ describe('push and pull', () => {
     }
     assert.ok(runs.some((r) => JSON.parse(r.out).uploaded), 'one client stored it');
     assert.deepEqual(storedCopies(s.digest), { packets: 1, uploads: 0 });
-    const members = edge.d1(`SELECT count(*) AS n FROM members WHERE digest = '${s.digest}'`)[0].n;
-    assert.equal(members, s.report.members);
-    assert.equal(edge.r2Has(`packets/sha256/${s.digest.slice(7)}`), true);
+    const [row] = edge.d1(`SELECT member_count, object_key FROM packets WHERE digest = '${s.digest}'`);
+    assert.equal(row.member_count, s.report.members);
+    assert.equal(edge.r2Has(row.object_key), true);
     const out = fresh('concurrent-pulled.tar');
     assert.equal(pull(s.digest, out).code, 0);
     assert.ok(readFileSync(out).equals(readFileSync(s.packet)));

@@ -63,12 +63,15 @@ function freePort() {
 
 /**
  * Starts `wrangler dev --local` with `vars` (wrangler.toml's [vars]
- * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1 }.
+ * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1, objectsFor }.
  * `options.testScheduled` passes `--test-scheduled` (GET /__scheduled?cron=…
- * then runs the Worker's scheduled handler).
+ * then runs the Worker's scheduled handler); `options.state` reuses a state
+ * directory.
  */
 export async function startEdge(vars = {}, options = {}) {
-  const state = mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
+  // `options.state`: an existing state directory (a store made earlier,
+  // e.g. at an older schema: the migrations not yet applied are).
+  const state = options.state ?? mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
   const envFile = join(state, 'test.env');
   writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n`);
   const common = ['--persist-to', state];
@@ -121,7 +124,15 @@ export async function startEdge(vars = {}, options = {}) {
     const r = run(WRANGLER, ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql]);
     return JSON.parse(r.stdout)[0].results;
   };
-  return { url, state, stop, r2Has, d1, pid: child.pid, log: () => log };
+  /**
+   * The R2 objects written for packet `digest` (its whole object, or the
+   * packs of pushes of it) that exist: { key, users, unused_check }, where
+   * `users` counts the stored packets and open pushes using it and
+   * `unused_check` is 1 when the clean-up is to look at it.
+   */
+  const objectsFor = (digest) => d1(`SELECT key, (SELECT count(*) FROM pack_users u WHERE u.pack = packs.key) AS users,
+    unused_check FROM packs WHERE packet = '${digest}' ORDER BY key`).filter((r) => r2Has(r.key));
+  return { url, state, stop, r2Has, d1, objectsFor, pid: child.pid, log: () => log };
 }
 
 /**

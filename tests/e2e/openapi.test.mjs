@@ -21,6 +21,7 @@ import addFormatsModule from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 
 import { ROOT, TOKEN, buildWorker, fixtures, sha256, startEdge } from './edge.mjs';
+import { bodiesOf, chunkBatch, cutBody, manifestOf } from './transfer.mjs';
 
 const Ajv2020 = Ajv2020Module.default ?? Ajv2020Module;
 const addFormats = addFormatsModule.default ?? addFormatsModule;
@@ -31,6 +32,7 @@ const LIMITS = {
   PART_SIZE_BYTES: String(5 * MIB),
   MAX_PACKET_BYTES: String(16 * MIB),
   MAX_MEMBERS: '200',
+  PUSH_PART_BYTES: String(1 * MIB),
 };
 const METHODS = ['get', 'head', 'put', 'post', 'delete', 'options', 'patch', 'trace'];
 
@@ -478,6 +480,137 @@ describe('operations', () => {
     assert.deepEqual([huge.status, code(huge)], [413, 'body_too_large']);
   });
 
+  test('delta pushes, and the recipes and chunks of a packet', async () => {
+    const base = fx.index.base;
+    const bytes = fx.read('base');
+    const manifest = manifestOf(base, bytes);
+    const json = { 'content-type': 'application/json' };
+    const C = '/v1/pushes';
+    const create = (query, options = {}) => call('POST', C, {}, { body: manifest, headers: json, query, ...options });
+    const q = (digest, size = base.size, extra = '') => `?digest=${digest}&size=${size}${extra}`;
+    assert.equal((await create(q(base.digest), { token: null })).status, 401);
+    assert.equal((await create(q(base.digest), { token: 'wrong' })).status, 403);
+    const badSize = await create(`?digest=${base.digest}&size=abc`);
+    assert.deepEqual([badSize.status, code(badSize)], [400, 'size_invalid']);
+    const tooBig = await create(q(base.digest, 17 * MIB));
+    assert.deepEqual([tooBig.status, code(tooBig)], [413, 'limit_size']);
+    const br = await create(q(base.digest), { headers: { ...json, 'content-encoding': 'br' } });
+    assert.deepEqual([br.status, code(br)], [415, 'encoding_unsupported']);
+    const many = fx.index.many;
+    const refused = await call('POST', C, {}, { body: manifestOf(many, fx.read('many')), headers: json, query: q(many.digest, many.size) });
+    assert.deepEqual([refused.status, code(refused)], [422, 'limit_members']);
+
+    // A push of `base`, and a second one of the same packet left open.
+    const first = await create(q(base.digest, base.size, '&label=via=push'));
+    assert.equal(first.status, 201, JSON.stringify(first.json));
+    const second = await create(q(base.digest));
+    assert.equal(second.status, 201);
+    const P = '/v1/pushes/{id}';
+    const id = first.json.push_id;
+    for (const [method, t] of [['GET', P], ['DELETE', P]]) {
+      assert.equal((await call(method, t, { id }, { token: null })).status, 401);
+      assert.equal((await call(method, t, { id }, { token: 'wrong' })).status, 403);
+      assert.equal((await call(method, t, { id: UNKNOWN_UPLOAD })).status, 404);
+    }
+    const R = '/v1/pushes/{id}/recipes';
+    const bodies = bodiesOf(base, bytes);
+    const large = bodies.filter((b) => b.size > 262_144).map((b) => cutBody(b.body));
+    const recipes = { recipes: large.map((l) => l.recipe) };
+    assert.equal((await call('POST', R, { id }, { body: recipes, token: null })).status, 401);
+    assert.equal((await call('POST', R, { id }, { body: recipes, token: 'wrong' })).status, 403);
+    assert.equal((await call('POST', R, { id: UNKNOWN_UPLOAD }, { body: recipes })).status, 404);
+    const shape = await call('POST', R, { id }, { body: { recipes: 1 } });
+    assert.deepEqual([shape.status, code(shape)], [400, 'body_invalid']);
+    const zstd = await call('POST', R, { id }, { body: recipes, headers: { 'content-encoding': 'zstd' } });
+    assert.deepEqual([zstd.status, code(zstd)], [415, 'encoding_unsupported']);
+    const huge = await call('POST', R, { id }, { body: { recipes: [], pad: 'x'.repeat(17 * MIB) } });
+    assert.deepEqual([huge.status, code(huge)], [413, 'body_too_large']);
+    const small = bodies.find((b) => b.size < 100);
+    const notNeeded = await call('POST', R, { id }, { body: { recipes: [{ sha256: small.hex, size: small.size, chunks: [{ sha256: small.hex, size: small.size }] }] } });
+    assert.deepEqual([notNeeded.status, code(notNeeded)], [422, 'recipe_not_needed']);
+    const sent = await call('POST', R, { id }, { body: recipes });
+    assert.equal(sent.status, 200);
+    const other = { recipes: [cutBody(bodies.find((b) => b.size > 262_144).body, 100_000).recipe] };
+    const conflict = await call('POST', R, { id }, { body: other });
+    assert.deepEqual([conflict.status, code(conflict)], [409, 'recipe_conflict']);
+
+    const N = '/v1/pushes/{id}/parts/{number}';
+    const chunks = new Map();
+    for (const b of bodies.filter((x) => x.size <= 262_144)) chunks.set(b.hex, b.body);
+    for (const l of large) l.chunks.forEach((c, i) => chunks.set(l.recipe.chunks[i].sha256, c));
+    const wanted = [...first.json.missing.filter((h) => chunks.has(h) && chunks.get(h).length <= 262_144), ...sent.json.missing_chunks];
+    const batch = chunkBatch([chunks.get(wanted[0])], [wanted[0]]);
+    const part = (number, body, options = {}) => call('PUT', N, { id, number }, { body, headers: { 'content-type': 'application/x-pillbox-chunks' }, ...options });
+    assert.equal((await part(1, batch, { token: null })).status, 401);
+    assert.equal((await part(1, batch, { token: 'wrong' })).status, 403);
+    assert.equal((await call('PUT', N, { id: UNKNOWN_UPLOAD, number: 1 }, { body: batch })).status, 404);
+    const zero = await part(0, batch);
+    assert.deepEqual([zero.status, code(zero)], [400, 'part_number_invalid']);
+    const chunked = await part(1, batch, { chunked: true });
+    assert.deepEqual([chunked.status, code(chunked)], [411, 'length_required']);
+    const oversize = await part(1, Buffer.alloc(5 * MIB));
+    assert.deepEqual([oversize.status, code(oversize)], [413, 'part_too_large']);
+    const badEncoding = await part(1, batch, { headers: { 'content-encoding': 'compress' } });
+    assert.deepEqual([badEncoding.status, code(badEncoding)], [415, 'encoding_unsupported']);
+    const stranger = await part(1, chunkBatch([Buffer.from('a chunk of nothing here')]));
+    assert.deepEqual([stranger.status, code(stranger)], [422, 'chunk_not_needed']);
+    // Everything, in parts of at most 1 MiB (PUSH_PART_BYTES).
+    const D = '/v1/pushes/{id}/complete';
+    const done = (options = {}) => call('POST', D, { id }, options);
+    assert.equal((await done({ token: null })).status, 401);
+    assert.equal((await done({ token: 'wrong' })).status, 403);
+    assert.equal((await call('POST', D, { id: UNKNOWN_UPLOAD })).status, 404);
+    const incomplete = await done();
+    assert.deepEqual([incomplete.status, code(incomplete)], [409, 'push_incomplete']);
+    assert.deepEqual(new Set(incomplete.json.error.missing), new Set([...wanted, ...large.map((l) => l.recipe.sha256)]));
+    let number = 0;
+    for (let i = 0; i < wanted.length;) {
+      const group = [];
+      let size = 0;
+      while (i < wanted.length && size + chunks.get(wanted[i]).length <= MIB) {
+        size += chunks.get(wanted[i]).length;
+        group.push(wanted[i++]);
+      }
+      const r = await part(++number, chunkBatch(group.map((h) => chunks.get(h)), group));
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.frames, group.length);
+    }
+    const state = await call('GET', P, { id });
+    assert.deepEqual([state.status, state.json.missing, state.json.parts.length], [200, [], number]);
+    const stored = await done();
+    assert.equal(stored.status, 201, JSON.stringify(stored.json));
+    assert.deepEqual([stored.json.created, stored.json.labels], [true, ['via=push']]);
+    const late = await call('POST', D, { id: second.json.push_id });
+    assert.deepEqual([late.status, late.json.created], [200, false]);
+    const again = await create(q(base.digest));
+    assert.deepEqual([again.status, again.json.created], [200, false]);
+    assert.equal((await call('DELETE', P, { id: first.json.push_id })).status, 404, 'a completed push is gone');
+    // A manifest under another digest, every body in the base: complete finds the digest wrong.
+    const wrong = await create(q(sha256(Buffer.from('not base')), base.size, `&base=${base.digest}`));
+    assert.deepEqual([wrong.status, wrong.json.missing], [201, []]);
+    const mismatch = await call('POST', D, { id: wrong.json.push_id });
+    assert.deepEqual([mismatch.status, code(mismatch)], [422, 'packet_digest_mismatch']);
+    const aborted = await create(q(sha256(Buffer.from('aborted')), base.size, `&base=${base.digest}`));
+    assert.equal((await call('DELETE', P, { id: aborted.json.push_id })).status, 204);
+
+    // What a pull reads.
+    const G = '/v1/packets/{digest}/recipes';
+    const got = await call('GET', G, { digest: base.digest });
+    assert.equal(got.status, 200);
+    assert.deepEqual(got.json, recipes);
+    assert.equal((await call('GET', G, { digest: UNKNOWN })).status, 404);
+    assert.equal((await call('GET', G, { digest: 'sha256:nope' })).status, 400);
+    const K = '/v1/packets/{digest}/chunks';
+    const asked = await call('POST', K, { digest: base.digest }, { body: { chunks: wanted.slice(0, 3) } });
+    assert.equal(asked.status, 200);
+    assert.ok(asked.bytes.subarray(0, 8).equals(Buffer.from('PBCHUNK1')));
+    const unknownChunk = await call('POST', K, { digest: base.digest }, { body: { chunks: ['0'.repeat(64)] } });
+    assert.deepEqual([unknownChunk.status, code(unknownChunk)], [400, 'chunk_unknown']);
+    assert.equal((await call('POST', K, { digest: UNKNOWN }, { body: { chunks: [] } })).status, 404);
+    const tooMany = await call('POST', K, { digest: base.digest }, { body: { chunks: Array(65_537).fill(wanted[0]) } });
+    assert.deepEqual([tooMany.status, code(tooMany)], [413, 'chunks_too_many']);
+  });
+
   test('reads need the token when READ_ACCESS=token (401 without, 403 with a wrong one)', async () => {
     const digest = fx.index.small.digest;
     const reads = [
@@ -491,6 +624,8 @@ describe('operations', () => {
       ['GET', '/v1/refs', {}],
       ['GET', '/v1/refs/{name}', { name: 'sessions/x' }],
       ['GET', '/v1/search', {}],
+      ['GET', '/v1/packets/{digest}/recipes', { digest }],
+      ['POST', '/v1/packets/{digest}/chunks', { digest }],
     ];
     for (const [method, template, params] of reads) {
       const anonymous = await callTokenEdge(method, template, params, { token: null });
@@ -545,6 +680,8 @@ function declaredProperties(parts) {
   const props = new Map();
   for (const { schema, owner } of parts) {
     for (const [name, sub] of Object.entries(schema.properties ?? {})) {
+      // `false`: a response that narrows a schema says the property is never there.
+      if (sub === false) continue;
       if (!props.has(name)) props.set(name, []);
       props.get(name).push({ schema: sub, owner: `${owner}.${name}` });
     }

@@ -41,14 +41,23 @@ function flip(bytes, offset) {
   return copy;
 }
 
-/** Asserts that nothing about `digest` is stored or indexed. */
-async function assertNothingStored(digest) {
+/**
+ * Asserts that nothing about `digest` is stored or indexed. A packet just
+ * deleted (`deleted`) may still have objects in R2, but none in use and
+ * each left to the clean-up (which deletes them: transfer.test.mjs).
+ */
+async function assertNothingStored(digest, { deleted = false } = {}) {
   const got = await api.call('GET', packetPath(digest));
   assert.equal(got.status, 404, `GET ${digest}`);
-  assert.equal(edge.r2Has(`packets/sha256/${hex(digest)}`), false, 'R2 object');
+  const objects = edge.objectsFor(digest);
+  if (deleted) {
+    for (const o of objects) assert.deepEqual([o.users, o.unused_check], [0, 1], `R2 object ${o.key}`);
+  } else {
+    assert.deepEqual(objects, [], 'R2 objects');
+  }
   const rows = edge.d1(`SELECT (SELECT count(*) FROM packets WHERE digest = '${digest}') AS packets,
-    (SELECT count(*) FROM members WHERE digest = '${digest}') AS members`);
-  assert.deepEqual(rows, [{ packets: 0, members: 0 }], 'D1 rows');
+    (SELECT count(*) FROM pack_users WHERE owner = '${digest}') AS packs`);
+  assert.deepEqual(rows, [{ packets: 0, packs: 0 }], 'D1 rows');
 }
 
 describe('refused uploads leave nothing behind', () => {
@@ -169,10 +178,11 @@ describe('upload, read, name', () => {
     for (const r of results) assert.ok([200, 201].includes(r.status), JSON.stringify(r.json));
     assert.ok(results.some((r) => r.status === 201));
     assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${h.digest}'`), [{ n: 1 }]);
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM members WHERE digest = '${h.digest}'`), [{ n: h.members.length }]);
+    const [row] = edge.d1(`SELECT member_count, object_key FROM packets WHERE digest = '${h.digest}'`);
+    assert.equal(row.member_count, h.members.length);
     const got = await api.call('GET', packetPath(h.digest));
     assert.equal(sha256(got.bytes), h.digest);
-    assert.equal(edge.r2Has(`packets/sha256/${hex(h.digest)}`), true);
+    assert.equal(edge.r2Has(row.object_key), true);
   });
 
   test('upload → list → get → manifest → member reads', async () => {
@@ -357,7 +367,7 @@ describe('upload, read, name', () => {
     const h = fx.index.harness;
     const r = await api.call('DELETE', packetPath(h.digest));
     assert.equal(r.status, 204);
-    await assertNothingStored(h.digest);
+    await assertNothingStored(h.digest, { deleted: true });
     assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM labels WHERE digest = '${h.digest}'`), [{ n: 0 }]);
   });
 });
@@ -425,7 +435,10 @@ describe('multipart uploads', () => {
     const blob = big.members.find((m) => m.path === 'workspace/blob-b.bin');
     const member = await api.call('GET', `${packetPath(big.digest)}/members/${blob.path}`);
     assert.equal(sha256(member.bytes), blob.sha256);
-    assert.equal(edge.r2Has(`uploads/${upload.upload_id}`), false, 'the staging object is gone');
+    // The assembled object, verified by reading it once, is the packet's object.
+    const [row] = edge.d1(`SELECT object_key FROM packets WHERE digest = '${big.digest}'`);
+    assert.equal(row.object_key, `uploads/${upload.upload_id}`, 'the assembled object is kept, not copied');
+    assert.equal(edge.r2Has(row.object_key), true);
     assert.equal((await api.call('GET', upload.location)).status, 404);
 
     const repeat = await api.call('POST', '/v1/uploads', { body: { digest: big.digest, size: big.size } });

@@ -1,6 +1,7 @@
 //! `GET /v1`: what a client reads before it uploads.
 
 use alloc::string::String;
+use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 /// The `service` every pillbox store names.
@@ -29,7 +30,17 @@ pub struct Info {
     pub part_size: PartSizes,
     /// Whether reads need the token.
     pub read_access: ReadAccess,
+    /// How packets can be sent: `whole` (`PUT /v1/packets/{digest}`,
+    /// `/v1/uploads`) and `delta` (`/v1/pushes`). Empty from a store that
+    /// predates the field: whole only.
+    #[serde(default)]
+    pub transfer: Vec<String>,
 }
+
+/// [`Info::transfer`]: whole packets, in one request or in parts.
+pub const TRANSFER_WHOLE: &str = "whole";
+/// [`Info::transfer`]: delta pushes and pulls (docs/transfer.md).
+pub const TRANSFER_DELTA: &str = "delta";
 
 /// [`Info::part_size`]: every part's size but the last's, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,8 +9,8 @@
 //!
 //! Conventions, as the Worker sends them and the document says:
 //! - a field of type `Option<T>` is always sent, `null` when absent
-//!   (`next_cursor`, `harness`, `path`, `offset`, ...); the only field sent
-//!   or left out is [`Problem::current`];
+//!   (`next_cursor`, `harness`, `path`, `offset`, ...); the only fields sent
+//!   or left out are [`Problem::current`] and [`Problem::missing`];
 //! - answers ignore fields they do not know (a newer store may add some);
 //!   requests refuse them (`deny_unknown_fields`), so a misspelt field is a
 //!   `400 body_invalid`, not silently dropped;
@@ -36,6 +36,8 @@
 //! | [`uploads`] | `/v1/uploads`, its parts and `complete` |
 //! | [`refs`] | `/v1/refs`, `/v1/refs/{name}` |
 //! | [`search`] | `GET /v1/search` |
+//! | [`pushes`] | `/v1/pushes/…`, and a packet's recipes and chunks |
+//! | [`chunks`] | the chunk batch, `application/x-pillbox-chunks` (a binary body) |
 //! | [`problem`] | every refusal |
 
 #![no_std]
@@ -43,16 +45,22 @@
 
 extern crate alloc;
 
+pub mod chunks;
 pub mod info;
 pub mod packets;
 pub mod problem;
+pub mod pushes;
 pub mod refs;
 pub mod search;
 pub mod uploads;
 
-pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE};
+pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE, TRANSFER_DELTA, TRANSFER_WHOLE};
 pub use packets::{Harness, Packet, PacketFacts, PacketList, Stored};
 pub use problem::{ErrorBody, Problem};
+pub use pushes::{
+    ChunkRequest, Chunking, MissingChunks, PartLimits, PartReceived, Push, PushPart, Recipe,
+    RecipeChunk, Recipes,
+};
 pub use refs::{PutRef, Ref, RefChange, RefList};
 pub use search::{SearchMatch, SearchResults};
 pub use uploads::{CreateUpload, PartStored, ReceivedPart, Upload};

@@ -27,7 +27,7 @@ pub struct PacketFacts {
 /// [`PacketFacts::harness`] (schema `Harness`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Harness {
-    /// `codex` or `claude`.
+    /// `codex`, `claude` or `opencode`.
     pub kind: String,
     /// The harness thread (session) id.
     pub thread_id: String,

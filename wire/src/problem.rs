@@ -1,6 +1,7 @@
 //! Refusals: every answer that is not a success carries `{"error": Problem}`.
 
 use alloc::string::String;
+use alloc::vec::Vec;
 use packet_core::Refusal;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -13,7 +14,7 @@ pub struct ErrorBody {
 
 /// [`ErrorBody::error`] (schema `Problem`): packet-core's [`Refusal`]
 /// shape, `{code, path, offset, message, advice}`, defined once there, plus
-/// `current` on a ref conflict. A packet refused by the store's packet-core
+/// `current` on a ref conflict, `missing` on an incomplete push. A packet refused by the store's packet-core
 /// (422) carries packet-core's code, path, offset, message and advice
 /// unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +30,10 @@ pub struct Problem {
         deserialize_with = "present"
     )]
     pub current: Option<Option<String>>,
+    /// Only on `push_incomplete`: the bodies and chunks (hex SHA-256s)
+    /// the push still lacks; left out of every other refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<String>>,
 }
 
 impl Problem {
@@ -71,6 +76,7 @@ mod tests {
                 },
             },
             current,
+            missing: None,
         }
     }
 

@@ -235,6 +235,7 @@ fn problem_at(code: &str, path: Option<&str>, offset: Option<u64>) -> Problem {
             },
         },
         current: None,
+        missing: None,
     }
 }
 
@@ -264,6 +265,67 @@ fn info(read_access: ReadAccess) -> Info {
             max: 64 << 20,
         },
         read_access,
+        transfer: vec![TRANSFER_WHOLE.into(), TRANSFER_DELTA.into()],
+    }
+}
+
+fn hex(byte: u8) -> String {
+    format!("{byte:02x}").repeat(32)
+}
+
+fn incomplete() -> Vec<ErrorBody> {
+    vec![ErrorBody {
+        error: Problem {
+            missing: Some(vec![hex(7), hex(8)]),
+            ..problem("push_incomplete")
+        },
+    }]
+}
+
+fn push(parts: Vec<PushPart>) -> Push {
+    let id = "00112233445566778899aabbccddeeff";
+    Push {
+        push_id: id.into(),
+        location: format!("/v1/pushes/{id}"),
+        digest: digest(4),
+        size: 3 << 20,
+        bases_used: vec![digest(1)],
+        missing: vec![hex(9)],
+        missing_chunks: vec![hex(10)],
+        missing_bytes: 300_000,
+        parts,
+        part_limits: PartLimits {
+            max_bytes: 32 << 20,
+            max_frames: 65_536,
+            encodings: vec!["identity".into(), "gzip".into(), "zstd".into()],
+            zstd_max_window: 8 << 20,
+        },
+        chunking: Chunking {
+            algorithm: "fastcdc-v2020".into(),
+            threshold: 256 << 10,
+            min: 64 << 10,
+            avg: 256 << 10,
+            max: 1 << 20,
+        },
+    }
+}
+
+fn recipes() -> Recipes {
+    Recipes {
+        recipes: vec![Recipe {
+            sha256: hex(9),
+            size: 300_000,
+            chunks: vec![
+                RecipeChunk {
+                    sha256: hex(10),
+                    size: 200_000,
+                },
+                RecipeChunk {
+                    sha256: hex(11),
+                    size: 100_000,
+                },
+            ],
+        }],
     }
 }
 
@@ -457,8 +519,55 @@ fn bodies() -> Vec<Body> {
                 },
             ];
             all.extend(conflicts());
+            all.extend(incomplete());
             all
         }),
+        body(
+            "/components/responses/PushIncomplete/content/application~1json/schema",
+            Answer,
+            incomplete(),
+        ),
+        body(
+            "/components/schemas/Push",
+            Answer,
+            vec![
+                push(vec![]),
+                push(vec![PushPart {
+                    number: 1,
+                    frames: 2,
+                    bytes: 300_000,
+                    stored_bytes: 100_000,
+                }]),
+            ],
+        ),
+        body(
+            "/paths/~1v1~1pushes~1{id}~1parts~1{number}/put/responses/200/content/application~1json/schema",
+            Answer,
+            vec![PartReceived {
+                push_id: "00112233445566778899aabbccddeeff".into(),
+                number: 1,
+                frames: 2,
+                bytes: 300_000,
+                stored_bytes: 100_000,
+            }],
+        ),
+        body("/components/schemas/Recipes", Request, vec![recipes()]),
+        body("/components/schemas/Recipes", Answer, vec![recipes()]),
+        body(
+            "/paths/~1v1~1pushes~1{id}~1recipes/post/responses/200/content/application~1json/schema",
+            Answer,
+            vec![MissingChunks {
+                missing_chunks: vec![hex(10)],
+                missing_bytes: 200_000,
+            }],
+        ),
+        body(
+            "/paths/~1v1~1packets~1{digest}~1chunks/post/requestBody/content/application~1json/schema",
+            Request,
+            vec![ChunkRequest {
+                chunks: vec![hex(10), hex(11)],
+            }],
+        ),
         body(
             "/components/responses/RefConflict/content/application~1json/schema",
             Answer,
@@ -468,9 +577,11 @@ fn bodies() -> Vec<Body> {
 }
 
 /// JSON bodies that are not the API's own: the manifest is packet-core's
-/// `packet.json`, served as stored (proto/pillbox/ describes it).
+/// `packet.json`, served as stored and sent as it is to start a push
+/// (proto/pillbox/ describes it).
 const NOT_WIRE_TYPES: &[&str] = &[
     "/paths/~1v1~1packets~1{digest}~1manifest/get/responses/200/content/application~1json/schema",
+    "/paths/~1v1~1pushes/post/requestBody/content/application~1json/schema",
 ];
 
 // ---- the comparison ---------------------------------------------------------
@@ -546,6 +657,10 @@ impl Checker<'_> {
                         .unwrap_or_default();
                     for (name, s) in value.as_object().unwrap() {
                         let merged = match props.get(name) {
+                            // `false`: a response that narrows a schema
+                            // says the property is never there.
+                            Some(_) if s.is_boolean() => s.clone(),
+                            Some(old) if old.is_boolean() => old.clone(),
                             Some(old) => self.merge(self.resolve(old), &self.resolve(s)),
                             None => s.clone(),
                         };
@@ -653,7 +768,12 @@ impl Checker<'_> {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let documented: BTreeSet<&String> = properties.keys().collect();
+        // A property whose schema is `false` is documented as never sent.
+        let documented: BTreeSet<&String> = properties
+            .iter()
+            .filter(|(_, s)| **s != Value::Bool(false))
+            .map(|(k, _)| k)
+            .collect();
         let sent: BTreeSet<&String> = objects.iter().flat_map(|o| o.keys()).collect();
         for extra in sent.difference(&documented) {
             self.fail(
@@ -685,7 +805,7 @@ impl Checker<'_> {
                 );
             }
         }
-        for (name, property) in &properties {
+        for (name, property) in properties.iter().filter(|(_, s)| !s.is_boolean()) {
             let values: Vec<&Value> = objects.iter().filter_map(|o| o.get(name)).collect();
             if !values.is_empty() {
                 self.check(&format!("{at}.{name}"), property, &values, direction);

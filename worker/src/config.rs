@@ -4,10 +4,17 @@
 
 use packet_core::Limits;
 
-use pillbox_wire::{Info, PartSizes};
+use pillbox_wire::{Chunking, Info, PartLimits, PartSizes, TRANSFER_DELTA, TRANSFER_WHOLE};
 
 use crate::auth::{self, ReadAccess};
 use crate::multipart::MIN_PART_SIZE;
+use crate::plan::{AVG_CHUNK, CHUNK_THRESHOLD, MAX_CHUNK, MIN_CHUNK};
+
+/// The most frames one push part may carry (the chunk batch's limit).
+pub const MAX_PART_FRAMES: u32 = pillbox_wire::chunks::BatchLimits::MAX_FRAMES;
+/// The largest zstd window a push part may use: the decoder keeps one
+/// window of decoded bytes in wasm memory (docs/benchmarks.md, "Edge").
+pub const ZSTD_MAX_WINDOW: u64 = 8 << 20;
 
 /// How long a multipart upload may stay unfinished by default, in hours.
 pub const DEFAULT_UPLOAD_TTL_HOURS: u64 = 24;
@@ -26,6 +33,18 @@ pub enum PacketHasher {
     Core,
 }
 
+/// Where a push part's frames are hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameHasher {
+    /// Small frames in wasm, the others by the runtime without a copy
+    /// into wasm (docs/benchmarks.md, "Edge").
+    Auto,
+    /// Every frame in wasm (copied in).
+    Core,
+    /// Every frame by the runtime (`crypto.DigestStream`).
+    Platform,
+}
+
 /// The Worker's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -41,9 +60,19 @@ pub struct Config {
     pub cors_origin: String,
     /// Where the packet digest is computed.
     pub packet_hasher: PacketHasher,
-    /// Multipart uploads older than this (milliseconds) are aborted by the
-    /// scheduled clean-up (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
+    /// Where push parts' frames are hashed (`FRAME_HASHER`: `auto`, `core`
+    /// or `platform`).
+    pub frame_hasher: FrameHasher,
+    /// Multipart uploads and pushes older than this (milliseconds) are
+    /// discarded by the scheduled clean-up, which also collects unused packs
+    /// older than this (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
     pub upload_ttl_ms: u64,
+    /// The most bytes of frames one push part carries
+    /// (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to 64 MiB).
+    pub push_part_bytes: u64,
+    /// Whether the benchmark routes and timings are on (`BENCH_ROUTES`,
+    /// off unless `1`; docs/worker.md, "Benchmark routes").
+    pub bench_routes: bool,
 }
 
 impl Config {
@@ -72,12 +101,42 @@ impl Config {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,
             },
+            frame_hasher: match var("FRAME_HASHER").as_deref().map(str::trim) {
+                Some("core") => FrameHasher::Core,
+                Some("platform") => FrameHasher::Platform,
+                _ => FrameHasher::Auto,
+            },
             upload_ttl_ms: var("UPLOAD_TTL_HOURS")
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|h| h.is_finite() && *h >= 0.0 && *h <= MAX_UPLOAD_TTL_HOURS)
                 .map_or(DEFAULT_UPLOAD_TTL_HOURS * HOUR_MS, |h| {
                     (h * 3_600_000.0) as u64
                 }),
+            push_part_bytes: number("PUSH_PART_BYTES")
+                .unwrap_or(32 << 20)
+                .clamp(1 << 20, 64 << 20),
+            bench_routes: var("BENCH_ROUTES").as_deref().map(str::trim) == Some("1"),
+        }
+    }
+
+    /// What one push part may hold ([`pillbox_wire::Push::part_limits`]).
+    pub fn part_limits(&self) -> PartLimits {
+        PartLimits {
+            max_bytes: self.push_part_bytes,
+            max_frames: MAX_PART_FRAMES,
+            encodings: ["identity", "gzip", "zstd"].map(String::from).to_vec(),
+            zstd_max_window: ZSTD_MAX_WINDOW,
+        }
+    }
+
+    /// How the store expects large bodies to be cut (docs/transfer.md, "Units").
+    pub fn chunking() -> Chunking {
+        Chunking {
+            algorithm: "fastcdc-v2020".into(),
+            threshold: CHUNK_THRESHOLD,
+            min: MIN_CHUNK,
+            avg: AVG_CHUNK,
+            max: MAX_CHUNK,
         }
     }
 
@@ -101,6 +160,7 @@ impl Config {
                 max: self.max_part_size(),
             },
             read_access: self.read_access,
+            transfer: vec![TRANSFER_WHOLE.into(), TRANSFER_DELTA.into()],
         }
     }
 }
@@ -119,6 +179,24 @@ mod tests {
         assert_eq!(c.cors_origin, "*");
         assert_eq!(c.packet_hasher, PacketHasher::Platform);
         assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
+        assert_eq!(c.push_part_bytes, 32 << 20);
+        assert!(!c.bench_routes);
+        assert_eq!(c.frame_hasher, FrameHasher::Auto);
+    }
+
+    #[test]
+    fn push_parts_and_bench_routes() {
+        let c = Config::from_vars(|name| match name {
+            "PUSH_PART_BYTES" => Some("1".into()),
+            "BENCH_ROUTES" => Some("1".into()),
+            "FRAME_HASHER" => Some("core".into()),
+            _ => None,
+        });
+        assert_eq!(c.frame_hasher, FrameHasher::Core);
+        assert_eq!(c.push_part_bytes, 1 << 20);
+        assert!(c.bench_routes);
+        assert_eq!(c.part_limits().max_bytes, 1 << 20);
+        assert!(!Config::from_vars(|n| (n == "BENCH_ROUTES").then(|| "yes".into())).bench_routes);
     }
 
     #[test]
@@ -174,6 +252,7 @@ mod tests {
                 // single upload takes less.
                 "part_size": { "default": MIN_PART_SIZE, "min": MIN_PART_SIZE, "max": MIN_PART_SIZE },
                 "read_access": "token",
+                "transfer": ["whole", "delta"],
             })
         );
     }

@@ -1,20 +1,25 @@
 //! The D1 index: every query the API runs. A packet row is written only
-//! for a verified packet, after its members, in a batch (a transaction), so
-//! a reader never sees a packet without its members. The rows read are
+//! for a verified packet whose bytes are all in R2, in one batch (a
+//! transaction) with the rows that say which packs it uses, so a reader
+//! never sees a packet whose bytes could be collected. The rows read are
 //! [`crate::rows`]' types.
 
-use packet_core::{Digest, VerifiedPacket};
+use std::collections::HashMap;
+
+use packet_core::{Digest, Manifest};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
 
-use crate::query::{ListFilter, SearchKey};
-use crate::rows::{MemberRow, PacketRow, PartRow, RefRow, UploadRow};
+use crate::query::ListFilter;
+use crate::rows::{PacketRow, PartRow, PushPartRow, PushRow, RefRow, UploadRow};
 
-/// Members per INSERT (D1 binds at most 100 parameters per statement).
-const MEMBER_ROWS_PER_STATEMENT: usize = 10;
 /// Statements per D1 batch.
 const STATEMENTS_PER_BATCH: usize = 200;
+/// Items per JSON array bound to one statement (`json_each`): D1 binds at
+/// most 100 parameters, so long lists go as one JSON text, kept well under
+/// D1's largest value.
+const JSON_ITEMS: usize = 4000;
 
 fn text(s: &str) -> JsValue {
     JsValue::from_str(s)
@@ -35,8 +40,26 @@ pub fn now() -> String {
 
 const PACKET_COLUMNS: &str =
     "p.seq, p.digest, p.size, p.member_count, p.file_bytes, p.harness_kind, p.thread_id, p.model, \
-     p.manifest_offset, p.manifest_size, p.created, \
+     p.manifest_offset, p.manifest_size, p.created, p.storage, p.object_key, p.layout_key, p.manifest_key, \
      (SELECT group_concat(l.label, char(10)) FROM labels l WHERE l.digest = p.digest) AS labels";
+
+/// A JSON array of text, bound as one parameter.
+fn json_list<'a>(items: impl IntoIterator<Item = &'a str>) -> JsValue {
+    let list: Vec<&str> = items.into_iter().collect();
+    text(&serde_json::to_string(&list).unwrap_or_else(|_| "[]".into()))
+}
+
+/// Runs statements in batches (the last batch holds the last statements).
+async fn run_batches(db: &D1Database, mut statements: Vec<D1PreparedStatement>) -> Result<()> {
+    while statements.len() > STATEMENTS_PER_BATCH {
+        let rest = statements.split_off(STATEMENTS_PER_BATCH);
+        db.batch(std::mem::replace(&mut statements, rest)).await?;
+    }
+    if !statements.is_empty() {
+        db.batch(statements).await?;
+    }
+    Ok(())
+}
 
 /// The indexed packet with this digest.
 pub async fn packet(db: &D1Database, digest: &Digest) -> Result<Option<PacketRow>> {
@@ -71,86 +94,195 @@ fn label_statements(
         .collect()
 }
 
-/// Indexes a verified packet: members first, then the packet row and its
-/// labels in the last batch. Safe to run twice or concurrently for the same
-/// packet (every insert ignores rows already there).
-pub async fn insert_packet(
+/// What the packet row holds, from a verified or assembled packet.
+pub struct NewPacket<'a> {
+    /// Its digest.
+    pub digest: &'a Digest,
+    /// Its size.
+    pub size: u64,
+    /// Its manifest.
+    pub manifest: &'a Manifest,
+    /// Where `packet.json` lies in the packet.
+    pub manifest_range: core::ops::Range<u64>,
+    /// How its bytes are kept.
+    pub storage: NewStorage<'a>,
+    /// The R2 objects holding its bodies (a whole packet's object is its only one).
+    pub packs: &'a [String],
+    /// Labels to attach.
+    pub labels: &'a [String],
+}
+
+/// [`NewPacket::storage`].
+pub enum NewStorage<'a> {
+    /// The packet is the object `key`.
+    Whole {
+        /// Its key.
+        key: &'a str,
+    },
+    /// Bodies in packs; these objects hold the manifest and the layout.
+    Chunked {
+        /// The layout object.
+        layout: &'a str,
+        /// The manifest object.
+        manifest: &'a str,
+    },
+}
+
+/// The statements that index a packet, each conditional on `guard` (an SQL
+/// condition, its parameters numbered from ?20): the packet row, only if
+/// every pack it uses still has its row (the clean-up deletes a pack's row
+/// before its object); its labels; and its packs' users, only if this
+/// request's row is the one stored (a concurrent store of the same packet
+/// may have won). Safe to run twice or concurrently.
+fn packet_statements(
     db: &D1Database,
-    indexed: &VerifiedPacket,
-    labels: &[String],
-) -> Result<()> {
-    let digest = indexed.digest.to_string();
-    let mut statements = Vec::new();
-    let entries: Vec<(usize, &packet_core::Member)> =
-        indexed.manifest.members.iter().enumerate().collect();
-    for rows in entries.chunks(MEMBER_ROWS_PER_STATEMENT) {
-        let placeholders: Vec<String> = (0..rows.len())
-            .map(|r| {
-                let b = r * 9;
-                format!(
-                    "(?{},?{},?{},?{},?{},?{},?{},?{},?{})",
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4,
-                    b + 5,
-                    b + 6,
-                    b + 7,
-                    b + 8,
-                    b + 9
-                )
-            })
-            .collect();
-        let mut values = Vec::with_capacity(rows.len() * 9);
-        for (index, entry) in rows {
-            values.push(text(&digest));
-            values.push(int(*index as u64));
-            values.push(text(&entry.path));
-            values.push(text(entry.kind.as_str()));
-            values.push(int(u64::from(entry.mode)));
-            values.push(int(entry.size));
-            values.push(
-                entry
-                    .sha256
-                    .map_or(JsValue::NULL, |d| text(&d.hex().to_string())),
-            );
-            values.push(opt(entry.target.as_deref()));
-            values.push(int(indexed.data_offsets[*index]));
-        }
+    p: &NewPacket<'_>,
+    guard: &str,
+    guard_values: &[JsValue],
+) -> Result<Vec<D1PreparedStatement>> {
+    let digest = p.digest.to_string();
+    let harness = p.manifest.harness.as_ref();
+    let (storage, object, layout, manifest) = match p.storage {
+        NewStorage::Whole { key } => ("whole", Some(key), None, None),
+        NewStorage::Chunked { layout, manifest } => ("chunked", None, Some(layout), Some(manifest)),
+    };
+    let packs = json_list(p.packs.iter().map(String::as_str));
+    let mut values = vec![
+        text(&digest),
+        int(p.size),
+        int(p.manifest.members.len() as u64),
+        int(p.manifest.totals.bytes),
+        opt(harness.map(|h| h.kind.as_str())),
+        opt(harness.map(|h| h.session_id.as_str())),
+        opt(harness.and_then(|h| h.model.as_deref())),
+        int(p.manifest_range.start),
+        int(p.manifest_range.end - p.manifest_range.start),
+        text(&now()),
+        text(storage),
+        opt(object),
+        opt(layout),
+        opt(manifest),
+        packs.clone(),
+        int(p.packs.len() as u64),
+    ];
+    if !guard_values.is_empty() {
+        // The guard's parameters are ?20 on.
+        values.resize(19, JsValue::NULL);
+        values.extend_from_slice(guard_values);
+    }
+    let mut statements = vec![db
+        .prepare(format!(
+            "INSERT OR IGNORE INTO packets (digest, size, member_count, file_bytes, harness_kind, thread_id, model, \
+             manifest_offset, manifest_size, created, storage, object_key, layout_key, manifest_key) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14 \
+             WHERE (SELECT count(*) FROM packs WHERE key IN (SELECT value FROM json_each(?15))) = ?16 AND ({guard})"
+        ))
+        .bind(&values)?];
+    // Ours: the row names this request's objects.
+    let ours = "EXISTS (SELECT 1 FROM packets WHERE digest = ?1 AND (object_key IS ?2 AND layout_key IS ?3))";
+    statements.push(
+        db.prepare(format!(
+            "INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, ?1 FROM json_each(?4) WHERE {ours}"
+        ))
+        .bind(&[text(&digest), opt(object), opt(layout), packs])?,
+    );
+    for l in p.labels {
         statements.push(
-            db.prepare(format!(
-                "INSERT OR IGNORE INTO members (digest, idx, path, type, mode, size, sha256, target, data_offset) VALUES {}",
-                placeholders.join(",")
-            ))
-            .bind(&values)?,
+            db.prepare(
+                "INSERT OR IGNORE INTO labels (digest, label) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM packets WHERE digest = ?1)",
+            )
+            .bind(&[text(&digest), text(l)])?,
         );
     }
-    let harness = indexed.manifest.harness.as_ref();
-    let mut last = label_statements(db, &indexed.digest, labels)?;
-    last.push(
-        db.prepare(
-            "INSERT OR IGNORE INTO packets (digest, size, member_count, file_bytes, harness_kind, thread_id, model, \
-             manifest_offset, manifest_size, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )
-        .bind(&[
-            text(&digest),
-            int(indexed.size),
-            int(indexed.manifest.members.len() as u64),
-            int(indexed.manifest.totals.bytes),
-            opt(harness.map(|h| h.kind.as_str())),
-            opt(harness.map(|h| h.session_id.as_str())),
-            opt(harness.and_then(|h| h.model.as_deref())),
-            int(indexed.manifest_range.start),
-            int(indexed.manifest_range.end - indexed.manifest_range.start),
-            text(&now()),
-        ])?,
+    Ok(statements)
+}
+
+/// Records an R2 object that is about to hold bodies of packet `digest`
+/// (before a byte is written, so the clean-up can find it whatever happens
+/// next).
+pub async fn insert_pack(
+    db: &D1Database,
+    key: &str,
+    size: u64,
+    chunks: u64,
+    digest: &str,
+) -> Result<()> {
+    db.prepare("INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) VALUES (?1, ?2, ?3, ?4, ?5, 1)")
+        .bind(&[text(key), int(size), int(chunks), text(digest), text(&now())])?
+        .run()
+        .await
+        .map(|_| ())
+}
+
+/// Forgets a pack whose object was never written.
+pub async fn forget_pack(db: &D1Database, key: &str) -> Result<()> {
+    db.prepare("DELETE FROM packs WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = ?1)")
+        .bind(&[text(key)])?
+        .run()
+        .await
+        .map(|_| ())
+}
+
+/// Indexes a packet stored whole (a single upload, its pack recorded by
+/// [`insert_pack`] before the put). If another request stored the same
+/// packet first, its object is left to the clean-up.
+pub async fn insert_whole_packet(db: &D1Database, p: &NewPacket<'_>) -> Result<()> {
+    let mut statements = packet_statements(db, p, "1", &[])?;
+    statements.push(unused_if_unowned(db, p.packs)?);
+    run_batches(db, statements).await
+}
+
+/// Indexes a packet a multipart upload assembled at `key`, and forgets the
+/// upload, in one transaction that happens only if the upload still exists
+/// (the clean-up may have discarded it meanwhile). `false` if it did not.
+pub async fn complete_upload(
+    db: &D1Database,
+    p: &NewPacket<'_>,
+    upload_id: &str,
+    key: &str,
+) -> Result<bool> {
+    let guard = "EXISTS (SELECT 1 FROM uploads WHERE id = ?20)";
+    let mut statements = vec![db
+        .prepare(format!(
+            "INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) SELECT ?1, ?2, 0, ?5, ?3, 1 WHERE {}",
+            guard.replace("?20", "?4")
+        ))
+        .bind(&[text(key), int(p.size), text(&now()), text(upload_id), text(&p.digest.to_string())])?];
+    statements.extend(packet_statements(db, p, guard, &[text(upload_id)])?);
+    statements.push(unused_if_unowned(db, p.packs)?);
+    let found = db
+        .prepare("SELECT count(*) AS n FROM uploads WHERE id = ?1")
+        .bind(&[text(upload_id)])?;
+    statements.push(found);
+    statements.push(
+        db.prepare("DELETE FROM upload_parts WHERE upload_id = ?1")
+            .bind(&[text(upload_id)])?,
     );
-    while statements.len() > STATEMENTS_PER_BATCH {
-        let rest = statements.split_off(STATEMENTS_PER_BATCH);
-        db.batch(std::mem::replace(&mut statements, rest)).await?;
-    }
-    statements.extend(last);
-    db.batch(statements).await.map(|_| ())
+    statements.push(
+        db.prepare("DELETE FROM uploads WHERE id = ?1")
+            .bind(&[text(upload_id)])?,
+    );
+    let results = db.batch(statements).await?;
+    let count = results
+        .get(results.len() - 3)
+        .and_then(|r| r.results::<Count>().ok())
+        .and_then(|rows| rows.first().map(|c| c.n))
+        .unwrap_or(0);
+    Ok(count > 0)
+}
+
+#[derive(Deserialize)]
+struct Count {
+    n: u64,
+}
+
+/// Marks packs that no one uses for the clean-up's next look.
+fn unused_if_unowned(db: &D1Database, packs: &[String]) -> Result<D1PreparedStatement> {
+    db.prepare(
+        "UPDATE packs SET unused_check = 1 WHERE key IN (SELECT value FROM json_each(?1)) \
+         AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = packs.key)",
+    )
+    .bind(&[json_list(packs.iter().map(String::as_str))])
 }
 
 /// Packets, newest first, with a cursor for the next page.
@@ -204,41 +336,15 @@ pub async fn list_packets(
     Ok((rows, next))
 }
 
-/// One member of an indexed packet.
-pub async fn member(db: &D1Database, digest: &Digest, path: &str) -> Result<Option<MemberRow>> {
-    db.prepare("SELECT id, digest, path, type, mode, size, sha256, target, data_offset FROM members WHERE digest = ?1 AND path = ?2")
-        .bind(&[text(&digest.to_string()), text(path)])?
-        .first::<MemberRow>(None)
-        .await
-}
-
-/// Members matching a path or a blob sha256, across packets, with a cursor.
-pub async fn search(
-    db: &D1Database,
-    key: &SearchKey,
-    after: u64,
-    limit: u32,
-) -> Result<(Vec<MemberRow>, Option<u64>)> {
-    let (column, value) = match key {
-        SearchKey::Path(p) => ("path", p),
-        SearchKey::Sha256(h) => ("sha256", h),
-    };
-    let mut rows = db
-        .prepare(format!(
-            "SELECT id, digest, path, type, mode, size, sha256, target, data_offset FROM members \
-             WHERE {column} = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
-        ))
-        .bind(&[text(value), int(after), int(u64::from(limit) + 1)])?
-        .all()
-        .await?
-        .results::<MemberRow>()?;
-    let next = if rows.len() > limit as usize {
-        rows.truncate(limit as usize);
-        rows.last().map(|r| r.id)
-    } else {
-        None
-    };
-    Ok((rows, next))
+/// Packets in insertion order from `seq` on (for the search's scan).
+pub async fn packets_from(db: &D1Database, seq: u64, limit: u32) -> Result<Vec<PacketRow>> {
+    db.prepare(format!(
+        "SELECT {PACKET_COLUMNS} FROM packets p WHERE p.seq >= ?1 ORDER BY p.seq LIMIT ?2"
+    ))
+    .bind(&[int(seq), int(u64::from(limit))])?
+    .all()
+    .await?
+    .results::<PacketRow>()
 }
 
 /// Removes a packet from the index, unless a ref points at it. Returns
@@ -259,7 +365,8 @@ pub async fn delete_packet(db: &D1Database, digest: &Digest) -> Result<Vec<Strin
             .bind(&[text(&d)])?,
         db.prepare("DELETE FROM labels WHERE digest = ?1")
             .bind(&[text(&d)])?,
-        db.prepare("DELETE FROM members WHERE digest = ?1")
+        release(db, &d)?,
+        db.prepare("DELETE FROM pack_users WHERE owner = ?1")
             .bind(&[text(&d)])?,
     ])
     .await?;
@@ -269,6 +376,13 @@ pub async fn delete_packet(db: &D1Database, digest: &Digest) -> Result<Vec<Strin
 #[derive(Deserialize)]
 struct NameRow {
     name: String,
+}
+
+/// Marks the packs `owner` uses for the clean-up's next look (before the
+/// owner's rows go).
+fn release(db: &D1Database, owner: &str) -> Result<D1PreparedStatement> {
+    db.prepare("UPDATE packs SET unused_check = 1 WHERE key IN (SELECT pack FROM pack_users WHERE owner = ?1)")
+        .bind(&[text(owner)])
 }
 
 /// One ref.
@@ -346,8 +460,9 @@ pub async fn delete_ref(db: &D1Database, name: &str, expected: Option<&Digest>) 
     Ok(!statement.all().await?.results::<NameRow>()?.is_empty())
 }
 
-/// A fresh upload id: 32 lowercase hex digits from D1's random source.
-pub async fn new_upload_id(db: &D1Database) -> Result<String> {
+/// A fresh id (uploads, pushes, packs): 32 lowercase hex digits from
+/// D1's random source.
+pub async fn new_id(db: &D1Database) -> Result<String> {
     #[derive(Deserialize)]
     struct Id {
         id: String,
@@ -421,14 +536,275 @@ pub async fn put_part(db: &D1Database, id: &str, part: &PartRow) -> Result<()> {
         .map(|_| ())
 }
 
-/// Forgets an upload and its parts.
-pub async fn delete_upload(db: &D1Database, id: &str) -> Result<()> {
+/// Claims an upload for discarding: deletes its rows and records its
+/// staging object as an unused pack (so the clean-up deletes whatever is
+/// left of it), in one transaction. `false` if the upload was gone.
+pub async fn claim_upload(db: &D1Database, id: &str, staging_key: &str, size: u64) -> Result<bool> {
+    let results = db
+        .batch(vec![
+            db.prepare(
+                "INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) \
+                 SELECT ?1, ?2, 0, digest, ?3, 1 FROM uploads WHERE id = ?4",
+            )
+            .bind(&[text(staging_key), int(size), text(&now()), text(id)])?,
+            db.prepare("DELETE FROM upload_parts WHERE upload_id = ?1")
+                .bind(&[text(id)])?,
+            db.prepare("DELETE FROM uploads WHERE id = ?1 RETURNING id")
+                .bind(&[text(id)])?,
+        ])
+        .await?;
+    Ok(results
+        .last()
+        .and_then(|r| r.results::<serde_json::Value>().ok())
+        .is_some_and(|rows| !rows.is_empty()))
+}
+
+// ---- delta pushes --------------------------------------------------------
+
+/// The owner name of an open push in `pack_users`.
+fn push_owner(id: &str) -> String {
+    format!("push:{id}")
+}
+
+/// Records a new push.
+pub async fn insert_push(db: &D1Database, row: &PushRow) -> Result<()> {
+    db.prepare("INSERT INTO pushes (id, digest, size, bases, labels, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        .bind(&[text(&row.id), text(&row.digest), int(row.size), text(&row.bases), text(&row.labels), text(&row.created)])?
+        .run()
+        .await
+        .map(|_| ())
+}
+
+const PUSH_COLUMNS: &str = "id, digest, size, bases, labels, created";
+
+/// One push.
+pub async fn push(db: &D1Database, id: &str) -> Result<Option<PushRow>> {
+    db.prepare(format!("SELECT {PUSH_COLUMNS} FROM pushes WHERE id = ?1"))
+        .bind(&[text(id)])?
+        .first::<PushRow>(None)
+        .await
+}
+
+/// Pushes started before `created_before` (RFC 3339, UTC), oldest first.
+pub async fn pushes_created_before(
+    db: &D1Database,
+    created_before: &str,
+    limit: u32,
+) -> Result<Vec<PushRow>> {
+    db.prepare(format!(
+        "SELECT {PUSH_COLUMNS} FROM pushes WHERE created < ?1 ORDER BY created, id LIMIT ?2"
+    ))
+    .bind(&[text(created_before), int(u64::from(limit))])?
+    .all()
+    .await?
+    .results::<PushRow>()
+}
+
+/// A push's parts, by number.
+pub async fn push_parts(db: &D1Database, id: &str) -> Result<Vec<PushPartRow>> {
+    db.prepare("SELECT number, pack, record, frames, bytes, stored_bytes FROM push_parts WHERE push_id = ?1 ORDER BY number")
+        .bind(&[text(id)])?
+        .all()
+        .await?
+        .results::<PushPartRow>()
+}
+
+/// Where the store already holds these chunks (in packs not being
+/// collected), as sha256 → (pack, offset, size).
+pub async fn find_chunks(
+    db: &D1Database,
+    shas: &[Digest],
+) -> Result<HashMap<Digest, (String, u64, u64)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        sha256: String,
+        pack: String,
+        offset: u64,
+        size: u64,
+    }
+    let mut found = HashMap::new();
+    let hex: Vec<String> = shas.iter().map(|d| d.hex().to_string()).collect();
+    for group in hex.chunks(JSON_ITEMS) {
+        let rows = db
+            .prepare(
+                "SELECT c.sha256, c.pack, c.offset, c.size FROM chunks c JOIN packs p ON p.key = c.pack \
+                 WHERE c.sha256 IN (SELECT value FROM json_each(?1))",
+            )
+            .bind(&[json_list(group.iter().map(String::as_str))])?
+            .all()
+            .await?
+            .results::<Row>()?;
+        for r in rows {
+            if let Ok(d) = Digest::from_hex(&r.sha256) {
+                found.insert(d, (r.pack, r.offset, r.size));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A part received: the chunks it stored in `pack` (sha256, offset, size),
+/// the packs its frames live in, and its row (replacing an earlier attempt
+/// of the same number). Nothing is recorded if the push is gone.
+pub async fn record_part(
+    db: &D1Database,
+    push_id: &str,
+    part: &PushPartRow,
+    stored: &[(Digest, u64, u64)],
+    packs: &[String],
+) -> Result<()> {
+    let open = "EXISTS (SELECT 1 FROM pushes WHERE id = ?9)";
+    let mut statements = Vec::new();
+    if let Some(pack) = &part.pack {
+        for group in stored.chunks(JSON_ITEMS) {
+            let rows: Vec<(String, u64, u64)> = group
+                .iter()
+                .map(|(d, o, s)| (d.hex().to_string(), *o, *s))
+                .collect();
+            statements.push(
+                db.prepare(format!(
+                    "INSERT OR IGNORE INTO chunks (sha256, pack, offset, size) \
+                     SELECT json_extract(value, '$[0]'), ?1, json_extract(value, '$[1]'), json_extract(value, '$[2]') \
+                     FROM json_each(?2) WHERE {}",
+                    open.replace("?9", "?3")
+                ))
+                .bind(&[text(pack), text(&serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())), text(push_id)])?,
+            );
+        }
+    }
+    statements.push(
+        db.prepare(format!(
+            "INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, ?1 FROM json_each(?2) WHERE {}",
+            open.replace("?9", "?3")
+        ))
+        .bind(&[text(&push_owner(push_id)), json_list(packs.iter().map(String::as_str)), text(push_id)])?,
+    );
+    statements.push(
+        db.prepare(format!(
+            "INSERT OR REPLACE INTO push_parts (push_id, number, pack, record, frames, bytes, stored_bytes) \
+             SELECT ?9, ?2, ?3, ?4, ?5, ?6, ?7 WHERE {open}"
+        ))
+        .bind(&[
+            JsValue::NULL,
+            int(u64::from(part.number)),
+            opt(part.pack.as_deref()),
+            text(&part.record),
+            int(u64::from(part.frames)),
+            int(part.bytes),
+            int(part.stored_bytes),
+            JsValue::NULL,
+            text(push_id),
+        ])?,
+    );
+    run_batches(db, statements).await
+}
+
+/// Stores the packet a push assembled and ends the push, in one
+/// transaction: the packet row only if every pack its layout names still
+/// exists, and the push's rows go only if the packet is stored (by this
+/// push or another). Returns whether the packet is stored now.
+pub async fn complete_push(db: &D1Database, p: &NewPacket<'_>, push_id: &str) -> Result<bool> {
+    let mut statements = packet_statements(db, p, "1", &[])?;
+    let stored = "EXISTS (SELECT 1 FROM packets WHERE digest = ?2)";
+    let owner = push_owner(push_id);
+    let digest = p.digest.to_string();
+    statements.push(
+        db.prepare(format!("UPDATE packs SET unused_check = 1 WHERE key IN (SELECT pack FROM pack_users WHERE owner = ?1) AND {stored}"))
+            .bind(&[text(&owner), text(&digest)])?,
+    );
+    statements.push(
+        db.prepare(format!(
+            "DELETE FROM pack_users WHERE owner = ?1 AND {stored}"
+        ))
+        .bind(&[text(&owner), text(&digest)])?,
+    );
+    statements.push(
+        db.prepare(format!(
+            "DELETE FROM push_parts WHERE push_id = ?1 AND {stored}"
+        ))
+        .bind(&[text(push_id), text(&digest)])?,
+    );
+    statements.push(
+        db.prepare(format!("DELETE FROM pushes WHERE id = ?1 AND {stored}"))
+            .bind(&[text(push_id), text(&digest)])?,
+    );
+    db.batch(statements).await?;
+    Ok(packet(db, p.digest).await?.is_some())
+}
+
+/// Ends a push without storing anything: its rows go and the packs it
+/// used are left to the clean-up.
+pub async fn discard_push(db: &D1Database, push_id: &str) -> Result<()> {
+    let owner = push_owner(push_id);
     db.batch(vec![
-        db.prepare("DELETE FROM upload_parts WHERE upload_id = ?1")
-            .bind(&[text(id)])?,
-        db.prepare("DELETE FROM uploads WHERE id = ?1")
-            .bind(&[text(id)])?,
+        release(db, &owner)?,
+        db.prepare("DELETE FROM pack_users WHERE owner = ?1")
+            .bind(&[text(&owner)])?,
+        db.prepare("DELETE FROM push_parts WHERE push_id = ?1")
+            .bind(&[text(push_id)])?,
+        db.prepare("DELETE FROM pushes WHERE id = ?1")
+            .bind(&[text(push_id)])?,
     ])
     .await
     .map(|_| ())
+}
+
+/// Which of these packs still have their row.
+pub async fn existing_packs(db: &D1Database, keys: &[String]) -> Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Key {
+        key: String,
+    }
+    Ok(db
+        .prepare("SELECT key FROM packs WHERE key IN (SELECT value FROM json_each(?1))")
+        .bind(&[json_list(keys.iter().map(String::as_str))])?
+        .all()
+        .await?
+        .results::<Key>()?
+        .into_iter()
+        .map(|k| k.key)
+        .collect())
+}
+
+// ---- the clean-up ------------------------------------------------------------
+
+/// Packs the clean-up should look at: marked, created before the cutoff.
+pub async fn packs_to_check(
+    db: &D1Database,
+    created_before: &str,
+    limit: u32,
+) -> Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Key {
+        key: String,
+    }
+    Ok(db
+        .prepare("SELECT key FROM packs WHERE unused_check = 1 AND created < ?1 ORDER BY created LIMIT ?2")
+        .bind(&[text(created_before), int(u64::from(limit))])?
+        .all()
+        .await?
+        .results::<Key>()?
+        .into_iter()
+        .map(|k| k.key)
+        .collect())
+}
+
+/// Deletes a pack's row and its chunks' rows if no one uses it (then its
+/// object may go: nothing can start using it any more, and a packet that
+/// named it would not be stored, its row being gone). Otherwise unmarks
+/// it. Returns whether it was deleted.
+pub async fn collect_pack(db: &D1Database, key: &str) -> Result<bool> {
+    let results = db
+        .batch(vec![
+            db.prepare("DELETE FROM packs WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = ?1) RETURNING key")
+                .bind(&[text(key)])?,
+            db.prepare("UPDATE packs SET unused_check = 0 WHERE key = ?1").bind(&[text(key)])?,
+            db.prepare("DELETE FROM chunks WHERE pack = ?1 AND NOT EXISTS (SELECT 1 FROM packs WHERE key = ?1)")
+                .bind(&[text(key)])?,
+        ])
+        .await?;
+    Ok(results
+        .first()
+        .and_then(|r| r.results::<serde_json::Value>().ok())
+        .is_some_and(|rows| !rows.is_empty()))
 }

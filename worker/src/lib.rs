@@ -19,8 +19,19 @@
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
+//! | [`encoding`] | a request body's `Content-Encoding` (pure) |
+//! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
+//! | [`layout`] | where a stored packet's bodies lie, in which packs (pure) |
+//! | [`plan`] | a delta push: presence from bases, missing bodies, recipes, the new layout (pure) |
+//! | [`parts`] | what a received push part left behind (pure) |
+//! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
+//! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
+//! | [`zstd`] | a streaming zstd decoder in bounded memory (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
+//! | `ingest` | a push part streamed in: decoded, checked, packed (wasm) |
+//! | `assemble` | a stored packet's bytes streamed out of R2, or verified (wasm) |
+//! | `objects` | stored packets' manifests and layouts, cached in the isolate (wasm) |
 //! | `index` | the D1 queries (wasm) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
 //!
@@ -32,22 +43,38 @@
 #![allow(clippy::result_large_err)]
 
 pub mod auth;
+pub mod binary;
 pub mod conditions;
 pub mod config;
+pub mod encoding;
 pub mod findings;
+pub mod layout;
 pub mod multipart;
+pub mod parts;
+pub mod plan;
 pub mod problem;
 pub mod query;
 pub mod range;
+pub mod rebuild;
 pub mod route;
 pub mod rows;
+pub mod search;
+pub mod zstd;
 
 #[cfg(target_arch = "wasm32")]
 mod api;
 #[cfg(target_arch = "wasm32")]
+mod assemble;
+#[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
+mod ingest;
+#[cfg(target_arch = "wasm32")]
+mod objects;
+#[cfg(target_arch = "wasm32")]
 mod store;
+#[cfg(target_arch = "wasm32")]
+mod timing;
 
 #[cfg(target_arch = "wasm32")]
 #[worker::event(fetch)]
@@ -59,13 +86,16 @@ async fn fetch(
     api::handle(req, env).await
 }
 
-/// The scheduled clean-up (`[triggers] crons` in wrangler.toml): aborts
-/// multipart uploads left unfinished for longer than `UPLOAD_TTL_HOURS`.
+/// The scheduled clean-up (`[triggers] crons` in wrangler.toml): discards
+/// multipart uploads and pushes left unfinished for longer than
+/// `UPLOAD_TTL_HOURS`, and deletes packs nothing uses any more.
 #[cfg(target_arch = "wasm32")]
 #[worker::event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: worker::Env, _ctx: worker::ScheduleContext) {
-    match api::expire_uploads(&env, event.schedule()).await {
-        Ok(n) => worker::console_log!("expired {n} unfinished upload(s)"),
-        Err(p) => worker::console_error!("expiring unfinished uploads: {}", p.to_json()),
+    match api::clean(&env, event.schedule()).await {
+        Ok(api::Cleaned { uploads, pushes, packs }) => worker::console_log!(
+            "clean-up: {uploads} unfinished upload(s) and {pushes} push(es) discarded, {packs} unused pack(s) deleted"
+        ),
+        Err(p) => worker::console_error!("clean-up: {}", p.to_json()),
     }
 }

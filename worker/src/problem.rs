@@ -31,6 +31,7 @@ impl Problem {
             error: pillbox_wire::Problem {
                 refusal: Refusal::new(code.to_string(), message.into(), advice.into()),
                 current: None,
+                missing: None,
             },
             allow: None,
         }
@@ -44,6 +45,7 @@ impl Problem {
             error: pillbox_wire::Problem {
                 refusal: error.refusal().into_owned(),
                 current: None,
+                missing: None,
             },
             allow: None,
         }

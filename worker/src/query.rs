@@ -2,7 +2,7 @@
 //! of `GET /v1/packets` and `GET /v1/search`, checked into typed values or
 //! a 400. Pure, so it is tested natively.
 
-use packet_core::Digest;
+use packet_core::{Digest, HarnessKind};
 
 use crate::problem::Problem;
 use crate::route::check_label;
@@ -103,10 +103,10 @@ impl Query {
         }
         let harness = self.get("harness").map(str::to_string);
         if let Some(h) = &harness {
-            if h != "codex" && h != "claude" {
+            if HarnessKind::from_name(h).is_none() {
                 return Err(Problem::bad_request(
                     "harness_invalid",
-                    "harness is codex or claude",
+                    "harness is codex, claude or opencode",
                 ));
             }
         }
@@ -224,6 +224,15 @@ mod tests {
             "cursor_invalid"
         );
         assert_eq!(code(query("limit=0").packet_filter()), "limit_invalid");
+        // Every kind the manifest knows is a filter, in its manifest spelling.
+        for kind in ["codex", "claude", "opencode"] {
+            let f = query(&format!("harness={kind}")).packet_filter().unwrap();
+            assert_eq!(f.harness.as_deref(), Some(kind));
+        }
+        assert_eq!(
+            code(query("harness=Codex").packet_filter()),
+            "harness_invalid"
+        );
     }
 
     #[test]

@@ -63,6 +63,10 @@ pub enum Route {
         path: String,
         head: bool,
     },
+    /// `GET /v1/packets/{digest}/recipes`
+    GetRecipes(Digest),
+    /// `POST /v1/packets/{digest}/chunks`
+    GetChunks(Digest),
     /// `POST /v1/uploads`
     CreateUpload,
     /// `GET /v1/uploads/{id}`
@@ -73,6 +77,21 @@ pub enum Route {
     CompleteUpload(String),
     /// `DELETE /v1/uploads/{id}`
     AbortUpload(String),
+    /// `POST /v1/pushes`
+    CreatePush,
+    /// `GET /v1/pushes/{id}`
+    GetPush(String),
+    /// `DELETE /v1/pushes/{id}`
+    AbortPush(String),
+    /// `POST /v1/pushes/{id}/recipes`
+    PushRecipes(String),
+    /// `PUT /v1/pushes/{id}/parts/{number}`
+    PushPart { id: String, number: u16 },
+    /// `POST /v1/pushes/{id}/complete`
+    CompletePush(String),
+    /// The benchmark baseline, routed only when the Worker's `BENCH_ROUTES`
+    /// is `1` (not part of the API): POST /v1/bench/baseline.
+    BenchBaseline,
     /// `GET /v1/refs`
     ListRefs,
     /// `GET /v1/refs/{name}`
@@ -98,6 +117,13 @@ impl Route {
                 | Route::UploadPart { .. }
                 | Route::CompleteUpload(_)
                 | Route::AbortUpload(_)
+                | Route::CreatePush
+                | Route::GetPush(_)
+                | Route::AbortPush(_)
+                | Route::PushRecipes(_)
+                | Route::PushPart { .. }
+                | Route::CompletePush(_)
+                | Route::BenchBaseline
                 | Route::PutRef(_)
                 | Route::DeleteRef(_)
         )
@@ -152,6 +178,20 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
                 _ => not_allowed("GET"),
             }
         }
+        ["packets", digest, "recipes"] => {
+            let digest = parse_digest(digest)?;
+            match method {
+                Get => Ok(Route::GetRecipes(digest)),
+                _ => not_allowed("GET"),
+            }
+        }
+        ["packets", digest, "chunks"] => {
+            let digest = parse_digest(digest)?;
+            match method {
+                Post => Ok(Route::GetChunks(digest)),
+                _ => not_allowed("POST"),
+            }
+        }
         ["packets", digest, "members", member @ ..] if !member.is_empty() => {
             let digest = parse_digest(digest)?;
             let path = percent_decode(&member.join("/"))?;
@@ -196,6 +236,44 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
                 _ => not_allowed("POST"),
             }
         }
+        ["pushes"] => match method {
+            Post => Ok(Route::CreatePush),
+            _ => not_allowed("POST"),
+        },
+        ["pushes", id] => {
+            let id = check_session_id(id, "push")?;
+            match method {
+                Get => Ok(Route::GetPush(id)),
+                Delete => Ok(Route::AbortPush(id)),
+                _ => not_allowed("GET, DELETE"),
+            }
+        }
+        ["pushes", id, "recipes"] => {
+            let id = check_session_id(id, "push")?;
+            match method {
+                Post => Ok(Route::PushRecipes(id)),
+                _ => not_allowed("POST"),
+            }
+        }
+        ["pushes", id, "parts", number] => {
+            let id = check_session_id(id, "push")?;
+            let number = parse_part_number(number)?;
+            match method {
+                Put => Ok(Route::PushPart { id, number }),
+                _ => not_allowed("PUT"),
+            }
+        }
+        ["pushes", id, "complete"] => {
+            let id = check_session_id(id, "push")?;
+            match method {
+                Post => Ok(Route::CompletePush(id)),
+                _ => not_allowed("POST"),
+            }
+        }
+        ["bench", "baseline"] => match method {
+            Post => Ok(Route::BenchBaseline),
+            _ => not_allowed("POST"),
+        },
         ["refs"] => match method {
             Get => Ok(Route::ListRefs),
             _ => not_allowed("GET"),
@@ -296,10 +374,15 @@ pub fn check_label(label: &str) -> Result<(), Problem> {
 }
 
 fn check_upload_id(id: &str) -> Result<String, Problem> {
+    check_session_id(id, "upload")
+}
+
+/// An upload's or a push's id: 32 lowercase hex digits (else 404).
+fn check_session_id(id: &str, what: &str) -> Result<String, Problem> {
     if id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         Ok(id.to_string())
     } else {
-        Err(Problem::not_found("no such upload"))
+        Err(Problem::not_found(format!("no such {what}")))
     }
 }
 
@@ -439,6 +522,39 @@ mod tests {
                 .status,
             404
         );
+    }
+
+    #[test]
+    fn pushes_and_a_packets_chunks() {
+        let id = "00112233445566778899aabbccddeeff";
+        assert_eq!(route(Method::Post, "/v1/pushes"), Ok(Route::CreatePush));
+        assert_eq!(
+            route(Method::Put, &format!("/v1/pushes/{id}/parts/2")),
+            Ok(Route::PushPart {
+                id: id.into(),
+                number: 2
+            })
+        );
+        assert_eq!(
+            route(Method::Delete, &format!("/v1/pushes/{id}")),
+            Ok(Route::AbortPush(id.into()))
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/pushes/xyz").unwrap_err().status,
+            404
+        );
+        let chunks = format!("/v1/packets/sha256:{HEX}/chunks");
+        assert_eq!(route(Method::Post, &chunks), Ok(Route::GetChunks(digest())));
+        assert!(!route(Method::Post, &chunks).unwrap().is_write());
+        let err = route(Method::Get, &chunks).unwrap_err();
+        assert_eq!((err.status, err.allow.as_deref()), (405, Some("POST")));
+        for r in [
+            route(Method::Post, "/v1/pushes"),
+            route(Method::Get, &format!("/v1/pushes/{id}")),
+            route(Method::Post, "/v1/bench/baseline"),
+        ] {
+            assert!(r.unwrap().is_write());
+        }
     }
 
     #[test]

@@ -3,12 +3,14 @@
 //! shape is tested natively.
 
 use pillbox_wire::{
-    Harness, Packet, PacketFacts, PacketList, ReceivedPart, Ref, RefChange, RefList, SearchMatch,
-    SearchResults, Stored, Upload,
+    Harness, Packet, PacketFacts, PacketList, Push, PushPart, ReceivedPart, Ref, RefChange,
+    RefList, Stored, Upload,
 };
 use serde::Deserialize;
 
+use crate::config::Config;
 use crate::multipart::Plan;
+use crate::plan::Status;
 
 /// A packet as indexed (`packets`, with its labels).
 #[derive(Clone, Debug, Deserialize)]
@@ -37,9 +39,52 @@ pub struct PacketRow {
     pub created: String,
     /// Newline-separated labels (from the query).
     pub labels: Option<String>,
+    /// `whole` (the packet's bytes are one R2 object) or `chunked` (its
+    /// bodies are in packs, its manifest and layout are objects of their own).
+    pub storage: String,
+    /// A whole packet's object.
+    pub object_key: Option<String>,
+    /// A chunked packet's layout object.
+    pub layout_key: Option<String>,
+    /// A chunked packet's manifest object.
+    pub manifest_key: Option<String>,
+}
+
+/// How a packet's bytes are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage<'a> {
+    /// One R2 object holding the packet.
+    Whole {
+        /// Its key.
+        object: &'a str,
+    },
+    /// Bodies in packs, rebuilt on read.
+    Chunked {
+        /// The layout object's key.
+        layout: &'a str,
+        /// The manifest object's key.
+        manifest: &'a str,
+    },
 }
 
 impl PacketRow {
+    /// How its bytes are kept; `None` for a row that names neither form's
+    /// objects (a damaged index).
+    pub fn storage(&self) -> Option<Storage<'_>> {
+        match (
+            self.storage.as_str(),
+            &self.object_key,
+            &self.layout_key,
+            &self.manifest_key,
+        ) {
+            ("whole", Some(object), _, _) => Some(Storage::Whole { object }),
+            ("chunked", _, Some(layout), Some(manifest)) => {
+                Some(Storage::Chunked { layout, manifest })
+            }
+            _ => None,
+        }
+    }
+
     /// The labels, sorted.
     pub fn label_list(&self) -> Vec<String> {
         let mut labels: Vec<String> = self
@@ -97,52 +142,6 @@ impl PacketRow {
 pub fn packet_page(rows: &[PacketRow], next: Option<u64>) -> PacketList {
     PacketList {
         packets: rows.iter().map(PacketRow::listed).collect(),
-        next_cursor: next.map(|n| n.to_string()),
-    }
-}
-
-/// One member of an indexed packet.
-#[derive(Clone, Debug, Deserialize)]
-pub struct MemberRow {
-    /// Packet digest.
-    pub digest: String,
-    /// Member path.
-    pub path: String,
-    /// `file`, `dir` or `symlink`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Mode bits.
-    pub mode: u32,
-    /// Body size.
-    pub size: u64,
-    /// `<hex>` for files.
-    pub sha256: Option<String>,
-    /// Symlink target.
-    pub target: Option<String>,
-    /// First body byte in the packet.
-    pub data_offset: u64,
-    /// Row id (search cursor).
-    pub id: u64,
-}
-
-impl MemberRow {
-    /// The member as `GET /v1/search` shows it (its sha256 as a digest).
-    pub fn search_match(&self) -> SearchMatch {
-        SearchMatch {
-            digest: self.digest.clone(),
-            path: self.path.clone(),
-            kind: self.kind.clone(),
-            size: self.size,
-            sha256: self.sha256.as_ref().map(|h| format!("sha256:{h}")),
-        }
-    }
-}
-
-/// A page of `GET /v1/search`; `next` is the last row's id when more rows
-/// follow.
-pub fn search_page(rows: &[MemberRow], next: Option<u64>) -> SearchResults {
-    SearchResults {
-        matches: rows.iter().map(MemberRow::search_match).collect(),
         next_cursor: next.map(|n| n.to_string()),
     }
 }
@@ -234,6 +233,81 @@ impl UploadRow {
     }
 }
 
+/// A delta push in progress.
+#[derive(Clone, Debug, Deserialize)]
+pub struct PushRow {
+    /// Its id.
+    pub id: String,
+    /// The digest the packet must have.
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// JSON array of the bases used (digests).
+    pub bases: String,
+    /// JSON array of labels.
+    pub labels: String,
+    /// RFC 3339.
+    pub created: String,
+}
+
+/// A received push part.
+#[derive(Clone, Debug, Deserialize)]
+pub struct PushPartRow {
+    /// 1-based.
+    pub number: u16,
+    /// The pack it wrote, if it stored anything.
+    pub pack: Option<String>,
+    /// Its record object (`pushes/<id>/parts/…`).
+    pub record: String,
+    /// Frames it carried.
+    pub frames: u32,
+    /// Bytes of frames it carried.
+    pub bytes: u64,
+    /// Of those, the bytes it stored.
+    pub stored_bytes: u64,
+}
+
+impl PushRow {
+    /// The bases used.
+    pub fn base_list(&self) -> Vec<String> {
+        serde_json::from_str(&self.bases).unwrap_or_default()
+    }
+
+    /// The labels to attach.
+    pub fn label_list(&self) -> Vec<String> {
+        serde_json::from_str(&self.labels).unwrap_or_default()
+    }
+
+    /// The push as `POST /v1/pushes` and `GET /v1/pushes/{id}` show it.
+    pub fn view(&self, status: &Status, parts: &[PushPartRow], config: &Config) -> Push {
+        Push {
+            push_id: self.id.clone(),
+            location: format!("/v1/pushes/{}", self.id),
+            digest: self.digest.clone(),
+            size: self.size,
+            bases_used: self.base_list(),
+            missing: status.missing.iter().map(|d| d.hex().to_string()).collect(),
+            missing_chunks: status
+                .missing_chunks
+                .iter()
+                .map(|d| d.hex().to_string())
+                .collect(),
+            missing_bytes: status.missing_bytes,
+            parts: parts
+                .iter()
+                .map(|p| PushPart {
+                    number: p.number,
+                    frames: p.frames,
+                    bytes: p.bytes,
+                    stored_bytes: p.stored_bytes,
+                })
+                .collect(),
+            part_limits: config.part_limits(),
+            chunking: Config::chunking(),
+        }
+    }
+}
+
 /// A received part.
 #[derive(Clone, Debug, Deserialize)]
 pub struct PartRow {
@@ -267,6 +341,10 @@ mod tests {
             manifest_size: 700,
             created: T.into(),
             labels: labels.map(str::to_owned),
+            storage: "whole".into(),
+            object_key: Some("uploads/x".into()),
+            layout_key: None,
+            manifest_key: None,
         }
     }
 
@@ -340,32 +418,68 @@ mod tests {
     }
 
     #[test]
-    fn search_matches_show_a_files_sha256_as_a_digest() {
-        let member = |kind: &str, sha256: Option<&str>| MemberRow {
-            digest: D.into(),
-            path: "workspace/a".into(),
-            kind: kind.into(),
-            mode: 0o644,
-            size: 5,
-            sha256: sha256.map(str::to_owned),
-            target: None,
-            data_offset: 1536,
-            id: 9,
-        };
-        let page = json_of(search_page(
-            &[member("file", Some("ab")), member("dir", None)],
-            Some(9),
-        ));
+    fn a_rows_storage_names_its_objects() {
+        let mut row = packet(None, None);
         assert_eq!(
-            page,
-            json!({
-                "matches": [
-                    { "digest": D, "path": "workspace/a", "type": "file", "size": 5, "sha256": "sha256:ab" },
-                    { "digest": D, "path": "workspace/a", "type": "dir", "size": 5, "sha256": null },
-                ],
-                "next_cursor": "9",
+            row.storage(),
+            Some(Storage::Whole {
+                object: "uploads/x"
             })
         );
+        row.storage = "chunked".into();
+        assert_eq!(
+            row.storage(),
+            None,
+            "a chunked row needs its layout and manifest"
+        );
+        row.layout_key = Some("layouts/l".into());
+        row.manifest_key = Some("manifests/m".into());
+        assert_eq!(
+            row.storage(),
+            Some(Storage::Chunked {
+                layout: "layouts/l",
+                manifest: "manifests/m"
+            })
+        );
+    }
+
+    #[test]
+    fn a_push_shows_its_bases_what_is_missing_and_its_parts() {
+        let id = "00112233445566778899aabbccddeeff";
+        let row = PushRow {
+            id: id.into(),
+            digest: D.into(),
+            size: 4096,
+            bases: format!("[\"{D}\"]"),
+            labels: "[]".into(),
+            created: T.into(),
+        };
+        let status = Status {
+            missing: vec![packet_core::Digest::EMPTY],
+            missing_chunks: vec![],
+            missing_bytes: 7,
+        };
+        let part = PushPartRow {
+            number: 1,
+            pack: Some("packs/p".into()),
+            record: "pushes/x/parts/1.a".into(),
+            frames: 2,
+            bytes: 10,
+            stored_bytes: 4,
+        };
+        let v = json_of(row.view(&status, &[part], &Config::from_vars(|_| None)));
+        assert_eq!(v["location"], json!(format!("/v1/pushes/{id}")));
+        assert_eq!(v["bases_used"], json!([D]));
+        assert_eq!(
+            v["missing"],
+            json!([packet_core::Digest::EMPTY.hex().to_string()])
+        );
+        assert_eq!(v["missing_bytes"], json!(7));
+        assert_eq!(
+            v["parts"],
+            json!([{ "number": 1, "frames": 2, "bytes": 10, "stored_bytes": 4 }])
+        );
+        assert_eq!(v["chunking"]["algorithm"], json!("fastcdc-v2020"));
     }
 
     #[test]

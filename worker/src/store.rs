@@ -1,10 +1,15 @@
-//! Streams between requests, packet-core and R2. A packet's bytes reach its
-//! R2 key only through [`verify_into_bucket`]: each chunk of the source is
+//! Streams between requests, packet-core and R2. A whole packet's bytes
+//! reach R2 only through [`verify_into_bucket`]: each chunk of the source is
 //! copied into wasm for packet-core's [`Reader`] and handed on to an R2 put
 //! through a `FixedLengthStream`; the last chunk is handed on only once the
-//! whole packet is verified. A refusal aborts the put, so nothing is stored. R2 is
-//! also given the expected SHA-256, so it refuses bytes that do not hash to
-//! it.
+//! whole packet is verified. A refusal aborts the put, so nothing is stored.
+//! R2 is also given the expected SHA-256, so it refuses bytes that do not
+//! hash to it. An object already in R2 (a multipart upload assembled) is
+//! verified by reading it once ([`verify_object`]).
+//!
+//! Also here: the pieces the other streaming modules share, a reader of
+//! large chunks ([`ChunkReader`]), the runtime's SHA-256 ([`PlatformHash`]),
+//! an R2 put fed by writes ([`FixedPut`]) and R2 range reads ([`read_range`]).
 
 use js_sys::{BigInt, Reflect, Uint8Array};
 use packet_core::{
@@ -19,15 +24,17 @@ use worker::worker_sys::FixedLengthStream;
 use worker::{Bucket, Data, HttpMetadata};
 
 use crate::config::PacketHasher;
+use crate::timing::{self, Stage};
 
-/// The R2 key of a verified packet.
-pub fn packet_key(digest: &Digest) -> String {
-    format!("packets/sha256/{}", digest.hex())
-}
-
-/// The R2 key a multipart upload assembles into before it is verified.
+/// The R2 key a multipart upload assembles into (and, once verified, the
+/// packet's object); a single upload's object has a key of the same form.
 pub fn staging_key(upload_id: &str) -> String {
     format!("uploads/{upload_id}")
+}
+
+/// The R2 key of a pack (docs/transfer.md, "Storage").
+pub fn pack_key(id: &str) -> String {
+    format!("packs/{id}")
 }
 
 /// Why a packet was not stored.
@@ -38,12 +45,16 @@ pub enum StoreError {
     Failed(String),
 }
 
-fn js_error(context: &str, e: JsValue) -> StoreError {
-    let text = e
-        .dyn_ref::<js_sys::Error>()
+/// A JavaScript exception as text.
+pub fn js_text(e: &JsValue) -> String {
+    e.dyn_ref::<js_sys::Error>()
         .map(|e| String::from(e.message()))
-        .unwrap_or_else(|| format!("{e:?}"));
-    StoreError::Failed(format!("{context}: {text}"))
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// A JavaScript exception as a storage failure.
+pub fn js_error(context: &str, e: JsValue) -> StoreError {
+    StoreError::Failed(format!("{context}: {}", js_text(&e)))
 }
 
 /// The whole-packet SHA-256, computed as the chunks pass: by packet-core in
@@ -79,14 +90,15 @@ impl PacketHash {
     }
 }
 
-/// The whole-packet hash computed by the runtime (`crypto.DigestStream`).
-struct PlatformHash {
+/// A SHA-256 computed by the runtime (`crypto.DigestStream`).
+pub struct PlatformHash {
     stream: DigestStream,
     writer: WritableStreamDefaultWriter,
 }
 
 impl PlatformHash {
-    fn new() -> Result<PlatformHash, StoreError> {
+    /// A new hash.
+    pub fn new() -> Result<PlatformHash, StoreError> {
         let stream = DigestStream::new(DigestStreamAlgorithm::Sha256);
         let writable: &web_sys::WritableStream = stream.raw().unchecked_ref();
         let writer = writable
@@ -95,16 +107,27 @@ impl PlatformHash {
         Ok(PlatformHash { stream, writer })
     }
 
-    async fn write(&self, chunk: &[u8]) -> Result<(), StoreError> {
-        // A copy of its own: the runtime may take over the buffer it is given.
-        let array = Uint8Array::from(chunk);
-        JsFuture::from(self.writer.write_with_chunk(&array))
+    /// The stream's writer (to write into it directly).
+    pub fn writer(&self) -> &WritableStreamDefaultWriter {
+        &self.writer
+    }
+
+    /// Hashes bytes held in wasm (copied out first).
+    pub async fn write(&self, chunk: &[u8]) -> Result<(), StoreError> {
+        self.write_array(&Uint8Array::from(chunk)).await
+    }
+
+    /// Hashes bytes held by the runtime, without a copy (the stream reads
+    /// them and leaves the buffer usable).
+    pub async fn write_array(&self, chunk: &Uint8Array) -> Result<(), StoreError> {
+        JsFuture::from(self.writer.write_with_chunk(chunk))
             .await
             .map(|_| ())
             .map_err(|e| js_error("digest stream", e))
     }
 
-    async fn finish(self) -> Result<Digest, StoreError> {
+    /// The digest of everything written.
+    pub async fn finish(self) -> Result<Digest, StoreError> {
         JsFuture::from(self.writer.close())
             .await
             .map_err(|e| js_error("digest stream", e))?;
@@ -121,33 +144,79 @@ impl PlatformHash {
     }
 }
 
-/// Streams exactly `size` bytes of `source` through packet-core into R2 at
-/// the packet's key. Returns the verified packet (what the index needs), or
-/// why nothing was stored.
-pub async fn verify_into_bucket(
-    bucket: &Bucket,
-    source: ReadableStream,
-    size: u64,
-    expected: Digest,
-    limits: Limits,
-    hasher: PacketHasher,
-) -> Result<VerifiedPacket, StoreError> {
+/// A `FixedLengthStream` of `size` bytes: R2 needs the length of a
+/// streamed put before the bytes.
+pub fn fixed_length(size: u64) -> Result<TransformStream, StoreError> {
     let fixed = if size <= u64::from(u32::MAX) {
         FixedLengthStream::new(size as u32)
     } else {
         FixedLengthStream::new_big_int(BigInt::from(size))
     }
     .map_err(|e| js_error("fixed length stream", e))?;
-    let transform: &TransformStream = fixed.unchecked_ref();
-    let sink = transform
-        .writable()
-        .get_writer()
-        .map_err(|e| js_error("fixed length stream", e))?;
+    Ok(fixed.unchecked_into())
+}
+
+/// An R2 put of exactly `size` bytes, fed by [`FixedPut::writer`]; the
+/// put completes when the last byte is written and the writer closed, and
+/// [`FixedPut::abort`] makes it store nothing.
+pub struct FixedPut {
+    /// Where the bytes go.
+    pub writer: WritableStreamDefaultWriter,
+    /// The readable side, for the put.
+    pub readable: ReadableStream,
+}
+
+impl FixedPut {
+    /// A put's stream of `size` bytes.
+    pub fn new(size: u64) -> Result<FixedPut, StoreError> {
+        let transform = fixed_length(size)?;
+        let writer = transform
+            .writable()
+            .get_writer()
+            .map_err(|e| js_error("fixed length stream", e))?;
+        Ok(FixedPut {
+            writer,
+            readable: transform.readable(),
+        })
+    }
+
+    /// Writes bytes held by the runtime.
+    pub async fn write(&self, chunk: &Uint8Array) -> Result<(), StoreError> {
+        JsFuture::from(self.writer.write_with_chunk(chunk))
+            .await
+            .map(|_| ())
+            .map_err(|e| js_error("storing", e))
+    }
+
+    /// Ends the stream (the put then completes).
+    pub async fn close(&self) -> Result<(), StoreError> {
+        JsFuture::from(self.writer.close())
+            .await
+            .map(|_| ())
+            .map_err(|e| js_error("storing", e))
+    }
+
+    /// Makes the put fail: nothing is stored.
+    pub async fn abort(&self, why: &str) {
+        let _ = JsFuture::from(self.writer.abort_with_reason(&JsValue::from_str(why))).await;
+    }
+}
+
+/// Streams exactly `size` bytes of `source` through packet-core into R2 at
+/// `key`. Returns the verified packet (what the index needs), or why
+/// nothing was stored.
+pub async fn verify_into_bucket(
+    bucket: &Bucket,
+    key: &str,
+    source: ReadableStream,
+    size: u64,
+    expected: Digest,
+    limits: Limits,
+    hasher: PacketHasher,
+) -> Result<VerifiedPacket, StoreError> {
+    let sink = FixedPut::new(size)?;
     let put = bucket
-        .put(
-            packet_key(&expected),
-            Data::ReadableStream(transform.readable()),
-        )
+        .put(key, Data::ReadableStream(sink.readable.clone()))
         .http_metadata(HttpMetadata {
             content_type: Some("application/x-tar".into()),
             ..Default::default()
@@ -156,14 +225,22 @@ pub async fn verify_into_bucket(
         .execute();
     let reader = ChunkReader::new(&source)?;
     let pump = async {
-        let pumped = pump(&reader, &sink, size, expected, limits, hasher).await;
+        let pumped = pump(
+            &reader,
+            Stage::Body,
+            Some(&sink),
+            size,
+            expected,
+            limits,
+            hasher,
+        )
+        .await;
         if pumped.is_err() {
             // Stop the put (it must not wait for more bytes), then read the
             // rest of the source: a request answered before its body was read
             // leaves the connection unusable for the next request. Errors
             // here change nothing.
-            let _ =
-                JsFuture::from(sink.abort_with_reason(&JsValue::from_str("packet refused"))).await;
+            sink.abort("packet refused").await;
             drain(&reader).await;
         }
         pumped
@@ -173,6 +250,62 @@ pub async fn verify_into_bucket(
     match put {
         Ok(_) => Ok(verified),
         Err(e) => Err(StoreError::Failed(format!("storing the packet: {e}"))),
+    }
+}
+
+/// Verifies the `size` bytes of the object at `key` (a multipart upload R2
+/// assembled) by reading it once through packet-core; nothing is written.
+pub async fn verify_object(
+    bucket: &Bucket,
+    key: &str,
+    size: u64,
+    expected: Digest,
+    limits: Limits,
+    hasher: PacketHasher,
+) -> Result<VerifiedPacket, StoreError> {
+    let object = bucket
+        .get(key)
+        .execute()
+        .await
+        .map_err(|e| StoreError::Failed(format!("reading {key}: {e}")))?
+        .ok_or_else(|| StoreError::Failed(format!("{key} is missing")))?;
+    let source = body_stream(&object)?;
+    let reader = ChunkReader::new(&source)?;
+    pump(&reader, Stage::R2Read, None, size, expected, limits, hasher).await
+}
+
+/// An R2 object's body as a stream.
+pub fn body_stream(object: &worker::Object) -> Result<ReadableStream, StoreError> {
+    match object
+        .body()
+        .ok_or_else(|| StoreError::Failed("R2 returned no body".into()))?
+        .response_body()
+        .map_err(|e| StoreError::Failed(format!("R2 body: {e}")))?
+    {
+        worker::ResponseBody::Stream(stream) => Ok(stream),
+        _ => Err(StoreError::Failed("R2 returned no stream".into())),
+    }
+}
+
+/// Bytes `range` of the object at `key`, as a chunk reader; `None` if the
+/// object is missing.
+pub async fn read_range(
+    bucket: &Bucket,
+    key: &str,
+    range: core::ops::Range<u64>,
+) -> Result<Option<ChunkReader>, StoreError> {
+    let object = bucket
+        .get(key)
+        .range(worker::Range::OffsetWithLength {
+            offset: range.start,
+            length: range.end - range.start,
+        })
+        .execute()
+        .await
+        .map_err(|e| StoreError::Failed(format!("reading {key}: {e}")))?;
+    match object {
+        None => Ok(None),
+        Some(o) => Ok(Some(ChunkReader::new(&body_stream(&o)?)?)),
     }
 }
 
@@ -190,17 +323,14 @@ pub async fn discard(body: &ReadableStream, limit: u64) {
     while let Ok(Some(chunk)) = reader.next().await {
         seen += u64::from(chunk.length());
         if seen > limit {
-            let _ = Reflect::get(&reader.reader, &JsValue::from_str("cancel"))
-                .ok()
-                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-                .map(|f| f.call0(&reader.reader));
+            reader.cancel();
             break;
         }
     }
 }
 
 /// Reads a stream to its end, discarding it.
-async fn drain(reader: &ChunkReader) {
+pub async fn drain(reader: &ChunkReader) {
     while let Ok(Some(_)) = reader.next().await {}
 }
 
@@ -211,13 +341,14 @@ const CHUNK: u32 = 1 << 20;
 /// Reads a byte stream in chunks of up to [`CHUNK`] bytes: a BYOB reader's
 /// `readAtLeast` (workerd) when the stream offers one, else the default
 /// reader's chunks as they come.
-struct ChunkReader {
+pub struct ChunkReader {
     reader: js_sys::Object,
     byob: bool,
 }
 
 impl ChunkReader {
-    fn new(stream: &ReadableStream) -> Result<ChunkReader, StoreError> {
+    /// A reader of `stream` (which it locks).
+    pub fn new(stream: &ReadableStream) -> Result<ChunkReader, StoreError> {
         let options = js_sys::Object::new();
         let _ = Reflect::set(
             &options,
@@ -251,8 +382,16 @@ impl ChunkReader {
         })
     }
 
+    /// Stops reading: the rest of the stream is discarded.
+    pub fn cancel(&self) {
+        let _ = Reflect::get(&self.reader, &JsValue::from_str("cancel"))
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .map(|f| f.call0(&self.reader));
+    }
+
     /// The next chunk, or `None` at the end.
-    async fn next(&self) -> Result<Option<Uint8Array>, StoreError> {
+    pub async fn next(&self) -> Result<Option<Uint8Array>, StoreError> {
         let method = if self.byob { "readAtLeast" } else { "read" };
         let f: js_sys::Function = Reflect::get(&self.reader, &JsValue::from_str(method))
             .map_err(|e| js_error("reading the packet", e))?
@@ -289,11 +428,12 @@ impl ChunkReader {
 }
 
 /// Moves chunks from `source` through packet-core's reader (and the packet
-/// hash) into `sink`, holding back the last chunk until the packet is
-/// verified.
+/// hash) into `sink` (if any), holding back the last chunk until the packet
+/// is verified.
 async fn pump(
     source: &ChunkReader,
-    sink: &WritableStreamDefaultWriter,
+    source_stage: Stage,
+    sink: Option<&FixedPut>,
     size: u64,
     expected: Digest,
     limits: Limits,
@@ -308,7 +448,7 @@ async fn pump(
     let mut buf = Vec::new();
     let mut seen = 0u64;
     let last = loop {
-        let Some(chunk) = source.next().await? else {
+        let Some(chunk) = timing::timed(source_stage, source.next()).await? else {
             // The body ended early: the core says what is missing.
             let ended = reader.finish_with_digest(hash.finish().await?);
             return Err(ended.map_or_else(StoreError::Refused, |_| {
@@ -317,31 +457,33 @@ async fn pump(
         };
         let n = chunk.length() as usize;
         buf.resize(n, 0);
+        let since = timing::now();
         chunk.copy_to(&mut buf[..n]);
+        timing::add(Stage::Copy, since);
         seen += n as u64;
+        let since = timing::now();
         reader.feed(&buf).map_err(StoreError::Refused)?;
-        hash.write(&buf).await?;
+        timing::add(Stage::Verify, since);
+        timing::timed(Stage::Hash, hash.write(&buf)).await?;
         if seen >= size {
             break chunk;
         }
-        JsFuture::from(sink.write_with_chunk(&chunk))
-            .await
-            .map_err(|e| js_error("storing the packet", e))?;
+        if let Some(sink) = sink {
+            timing::timed(Stage::R2Write, sink.write(&chunk)).await?;
+        }
     };
     let verified = reader
         .finish_with_digest(hash.finish().await?)
         .map_err(StoreError::Refused)?;
-    JsFuture::from(sink.write_with_chunk(&last))
-        .await
-        .map_err(|e| js_error("storing the packet", e))?;
     if source.next().await?.is_some() {
         // More bytes than announced: the fixed-length sink would refuse them.
         return Err(StoreError::Failed(format!(
             "the body is longer than {size} bytes"
         )));
     }
-    JsFuture::from(sink.close())
-        .await
-        .map_err(|e| js_error("storing the packet", e))?;
+    if let Some(sink) = sink {
+        sink.write(&last).await?;
+        sink.close().await?;
+    }
     Ok(verified)
 }

@@ -170,8 +170,10 @@ fn session(version: u32) -> Built {
     let harness = Harness {
         kind: HarnessKind::Codex,
         model: Some("gpt-5-codex".into()),
+        provider: None,
         session_log: rollout,
         session_id: THREAD.into(),
+        version: None,
     };
     let exclusions = vec![
         Exclusion {

@@ -13,7 +13,8 @@ use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
 use super::{
-    file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move, RestorePlan,
+    check_fits, file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move,
+    RestorePlan,
 };
 use crate::error::{Refused, Result};
 use crate::walk::{walk_tree, Planned, Walk};
@@ -27,28 +28,77 @@ const ROOT: &str = HarnessKind::Claude.root();
 /// Claude Code's longest project folder name before it adds a hash.
 pub const MAX_ENCODED: usize = 200;
 
-/// The project folder name for a working directory: every character that
-/// is not an ASCII letter or digit becomes `-`. Names longer than 200
-/// characters get a hashed suffix this tool cannot reproduce: `None`.
-pub fn encode_project(path: &Path) -> Option<String> {
-    let s: String = path
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+/// The variable newer Claude Code releases read for the project folder's
+/// name; when it is set, pack looks there and unpack restores there.
+pub const PROJECT_DIR_NAME_ENV: &str = "CLAUDE_CODE_PROJECT_DIR_NAME";
+
+/// The project folder name Claude Code gives a working directory
+/// (HARNESS.md): every UTF-16 code unit that is not an ASCII letter or
+/// digit becomes `-`; a name longer than 200 characters is cut to 200 and
+/// followed by `-` and the base-36 absolute value of the path's Java
+/// `String.hashCode`.
+pub fn encode_project(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let mut name: String = units
+        .iter()
+        .map(|&u| match u8::try_from(u) {
+            Ok(b) if b.is_ascii_alphanumeric() => char::from(b),
+            _ => '-',
+        })
         .collect();
-    (s.len() <= MAX_ENCODED).then_some(s)
+    if name.len() <= MAX_ENCODED {
+        return name;
+    }
+    name.truncate(MAX_ENCODED);
+    let hash = units
+        .iter()
+        .fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    name.push('-');
+    name.push_str(&base36(hash.unsigned_abs()));
+    name
+}
+
+fn base36(mut n: u32) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+/// The project folder for `workspace`: `$CLAUDE_CODE_PROJECT_DIR_NAME`
+/// when set (one plain folder name), else [`encode_project`].
+pub fn project_folder(workspace: &Path) -> Result<String> {
+    let Some(name) = std::env::var_os(PROJECT_DIR_NAME_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(encode_project(workspace));
+    };
+    match name.to_str() {
+        Some(n) if n != "." && n != ".." && !n.contains(['/', '\0']) => Ok(n.to_owned()),
+        _ => Err(Refused::ClaudeProjectDirNameInvalid {
+            name: name.to_string_lossy().into_owned(),
+        }
+        .into()),
+    }
 }
 
 impl Adapter for Claude {
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let projects = request.home.join("projects");
         let file_name = format!("{}.jsonl", request.id);
-        let preferred = encode_project(request.workspace).map(|e| projects.join(e));
-        let project = match preferred.filter(|p| p.join(&file_name).is_file()) {
+        let preferred = projects.join(project_folder(request.workspace)?);
+        let project = match Some(preferred).filter(|p| p.join(&file_name).is_file()) {
             Some(p) => p,
             None => search_projects(&projects, &file_name)?,
         };
         let source = project.join(&file_name);
+        let size = file_size(&source)?;
+        check_fits(&source, size, request.workspace_bytes)?;
         let (session, model) = read_transcript(&source)?;
         if let Some(found) = session.filter(|s| s != request.id) {
             return Err(Refused::TranscriptSessionMismatch {
@@ -80,7 +130,7 @@ impl Adapter for Claude {
                 member: member.clone(),
                 source: Some(source.clone()),
                 executable: false,
-                size: file_size(&source)?,
+                size,
             },
         ];
         let mut walk = Walk::default();
@@ -99,14 +149,10 @@ impl Adapter for Claude {
         }
         Ok(Located {
             planned,
-            harness: Harness {
-                kind: HarnessKind::Claude,
-                model,
-                session_log: member,
-                session_id: request.id.to_owned(),
-            },
-            source_path: source,
+            harness: Harness::new(HarnessKind::Claude, model, member, request.id.to_owned()),
+            source_path: Some(source),
             walk,
+            scratch: None,
         })
     }
 
@@ -117,13 +163,7 @@ impl Adapter for Claude {
         manifest: &Manifest,
         workspace: &Path,
     ) -> Result<RestorePlan> {
-        let Some(encoded) = encode_project(workspace) else {
-            return Err(Refused::ClaudeProjectPathTooLong {
-                workspace: workspace.to_path_buf(),
-            }
-            .into());
-        };
-        let project = home.join("projects").join(encoded);
+        let project = home.join("projects").join(project_folder(workspace)?);
         let session = &harness.session_id;
         let transcript = format!("{session}.jsonl");
         if HarnessKind::Claude.relative_path(&harness.session_log) != Some(transcript.as_str()) {
@@ -150,8 +190,9 @@ impl Adapter for Claude {
             refuse_existing(&m.destination)?;
         }
         Ok(RestorePlan {
-            rollout_path: project.join(transcript),
+            rollout_path: Some(project.join(transcript)),
             moves,
+            import: None,
         })
     }
 }
@@ -223,12 +264,31 @@ mod tests {
     #[test]
     fn encodes_like_claude_code() {
         assert_eq!(
-            encode_project(Path::new("/work/my_app.v2")).as_deref(),
-            Some("-work-my-app-v2")
+            encode_project(Path::new("/work/my_app.v2")),
+            "-work-my-app-v2"
         );
+        // One `-` per UTF-16 unit: two for a character outside the BMP.
+        assert_eq!(encode_project(Path::new("/a\u{e9}\u{1f600}b")), "-a---b");
+        let exact = format!("/{}", "a".repeat(MAX_ENCODED - 1));
+        assert_eq!(encode_project(Path::new(&exact)).len(), MAX_ENCODED);
+    }
+
+    /// The name Claude Code 2.1.197 gave a 282-character workspace path
+    /// (seen in its config dir's projects/ folder).
+    #[test]
+    fn long_names_get_the_java_hash_suffix() {
+        let segments: Vec<String> = (0..9)
+            .map(|i| format!("segment_{i}{}", "x".repeat(20)))
+            .collect();
+        let path = format!("/tmp/hx/long/{}", segments.join("/"));
+        assert_eq!(path.len(), 282);
+        let name = encode_project(Path::new(&path));
+        assert_eq!(&name[MAX_ENCODED..], "-ca1he3");
         assert_eq!(
-            encode_project(Path::new(&format!("/{}", "a".repeat(250)))),
-            None
+            name[..MAX_ENCODED],
+            encode_project(Path::new(&path[..MAX_ENCODED]))
         );
+        // |i32::MIN| is 2^31, as JavaScript's Math.abs gives it.
+        assert_eq!(base36(i32::MIN.unsigned_abs()), "zik0zk");
     }
 }

@@ -1,6 +1,8 @@
-//! Codex CLI: a thread's rollout, `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread_id>.jsonl`
-//! (HARNESS.md). Only the rollout is carried: never `auth.json`, never the
-//! `*.sqlite` state (it records the rollout's absolute path; Codex rebuilds it).
+//! Codex CLI: a thread's rollout, `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread_id>.jsonl`,
+//! or the same name with `.zst` once Codex has compressed it (HARNESS.md;
+//! Codex reads both). Only the rollout is carried, as it is: never
+//! `auth.json`, never the `*.sqlite` state (it records the rollout's
+//! absolute path; Codex rebuilds it).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,8 +11,8 @@ use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
 use super::{
-    ancestors, file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move,
-    RestorePlan,
+    ancestors, check_fits, file_size, for_each_line, refuse_existing, Adapter, LocateRequest,
+    Located, Move, RestorePlan,
 };
 use crate::error::{CliError, Refused, Result};
 use crate::walk::{Planned, Walk};
@@ -21,6 +23,8 @@ pub struct Codex;
 impl Adapter for Codex {
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let (relative, source) = find_rollout(request.home, request.id)?;
+        let size = file_size(&source)?;
+        check_fits(&source, size, request.workspace_bytes)?;
         let meta = read_rollout(&source)?;
         if meta.thread_id.as_deref() != Some(request.id) {
             return Err(Refused::RolloutThreadMismatch {
@@ -46,18 +50,19 @@ impl Adapter for Codex {
             member: member.clone(),
             source: Some(source.clone()),
             executable: false,
-            size: file_size(&source)?,
+            size,
         });
         Ok(Located {
             planned,
-            harness: Harness {
-                kind: HarnessKind::Codex,
-                model: meta.model,
-                session_log: member,
-                session_id: request.id.to_owned(),
-            },
-            source_path: source,
+            harness: Harness::new(
+                HarnessKind::Codex,
+                meta.model,
+                member,
+                request.id.to_owned(),
+            ),
+            source_path: Some(source),
             walk: Walk::default(),
+            scratch: None,
         })
     }
 
@@ -87,16 +92,27 @@ impl Adapter for Codex {
                 relative,
                 destination: destination.clone(),
             }],
-            rollout_path: destination,
+            rollout_path: Some(destination),
+            import: None,
         })
     }
 }
 
-/// Finds `sessions/*/*/*/rollout-*-<thread>.jsonl`; returns its path
-/// relative to the home and its full path.
+/// Whether a file name is a rollout of `thread`:
+/// `rollout-*-<thread>.jsonl`, or the same compressed, `….jsonl.zst`.
+pub fn is_rollout_name(name: &str, thread: &str) -> bool {
+    let plain = format!("-{thread}.jsonl");
+    name.starts_with("rollout-")
+        && (name.ends_with(&plain)
+            || name
+                .strip_suffix(".zst")
+                .is_some_and(|n| n.ends_with(&plain)))
+}
+
+/// Finds `sessions/*/*/*/rollout-*-<thread>.jsonl` (or `.jsonl.zst`);
+/// returns its path relative to the home and its full path.
 fn find_rollout(home: &Path, thread: &str) -> Result<(String, PathBuf)> {
     let sessions = home.join("sessions");
-    let suffix = format!("-{thread}.jsonl");
     let mut found = Vec::new();
     for (y, y_path) in subdirs(&sessions)? {
         for (m, m_path) in subdirs(&y_path)? {
@@ -108,14 +124,22 @@ fn find_rollout(home: &Path, thread: &str) -> Result<(String, PathBuf)> {
                     let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                         continue;
                     };
-                    if name.starts_with("rollout-")
-                        && name.ends_with(&suffix)
-                        && entry.path().is_file()
-                    {
+                    if is_rollout_name(&name, thread) && entry.path().is_file() {
                         found.push((format!("sessions/{y}/{m}/{d}/{name}"), entry.path()));
                     }
                 }
             }
+        }
+    }
+    found.sort();
+    // Codex reads either form, so a thread with both has two histories.
+    if let [(plain, plain_path), (compressed, compressed_path)] = &found[..] {
+        if compressed.strip_suffix(".zst") == Some(plain.as_str()) {
+            return Err(Refused::RolloutPlainAndCompressed {
+                plain: plain_path.clone(),
+                compressed: compressed_path.clone(),
+            }
+            .into());
         }
     }
     match found.len() {
@@ -135,7 +159,8 @@ fn find_rollout(home: &Path, thread: &str) -> Result<(String, PathBuf)> {
     }
 }
 
-/// Whether `relative` is `sessions/YYYY/MM/DD/rollout-*-<thread>.jsonl`.
+/// Whether `relative` is `sessions/YYYY/MM/DD/rollout-*-<thread>.jsonl`
+/// (or `.jsonl.zst`).
 fn is_rollout_path(relative: &str, thread: &str) -> bool {
     let parts: Vec<&str> = relative.split('/').collect();
     let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
@@ -144,8 +169,7 @@ fn is_rollout_path(relative: &str, thread: &str) -> bool {
         && digits(parts[1], 4)
         && digits(parts[2], 2)
         && digits(parts[3], 2)
-        && parts[4].starts_with("rollout-")
-        && parts[4].ends_with(&format!("-{thread}.jsonl"))
+        && is_rollout_name(parts[4], thread)
 }
 
 /// Subdirectories with UTF-8 names, sorted; none when `dir` is absent.
@@ -176,7 +200,8 @@ pub struct RolloutMeta {
     pub model: Option<String>,
 }
 
-/// Reads the first line's `session_meta` and the last `turn_context` model.
+/// Reads the first line's `session_meta` and the last `turn_context` model,
+/// one line at a time (through the zstd decoder for a `.zst` rollout).
 pub fn read_rollout(path: &Path) -> Result<RolloutMeta> {
     let mut meta = RolloutMeta::default();
     let mut first = true;
@@ -228,6 +253,14 @@ mod tests {
             &format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{id}.jsonl"),
             id
         ));
+        assert!(is_rollout_path(
+            &format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{id}.jsonl.zst"),
+            id
+        ));
+        assert!(!is_rollout_path(
+            &format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{id}.zst"),
+            id
+        ));
         assert!(!is_rollout_path(&format!("config-{id}.jsonl"), id));
         assert!(!is_rollout_path(
             &format!("sessions/26/11/30/rollout-x-{id}.jsonl"),
@@ -258,7 +291,17 @@ mod tests {
             Some("0199a213-81c0-7800-8aa1-bbab2a035a53")
         );
         assert_eq!(m.model.as_deref(), Some("gpt-b"));
+        let z = t.path().join("r.jsonl.zst");
+        let compressed = ruzstd::encoding::compress_to_vec(
+            &fs::read(&p).unwrap()[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        fs::write(&z, compressed).unwrap();
+        assert_eq!(read_rollout(&z).unwrap(), m);
         fs::write(&p, "{\"type\":\"event\"}\n").unwrap();
         assert_eq!(read_rollout(&p).unwrap_err().code(), "rollout_invalid");
+        // Not zstd at all, under a .zst name.
+        fs::write(&z, "{\"type\":\"session_meta\"}\n").unwrap();
+        assert_eq!(read_rollout(&z).unwrap_err().code(), "session_log_invalid");
     }
 }

@@ -1,15 +1,16 @@
 //! Agent harness state: finding a session log to pack, and where it goes on
-//! unpack. One adapter per harness (`codex`, `claude`); OpenCode is refused
-//! because its credentials live inside the same database as its sessions.
+//! unpack. One adapter per harness (`codex`, `claude`, `opencode`).
 
 pub mod claude;
 pub mod codex;
+pub mod opencode;
+mod zstd;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use packet_core::{Harness, HarnessKind, Manifest};
+use packet_core::{Harness, HarnessKind, Limits, Manifest};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -21,9 +22,10 @@ pub const MAX_LINE: u64 = 64 << 20;
 
 /// What a pack asks a harness adapter for.
 pub struct LocateRequest<'a> {
-    /// The harness's home (`$CODEX_HOME`, `$CLAUDE_CONFIG_DIR`).
+    /// The harness's home (`$CODEX_HOME`, `$CLAUDE_CONFIG_DIR`); for
+    /// OpenCode, which finds its own data, the `opencode` program to run.
     pub home: &'a Path,
-    /// Thread id (Codex) or session id (Claude Code), canonical.
+    /// Thread id (Codex) or session id (Claude Code, OpenCode), canonical.
     pub id: &'a str,
     /// The workspace's real absolute path.
     pub workspace: &'a Path,
@@ -31,6 +33,9 @@ pub struct LocateRequest<'a> {
     pub expect_model: Option<&'a str>,
     /// Exclusion options (for a sidecar folder).
     pub walk: &'a WalkOptions,
+    /// The bytes of the workspace's files already planned: what is left of
+    /// the packet limit bounds the session log.
+    pub workspace_bytes: u64,
 }
 
 /// A session log found for packing.
@@ -39,10 +44,14 @@ pub struct Located {
     pub planned: Vec<Planned>,
     /// The descriptor for the manifest.
     pub harness: Harness,
-    /// The session log's absolute path on this machine.
-    pub source_path: PathBuf,
+    /// The session log's absolute path on this machine (`None` when it
+    /// was printed by the harness rather than read from a file).
+    pub source_path: Option<PathBuf>,
     /// What the walk of any sidecar folder excluded or skipped.
     pub walk: crate::walk::Walk,
+    /// A temporary file the planned members are read from, removed when
+    /// this is dropped (after the packet is written).
+    pub scratch: Option<tempfile::TempPath>,
 }
 
 /// One harness item to move from staging into the harness home.
@@ -58,8 +67,12 @@ pub struct Move {
 pub struct RestorePlan {
     /// Items to move into place, after the workspace.
     pub moves: Vec<Move>,
-    /// The restored session log's absolute path.
-    pub rollout_path: PathBuf,
+    /// The restored session log's absolute path (`None` when the harness
+    /// imports it into its own store instead).
+    pub rollout_path: Option<PathBuf>,
+    /// The staged file (relative to `harness/<kind>/`) the harness imports
+    /// once the workspace is in place (OpenCode).
+    pub import: Option<String>,
 }
 
 /// A harness whose session state can travel in a packet.
@@ -82,6 +95,7 @@ pub fn adapter(kind: HarnessKind) -> &'static dyn Adapter {
     match kind {
         HarnessKind::Codex => &codex::Codex,
         HarnessKind::Claude => &claude::Claude,
+        HarnessKind::Opencode => &opencode::Opencode,
     }
 }
 
@@ -93,17 +107,17 @@ pub enum HarnessArg {
     Codex,
     /// Claude Code: the transcript of one session.
     Claude,
-    /// OpenCode: refused (its credentials share a database with its sessions).
+    /// OpenCode: one session as `opencode export` prints it.
     Opencode,
 }
 
 impl HarnessArg {
-    /// The packet's harness kind, or the refusal for OpenCode.
-    pub fn kind(self) -> Result<HarnessKind> {
+    /// The packet's harness kind.
+    pub fn kind(self) -> HarnessKind {
         match self {
-            HarnessArg::Codex => Ok(HarnessKind::Codex),
-            HarnessArg::Claude => Ok(HarnessKind::Claude),
-            HarnessArg::Opencode => Err(Refused::HarnessUnsupported {}.into()),
+            HarnessArg::Codex => HarnessKind::Codex,
+            HarnessArg::Claude => HarnessKind::Claude,
+            HarnessArg::Opencode => HarnessKind::Opencode,
         }
     }
 }
@@ -125,30 +139,62 @@ pub fn home_dir(flag: Option<&Path>, env: &str, default_dir: &str) -> Result<Pat
     }
 }
 
-/// Refuses an id that is not a lowercase hyphenated UUID.
-pub fn check_id(id: &str, what: &str) -> Result<()> {
-    if Harness::is_session_id(id) {
+/// Refuses an id that is not one of `kind`'s session ids.
+pub fn check_id(kind: HarnessKind, id: &str) -> Result<()> {
+    if kind.accepts_session_id(id) {
         return Ok(());
     }
     Err(Refused::InvalidId {
-        what: what.to_owned(),
+        kind,
         id: id.to_owned(),
     }
     .into())
 }
 
+/// Refuses a session log that cannot fit in a packet beside the
+/// workspace, before it is read: a rollout of several hundred megabytes
+/// would otherwise be read, hashed and copied only to be refused.
+pub fn check_fits(source: &Path, size: u64, workspace_bytes: u64) -> Result<()> {
+    let limit = Limits::FORMAT.max_packet_bytes;
+    if size.saturating_add(workspace_bytes) <= limit {
+        return Ok(());
+    }
+    Err(Refused::SessionLogTooLarge {
+        source: source.to_path_buf(),
+        size,
+        workspace_bytes,
+        limit,
+    }
+    .into())
+}
+
 /// Calls `each` with every line of a JSONL file (without the newline),
-/// stopping early when it returns false.
+/// stopping early when it returns false. A file named `*.zst` is read
+/// through a streaming zstd decoder: one line in memory at a time.
 pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> Result<()> {
     let f = File::open(path).map_err(|e| CliError::io("read", path, e))?;
-    let mut r = BufReader::with_capacity(crate::packet_io::CHUNK, f);
+    let compressed = zstd::is_compressed(path);
+    let source: Box<dyn Read> = if compressed {
+        let f = BufReader::with_capacity(crate::packet_io::CHUNK, f);
+        Box::new(zstd::Frames::new(f))
+    } else {
+        Box::new(f)
+    };
+    let mut r = BufReader::with_capacity(crate::packet_io::CHUNK, source);
     let mut line = Vec::new();
     loop {
         line.clear();
         let n = (&mut r)
             .take(MAX_LINE)
             .read_until(b'\n', &mut line)
-            .map_err(|e| CliError::io("read", path, e))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData if compressed => Refused::SessionLogNotZstd {
+                    path: path.to_path_buf(),
+                    error: e.to_string(),
+                }
+                .into(),
+                _ => CliError::io("read", path, e),
+            })?;
         if n == 0 {
             return Ok(());
         }
@@ -212,9 +258,13 @@ mod tests {
     }
 
     #[test]
-    fn opencode_is_refused_with_the_reason() {
-        let e = HarnessArg::Opencode.kind().unwrap_err();
-        assert_eq!(e.code(), "harness_unsupported");
-        assert!(e.report().details.message.contains("opencode.db"));
+    fn a_session_log_too_large_for_the_packet_is_refused_by_its_size() {
+        let limit = Limits::FORMAT.max_packet_bytes;
+        let log = Path::new("/h/rollout.jsonl");
+        check_fits(log, limit - 10, 10).unwrap();
+        let e = check_fits(log, limit - 10, 11).unwrap_err();
+        assert_eq!(e.code(), "session_log_too_large");
+        assert_eq!(e.report().details.path.as_deref(), Some("/h/rollout.jsonl"));
+        assert!(e.report().details.advice.contains("archive"));
     }
 }

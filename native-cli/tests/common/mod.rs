@@ -347,3 +347,89 @@ fn check(schema: &Value, doc: &str, v: &Value, at: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// An OpenCode session id.
+pub const OC_SESSION: &str = "ses_dceb97773ffeEbFZpPTlgwYItc";
+
+/// A stand-in for `opencode` with the commands pack and unpack use. Its
+/// "database" is `$XDG_DATA_HOME/opencode/sessions/<id>.json`; it records
+/// the environment and working directory it ran with.
+pub const FAKE_OPENCODE: &str = r#"#!/bin/sh
+data="${XDG_DATA_HOME:-$HOME/.local/share}/opencode"
+mkdir -p "$data/sessions"
+env > "$data/last-env"
+pwd > "$data/last-cwd"
+case "$1" in
+  --version) cat "$data/version" 2>/dev/null || echo 1.18.33 ;;
+  export)
+    if [ -f "$data/sessions/$2.json" ]; then
+      echo "Exporting session: $2" >&2
+      cat "$data/sessions/$2.json"
+    else
+      printf '\033[91m\033[1mError: \033[0mSession not found: %s\n' "$2" >&2
+      exit 1
+    fi ;;
+  import)
+    id=$(sed -n 's/.*"id": *"\(ses_[A-Za-z0-9]*\)".*/\1/p' "$2" | head -n 1)
+    cp "$2" "$data/sessions/$id.json"
+    pwd > "$data/import-cwd"
+    echo "Imported session: $id" ;;
+  *) echo "unknown command $1" >&2; exit 2 ;;
+esac
+"#;
+
+pub fn export_json(messages: &[&str]) -> String {
+    let messages: Vec<String> = messages
+        .iter()
+        .map(|id| {
+            format!(
+                r#"    {{"info": {{"role": "assistant", "id": "{id}", "modelID": "mock-model", "providerID": "mock"}}, "parts": [{{"type": "text", "text": "tool output: OPENAI_API_KEY is set"}}]}}"#
+            )
+        })
+        .collect();
+    format!(
+        "{{\n  \"info\": {{\n    \"id\": \"{OC_SESSION}\",\n    \"directory\": \"/old/ws\",\n    \"model\": {{\"id\": \"claude-sonnet-4-5\", \"providerID\": \"anthropic\"}},\n    \"version\": \"1.18.33\"\n  }},\n  \"messages\": [\n{}\n  ]\n}}\n",
+        messages.join(",\n")
+    )
+}
+
+pub struct OpencodeBox {
+    /// Its `opencode` data folder.
+    pub data: PathBuf,
+    /// Its `$XDG_DATA_HOME`.
+    pub xdg: PathBuf,
+}
+
+/// A machine's OpenCode data folder (as `$XDG_DATA_HOME`).
+pub fn opencode_box(root: &Path, name: &str) -> OpencodeBox {
+    let xdg = root.join(name).join("xdg-data");
+    let data = xdg.join("opencode");
+    fs::create_dir_all(data.join("sessions")).unwrap();
+    write(
+        &data.join("auth.json"),
+        r#"{"anthropic":{"type":"api","key":"sk-ant-never-packed"}}"#,
+    );
+    write(
+        &data.join("opencode.db"),
+        "SQLite format 3\0sessions and keys",
+    );
+    OpencodeBox { data, xdg }
+}
+
+pub fn fake_opencode(root: &Path) -> PathBuf {
+    let p = root.join("bin/opencode");
+    write(&p, FAKE_OPENCODE);
+    chmod(&p, 0o755);
+    p
+}
+
+pub fn with_box(cmd: &mut assert_cmd::Command, b: &OpencodeBox) -> Run {
+    run(cmd
+        .env("XDG_DATA_HOME", &b.xdg)
+        .env("ANTHROPIC_API_KEY", "sk-ant-env-secret")
+        .env("OPENCODE_AUTH_CONTENT", "{\"k\":\"sk-inline\"}"))
+}
+
+pub fn oc(args: &[&str], b: &OpencodeBox) -> Run {
+    with_box(pillbox().arg("checkpoint").args(args), b)
+}

@@ -198,12 +198,14 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                             HarnessKind::Claude
                         },
                         model: None,
+                        provider: None,
                         session_log: m
                             .members
                             .get(rng.below(n.max(1)))
                             .map(|e| e.path.clone())
                             .unwrap_or_default(),
                         session_id: "0199a213-81c0-7800-8aa1-bbab2a035a53".into(),
+                        version: None,
                     }),
                 };
             }

@@ -137,11 +137,19 @@ fn write_harness(h: &Harness, out: &mut impl Sink) {
         out.put(b",\"model\":");
         string(model, out);
     }
+    if let Some(provider) = &h.provider {
+        out.put(b",\"provider\":");
+        string(provider, out);
+    }
     // The wire names predate the harness-neutral field names.
     out.put(b",\"rollout\":");
     string(&h.session_log, out);
     out.put(b",\"thread_id\":");
     string(&h.session_id, out);
+    if let Some(version) = &h.version {
+        out.put(b",\"version\":");
+        string(version, out);
+    }
     out.put(b"}");
 }
 
@@ -447,8 +455,10 @@ mod tests {
             harness: Some(Harness {
                 kind: HarnessKind::Codex,
                 model: Some(odd.clone()),
+                provider: Some(odd.clone()),
                 session_log: String::from("harness/codex/x"),
                 session_id: String::from("t"),
+                version: Some(odd.clone()),
             }),
             members: vec![
                 Member::dir("workspace"),

@@ -103,15 +103,31 @@ pub enum HarnessKind {
     Codex,
     /// Claude Code: a transcript under `harness/claude/`.
     Claude,
+    /// OpenCode: a session as `opencode export` prints it, under
+    /// `harness/opencode/`.
+    Opencode,
 }
 
 impl HarnessKind {
+    /// Every kind, in the manifest's order of names.
+    pub const ALL: [HarnessKind; 3] = [
+        HarnessKind::Claude,
+        HarnessKind::Codex,
+        HarnessKind::Opencode,
+    ];
+
     /// The manifest's name for it.
     pub const fn as_str(self) -> &'static str {
         match self {
             HarnessKind::Codex => "codex",
             HarnessKind::Claude => "claude",
+            HarnessKind::Opencode => "opencode",
         }
+    }
+
+    /// The kind the manifest names `name`, if any.
+    pub fn from_name(name: &str) -> Option<HarnessKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// The directory member every member of this harness lies under:
@@ -120,6 +136,7 @@ impl HarnessKind {
         match self {
             HarnessKind::Codex => "harness/codex",
             HarnessKind::Claude => "harness/claude",
+            HarnessKind::Opencode => "harness/opencode",
         }
     }
 
@@ -135,6 +152,26 @@ impl HarnessKind {
             .and_then(|rest| rest.strip_prefix('/'))
             .filter(|rest| !rest.is_empty())
     }
+
+    /// Whether `id` can be this harness's session id: a lowercase
+    /// hyphenated UUID for Codex and Claude Code, `ses_` and 1 to 64 ASCII
+    /// letters and digits for OpenCode (docs/session-packet.md §5).
+    pub fn accepts_session_id(self, id: &str) -> bool {
+        match self {
+            HarnessKind::Codex | HarnessKind::Claude => Harness::is_session_id(id),
+            HarnessKind::Opencode => id.strip_prefix("ses_").is_some_and(|rest| {
+                (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            }),
+        }
+    }
+
+    /// What this harness calls its session id, for messages.
+    pub const fn session_id_name(self) -> &'static str {
+        match self {
+            HarnessKind::Codex => "thread id",
+            HarnessKind::Claude | HarnessKind::Opencode => "session id",
+        }
+    }
 }
 
 /// The harness descriptor. Its fields keep the manifest's names on the
@@ -148,19 +185,45 @@ pub struct Harness {
     /// The model recorded in the session log, if any.
     #[serde(default, deserialize_with = "json::present")]
     pub model: Option<String>,
+    /// The model's provider as the harness names it (OpenCode's
+    /// `providerID`), if recorded.
+    #[serde(default, deserialize_with = "json::present")]
+    pub provider: Option<String>,
     /// The member holding the session log (a Codex rollout, a Claude Code
-    /// transcript). The manifest's `rollout`.
+    /// transcript, an OpenCode export). The manifest's `rollout`.
     #[serde(rename = "rollout")]
     pub session_log: String,
-    /// The Codex thread id or Claude Code session id: a lowercase UUID.
-    /// The manifest's `thread_id`.
+    /// The Codex thread id, Claude Code session id or OpenCode session id
+    /// ([`HarnessKind::accepts_session_id`]). The manifest's `thread_id`.
     #[serde(rename = "thread_id")]
     pub session_id: String,
+    /// The version of the harness that wrote the session log, when pack
+    /// learnt it (the OpenCode that exported the session).
+    #[serde(default, deserialize_with = "json::present")]
+    pub version: Option<String>,
 }
 
 impl Harness {
-    /// Whether `id` can be a session id: a lowercase hyphenated UUID
-    /// (8-4-4-4-12 hex digits).
+    /// A descriptor with no provider and no version (what Codex and Claude
+    /// Code packets record).
+    pub fn new(
+        kind: HarnessKind,
+        model: Option<String>,
+        session_log: String,
+        session_id: String,
+    ) -> Harness {
+        Harness {
+            kind,
+            model,
+            provider: None,
+            session_log,
+            session_id,
+            version: None,
+        }
+    }
+
+    /// Whether `id` is a lowercase hyphenated UUID (8-4-4-4-12 hex
+    /// digits): a Codex thread id or a Claude Code session id.
     pub fn is_session_id(id: &str) -> bool {
         let b = id.as_bytes();
         b.len() == 36
@@ -345,4 +408,34 @@ pub(crate) fn packet_size(manifest_len: u64, members: &[Member]) -> u64 {
             .saturating_add(header::padded(m.size));
     }
     total.saturating_add(2 * BLOCK as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_takes_its_own_session_ids() {
+        let uuid = "0199a213-81c0-7800-8aa1-bbab2a035a53";
+        let ses = "ses_dceb97773ffeEbFZpPTlgwYItc";
+        for kind in [HarnessKind::Codex, HarnessKind::Claude] {
+            assert!(kind.accepts_session_id(uuid));
+            assert!(!kind.accepts_session_id(ses));
+        }
+        let o = HarnessKind::Opencode;
+        assert!(o.accepts_session_id(ses));
+        assert!(!o.accepts_session_id(uuid));
+        assert!(!o.accepts_session_id("ses_"));
+        assert!(!o.accepts_session_id("ses_a/b"));
+        assert!(!o.accepts_session_id(&alloc::format!("ses_{}", "a".repeat(65))));
+        assert!(o.accepts_session_id(&alloc::format!("ses_{}", "a".repeat(64))));
+    }
+
+    #[test]
+    fn kinds_are_found_by_their_manifest_names() {
+        for kind in HarnessKind::ALL {
+            assert_eq!(HarnessKind::from_name(kind.as_str()), Some(kind));
+        }
+        assert_eq!(HarnessKind::from_name("Codex"), None);
+    }
 }

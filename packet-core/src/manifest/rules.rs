@@ -10,7 +10,7 @@ use crate::error::{Error, ErrorCode};
 use crate::exclude::{credential_rule, InPacket};
 use crate::header::Kind;
 use crate::limits::Limits;
-use crate::manifest::{packet_size, Harness, Manifest, Member, Totals};
+use crate::manifest::{packet_size, HarnessKind, Manifest, Member, Totals};
 use crate::path::{self, Root, HARNESS_ROOT, MANIFEST_PATH, WORKSPACE_ROOT};
 
 impl Manifest {
@@ -233,16 +233,25 @@ impl Manifest {
             |msg: String| Error::new(ErrorCode::HarnessInvalid, msg).at_path(MANIFEST_PATH);
         // The manifest's names for the session id and log are `thread_id`
         // and `rollout`; the messages use them.
-        if !Harness::is_session_id(&h.session_id) {
+        if !h.kind.accepts_session_id(&h.session_id) {
+            let shape = match h.kind {
+                HarnessKind::Codex | HarnessKind::Claude => "a lowercase hyphenated UUID",
+                HarnessKind::Opencode => "ses_ and 1 to 64 ASCII letters and digits",
+            };
             return Err(invalid(alloc::format!(
-                "thread_id {:?} is not a lowercase hyphenated UUID",
+                "thread_id {:?} is not {shape}",
                 h.session_id
             )));
         }
-        if let Some(model) = &h.model {
-            if model.is_empty() || model.len() > 256 || model.chars().any(char::is_control) {
-                return Err(invalid(String::from(
-                    "model must be 1 to 256 characters without control characters",
+        for (key, value) in [
+            ("model", &h.model),
+            ("provider", &h.provider),
+            ("version", &h.version),
+        ] {
+            let Some(value) = value else { continue };
+            if value.is_empty() || value.len() > 256 || value.chars().any(char::is_control) {
+                return Err(invalid(alloc::format!(
+                    "{key} must be 1 to 256 bytes without control characters"
                 )));
             }
         }

@@ -48,8 +48,10 @@ fn valid_manifests() -> Vec<(String, Vec<u8>)> {
         Some(Harness {
             kind: HarnessKind::Claude,
             model: None,
+            provider: None,
             session_log: transcript,
             session_id: id.into(),
+            version: None,
         }),
         vec![],
         &Limits::FORMAT,

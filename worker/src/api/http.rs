@@ -107,11 +107,11 @@ pub fn with_cors(response: Response, config: &Config) -> worker::Result<Response
     )?;
     headers.set(
         "access-control-allow-headers",
-        "Authorization, Content-Type, If-Match, If-None-Match, Range",
+        "Authorization, Content-Type, Content-Encoding, If-Match, If-None-Match, Range",
     )?;
     headers.set(
         "access-control-expose-headers",
-        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes",
+        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes, Pillbox-Timing",
     )?;
     headers.set("access-control-max-age", "86400")?;
     if config.cors_origin != "*" {
@@ -141,18 +141,36 @@ pub fn content_length(req: &Request) -> Result<u64, Problem> {
 
 /// Reads a JSON request body into its [`pillbox_wire`] type.
 pub async fn read_json<T: DeserializeOwned>(req: &mut Request) -> Result<T, Problem> {
+    read_json_up_to(req, MAX_JSON_BODY).await
+}
+
+/// Reads a JSON request body of at most `max` bytes.
+pub async fn read_json_up_to<T: DeserializeOwned>(
+    req: &mut Request,
+    max: usize,
+) -> Result<T, Problem> {
     let bytes = req
         .bytes()
         .await
         .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
-    if bytes.len() > MAX_JSON_BODY {
-        return Err(Problem::too_large(
-            "body_too_large",
-            "a JSON body is at most 64 KiB",
-            "send a smaller body",
-        ));
+    if bytes.len() > max {
+        return Err(body_too_large(max as u64));
     }
-    serde_json::from_slice(&bytes).map_err(|e| {
+    parse_json(&bytes)
+}
+
+/// 413 `body_too_large`.
+pub fn body_too_large(max: u64) -> Problem {
+    Problem::too_large(
+        "body_too_large",
+        format!("this JSON body is at most {} KiB", max >> 10),
+        "send a smaller body",
+    )
+}
+
+/// A JSON body as its [`pillbox_wire`] type.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    serde_json::from_slice(bytes).map_err(|e| {
         Problem::bad_request(
             "body_invalid",
             format!("the JSON body does not match the API: {e}"),

@@ -8,12 +8,18 @@
 //! | module | holds |
 //! |---|---|
 //! | [`http`] | responses, CORS, request headers and JSON bodies |
-//! | [`packets`] | `/v1/packets/…`, `/v1/search` |
-//! | [`uploads`] | `/v1/uploads/…` and the scheduled clean-up |
+//! | [`packets`] | `/v1/packets/…` (reads of both storage forms, a packet's recipes and chunks), `/v1/search` |
+//! | [`uploads`] | `/v1/uploads/…` |
+//! | [`pushes`] | `/v1/pushes/…` |
 //! | [`refs`] | `/v1/refs/…` |
+//! | [`clean`] | the scheduled clean-up |
+//! | [`bench`] | the benchmark baseline (off unless `BENCH_ROUTES=1`) |
 
+mod bench;
+mod clean;
 mod http;
 mod packets;
+mod pushes;
 mod refs;
 mod uploads;
 
@@ -27,7 +33,7 @@ use crate::route::{self, Method, Route};
 use crate::store;
 use http::{json_response, no_content, problem_response, with_cors, Answer};
 
-pub use uploads::expire_uploads;
+pub use clean::{clean, Cleaned};
 
 /// The R2 bucket's binding (`[[r2_buckets]]` in wrangler.toml).
 const BUCKET: &str = "PACKETS";
@@ -37,6 +43,9 @@ const DATABASE: &str = "INDEX";
 /// Handles one request: route, authorize, dispatch, add CORS headers.
 pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     let config = config(&env);
+    if config.bench_routes {
+        crate::timing::begin();
+    }
     let url = req.url()?;
     let method = Method::parse(req.method().as_ref());
     let body = req.inner().body();
@@ -52,11 +61,24 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
         // Refused before its body was read (auth, limits, malformed URL).
         store::discard(&body, config.max_single_upload_bytes + (1 << 20)).await;
     }
-    let response = match answer {
+    let mut response = match answer {
         Ok(r) => r,
         Err(p) => problem_response(&p)?,
     };
+    if config.bench_routes {
+        response
+            .headers_mut()
+            .set("pillbox-timing", &crate::timing::report())?;
+    }
     with_cors(response, &config)
+}
+
+/// Logs what a packet just stored holds that a person should know (one
+/// JSON line, never a value): called wherever a packet becomes stored.
+fn log_findings(digest: &packet_core::Digest, findings: &packet_core::Findings) {
+    if let Some(line) = crate::findings::log_line(digest, findings) {
+        worker::console_warn!("{line}");
+    }
 }
 
 fn config(env: &Env) -> Config {
@@ -126,7 +148,31 @@ async fn dispatch(
             let (bucket, db) = (bucket(env)?, database(env)?);
             packets::member(&req, &bucket, &db, digest, &path, head).await
         }
-        Route::Search => packets::search(&database(env)?, &query).await,
+        Route::GetRecipes(digest) => packets::recipes(&bucket(env)?, &database(env)?, digest).await,
+        Route::GetChunks(digest) => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            packets::chunks(&mut req, &bucket, &db, digest).await
+        }
+        Route::Search => packets::search(&bucket(env)?, &database(env)?, &query).await,
+        Route::CreatePush => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            pushes::create(&mut req, &bucket, &db, config, &query).await
+        }
+        Route::GetPush(id) => pushes::get(&bucket(env)?, &database(env)?, config, &id).await,
+        Route::AbortPush(id) => pushes::abort(&bucket(env)?, &database(env)?, &id).await,
+        Route::PushRecipes(id) => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            pushes::recipes(&mut req, &bucket, &db, &id).await
+        }
+        Route::PushPart { id, number } => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            pushes::part(&req, &bucket, &db, config, &id, number).await
+        }
+        Route::CompletePush(id) => pushes::complete(&bucket(env)?, &database(env)?, &id).await,
+        Route::BenchBaseline => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            bench::baseline(&req, &bucket, &db, config).await
+        }
         Route::CreateUpload => {
             uploads::create(&mut req, &bucket(env)?, &database(env)?, config).await
         }

@@ -1,25 +1,21 @@
 //! Multipart uploads (`/v1/uploads/…`, docs/worker.md "Multipart
-//! uploads"): create, read, send parts, complete (assemble, verify, store,
-//! index), abort; and the scheduled clean-up of uploads left unfinished.
+//! uploads"): create, read, send parts, complete (assemble, verify by
+//! reading the assembled object once, which then is the packet's object,
+//! index), abort; and the clean-up of uploads left unfinished.
 
 use packet_core::Digest;
 use pillbox_wire::{CreateUpload, PartStored};
-use worker::{Bucket, D1Database, Env, Request, ResponseBody};
+use worker::{Bucket, D1Database, Request};
 
 use super::http::{content_length, internal, json_response, no_content, read_json, Answer};
-use super::packets::{indexed, refusal, stored, too_large};
+use super::packets::{already_stored, indexed, refusal, stored, too_large};
 use crate::config::Config;
-use crate::index;
+use crate::index::{self, NewPacket, NewStorage};
 use crate::multipart::Plan;
 use crate::problem::Problem;
 use crate::query::upload_labels;
 use crate::rows::{PartRow, UploadRow};
-use crate::store;
-
-/// Uploads discarded per D1 query by [`expire_uploads`].
-const EXPIRE_BATCH: u32 = 50;
-/// Most uploads one scheduled run discards (the rest wait for the next run).
-const EXPIRE_PER_RUN: usize = 1000;
+use crate::store::{self, StoreError};
 
 /// `POST /v1/uploads`: plans the parts and opens an R2 multipart upload,
 /// unless the packet is stored already (200, nothing to send).
@@ -36,10 +32,7 @@ pub async fn create(
         .map_err(Problem::from_packet_error_400)?;
     let labels = upload_labels(body.labels)?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
-        index::add_labels(db, &digest, &labels)
-            .await
-            .map_err(internal)?;
-        return json_response(200, &row.stored(false));
+        return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(body.size, config) {
         return Err(p);
@@ -50,7 +43,7 @@ pub async fn create(
         config.default_part_size,
         config.max_part_size(),
     )?;
-    let id = index::new_upload_id(db).await.map_err(internal)?;
+    let id = index::new_id(db).await.map_err(internal)?;
     let upload = bucket
         .create_multipart_upload(store::staging_key(&id))
         .execute()
@@ -110,7 +103,12 @@ pub async fn part(
     let upload = bucket
         .resume_multipart_upload(store::staging_key(id), &row.r2_upload_id)
         .map_err(internal)?;
-    let part = upload.upload_part(number, body).await.map_err(internal)?;
+    let part = crate::timing::timed(
+        crate::timing::Stage::R2Write,
+        upload.upload_part(number, body),
+    )
+    .await
+    .map_err(internal)?;
     let part = PartRow {
         number,
         etag: part.etag(),
@@ -130,53 +128,63 @@ pub async fn part(
 /// `DELETE /v1/uploads/{id}`
 pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
     let row = in_progress(db, id).await?;
-    discard(bucket, db, &row).await?;
+    if !discard(bucket, db, &row).await? {
+        return Err(Problem::not_found(format!("no upload {id} is in progress")));
+    }
     no_content()
 }
 
-/// Aborts an upload's R2 multipart upload, deletes its staging object (if
-/// the parts were assembled) and its D1 rows.
-async fn discard(bucket: &Bucket, db: &D1Database, row: &UploadRow) -> Result<(), Problem> {
+/// Discards an upload: its rows first (claiming it, so that a `complete`
+/// finishing at the same moment either stored the packet before, and the
+/// staging object is the packet's, or stores nothing), then its R2
+/// multipart upload and staging object. Returns whether it was there.
+pub(super) async fn discard(
+    bucket: &Bucket,
+    db: &D1Database,
+    row: &UploadRow,
+) -> Result<bool, Problem> {
     let key = store::staging_key(&row.id);
+    if !index::claim_upload(db, &row.id, &key, row.size)
+        .await
+        .map_err(internal)?
+    {
+        return Ok(false);
+    }
     if let Ok(upload) = bucket.resume_multipart_upload(key.clone(), &row.r2_upload_id) {
         // Already completed or aborted uploads fail here; the staging object goes below.
         let _ = upload.abort().await;
     }
     bucket.delete(key).await.map_err(internal)?;
-    index::delete_upload(db, &row.id).await.map_err(internal)
+    Ok(true)
 }
 
-/// The scheduled clean-up: discards every multipart upload started more
-/// than `UPLOAD_TTL_HOURS` before `now_ms` (its R2 parts, staging object and
-/// D1 rows). Returns how many it discarded.
-pub async fn expire_uploads(env: &Env, now_ms: f64) -> Result<usize, Problem> {
-    let config = super::config(env);
-    let bucket = super::bucket(env)?;
-    let db = super::database(env)?;
-    let cutoff = String::from(
-        js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(
-            now_ms - config.upload_ttl_ms as f64,
-        ))
-        .to_iso_string(),
-    );
+/// Discards every multipart upload started before `cutoff` (RFC 3339), at
+/// most `limit`. Returns how many it discarded.
+pub async fn expire(
+    bucket: &Bucket,
+    db: &D1Database,
+    cutoff: &str,
+    limit: usize,
+) -> Result<usize, Problem> {
     let mut discarded = 0;
-    while discarded < EXPIRE_PER_RUN {
-        let rows = index::uploads_created_before(&db, &cutoff, EXPIRE_BATCH)
+    while discarded < limit {
+        let rows = index::uploads_created_before(db, cutoff, 50)
             .await
             .map_err(internal)?;
         if rows.is_empty() {
             break;
         }
         for row in &rows {
-            discard(&bucket, &db, row).await?;
+            discard(bucket, db, row).await?;
             discarded += 1;
         }
     }
     Ok(discarded)
 }
 
-/// `POST /v1/uploads/{id}/complete`: R2 assembles the parts, the result is
-/// streamed back through packet-core into the packet's key, then indexed.
+/// `POST /v1/uploads/{id}/complete`: R2 assembles the parts into the
+/// staging object, which is verified by reading it once through
+/// packet-core and then kept as the packet's object.
 pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &str) -> Answer {
     let row = in_progress(db, id).await?;
     let plan = row.plan();
@@ -186,18 +194,10 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         .map_err(Problem::from_packet_error_400)?;
     let labels: Vec<String> = serde_json::from_str(&row.labels).unwrap_or_default();
     let staging = store::staging_key(id);
-    if index::packet(db, &digest)
-        .await
-        .map_err(internal)?
-        .is_some()
-    {
+    if let Some(existing) = index::packet(db, &digest).await.map_err(internal)? {
         // Another upload of the same packet finished first.
-        abort(bucket, db, id).await?;
-        index::add_labels(db, &digest, &labels)
-            .await
-            .map_err(internal)?;
-        let row = indexed(db, &digest).await?;
-        return json_response(200, &row.stored(false));
+        discard(bucket, db, &row).await?;
+        return already_stored(db, existing, &labels).await;
     }
     let parts = index::parts(db, id).await.map_err(internal)?;
     let received: Vec<u16> = parts.iter().map(|p| p.number).collect();
@@ -221,54 +221,57 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         let uploaded = parts
             .iter()
             .map(|p| worker::UploadedPart::new(p.number, p.etag.clone()));
-        upload.complete(uploaded).await.map_err(|e| {
-            Problem::conflict(
-                "upload_not_assembled",
-                format!("R2 could not assemble the parts: {e}"),
-                "upload the parts again (or start a new upload), then complete again",
-            )
-        })?;
+        crate::timing::timed(crate::timing::Stage::R2Write, upload.complete(uploaded))
+            .await
+            .map_err(|e| {
+                Problem::conflict(
+                    "upload_not_assembled",
+                    format!("R2 could not assemble the parts: {e}"),
+                    "upload the parts again (or start a new upload), then complete again",
+                )
+            })?;
     }
-    let object = bucket
-        .get(staging.clone())
-        .execute()
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| Problem::internal("the assembled upload is missing"))?;
-    let source = match object
-        .body()
-        .ok_or_else(|| Problem::internal("R2 returned no body"))?
-        .response_body()
-        .map_err(internal)?
-    {
-        ResponseBody::Stream(stream) => stream,
-        _ => return Err(Problem::internal("R2 returned no stream")),
-    };
-    let result = store::verify_into_bucket(
+    let verified = match store::verify_object(
         bucket,
-        source,
+        &staging,
         plan.size,
         digest,
         config.limits,
         config.packet_hasher,
     )
-    .await;
-    let outcome = match result {
-        Ok(indexed) => {
-            if let Some(line) = crate::findings::log_line(&indexed.digest, &indexed.findings) {
-                worker::console_warn!("{line}");
-            }
-            index::insert_packet(db, &indexed, &labels)
-                .await
-                .map_err(internal)
+    .await
+    {
+        Ok(v) => v,
+        Err(e @ StoreError::Refused(_)) => {
+            // Refused: the staging object and the upload go.
+            discard(bucket, db, &row).await?;
+            return Err(refusal(e));
         }
-        Err(e) => Err(refusal(e)),
+        Err(e) => return Err(refusal(e)),
     };
-    if matches!(&outcome, Ok(()) | Err(Problem { status: 422, .. })) {
-        // Verified and indexed, or refused: either way the staging copy goes.
-        bucket.delete(staging).await.map_err(internal)?;
-        index::delete_upload(db, id).await.map_err(internal)?;
+    let packs = [staging.clone()];
+    let new = NewPacket {
+        digest: &digest,
+        size: plan.size,
+        manifest: &verified.manifest,
+        manifest_range: verified.manifest_range.clone(),
+        storage: NewStorage::Whole { key: &staging },
+        packs: &packs,
+        labels: &labels,
+    };
+    if !index::complete_upload(db, &new, id, &staging)
+        .await
+        .map_err(internal)?
+    {
+        return Err(Problem::not_found(format!(
+            "upload {id} was discarded while it was being completed (older than UPLOAD_TTL_HOURS)"
+        )));
     }
-    outcome?;
-    stored(db, &digest).await
+    super::log_findings(&digest, &verified.findings);
+    let now = indexed(db, &digest).await?;
+    if now.object_key.as_deref() == Some(staging.as_str()) {
+        stored(db, &digest).await
+    } else {
+        json_response(200, &now.stored(false))
+    }
 }

@@ -1,0 +1,43 @@
+//! The benchmark baseline (docs/worker.md, "Benchmark routes"), answered
+//! only when `BENCH_ROUTES` is `1`: `POST /v1/bench/baseline` streams its
+//! body into R2 unverified, the same way a part's pack is written, so a
+//! benchmark can compare a verified push against the raw cost of moving
+//! the bytes through the Worker into R2. The object is deleted afterwards.
+
+use worker::{Bucket, D1Database, Data, Request};
+
+use super::http::{content_length, internal, json_response, Answer};
+use crate::config::Config;
+use crate::index;
+use crate::problem::Problem;
+use crate::store::{ChunkReader, FixedPut};
+use crate::timing::{self, Stage};
+
+/// `POST /v1/bench/baseline`
+pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &Config) -> Answer {
+    if !config.bench_routes {
+        return Err(Problem::not_found("no such endpoint"));
+    }
+    let length = content_length(req)?;
+    let body = req
+        .inner()
+        .body()
+        .ok_or_else(|| Problem::bad_request("body_invalid", "no body"))?;
+    let key = format!("bench/{}", index::new_id(db).await.map_err(internal)?);
+    let sink = FixedPut::new(length).map_err(super::packets::refusal)?;
+    let put = bucket
+        .put(&key, Data::ReadableStream(sink.readable.clone()))
+        .execute();
+    let pump = async {
+        let reader = ChunkReader::new(&body)?;
+        while let Some(chunk) = timing::timed(Stage::Body, reader.next()).await? {
+            timing::timed(Stage::R2Write, sink.write(&chunk)).await?;
+        }
+        sink.close().await
+    };
+    let (put, pumped) = futures_util::future::join(put, pump).await;
+    pumped.map_err(super::packets::refusal)?;
+    put.map_err(internal)?;
+    let _ = bucket.delete(key).await;
+    json_response(200, &serde_json::json!({ "bytes": length }))
+}

@@ -1,0 +1,101 @@
+//! Where a request's time goes, for the benchmark (docs/benchmarks.md,
+//! "Edge"): named totals of wall time, reported in a `Pillbox-Timing`
+//! response header only when `BENCH_ROUTES` is `1`. Local workerd's clock
+//! advances during computation, so CPU spent in wasm shows up too.
+
+use std::cell::RefCell;
+
+/// The stages a request's time is split into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Reading the request body (waiting for the network).
+    Body,
+    /// Decompressing (gzip, zstd).
+    Decode,
+    /// Hashing (frames, bodies, the packet).
+    Hash,
+    /// Copies between wasm and JavaScript buffers.
+    Copy,
+    /// Writing to R2.
+    R2Write,
+    /// Reading from R2.
+    R2Read,
+    /// D1 queries.
+    D1,
+    /// packet-core's reader checking a whole packet (in wasm).
+    Verify,
+}
+
+const STAGES: [(Stage, &str); 8] = [
+    (Stage::Body, "body"),
+    (Stage::Decode, "decode"),
+    (Stage::Hash, "hash"),
+    (Stage::Copy, "copy"),
+    (Stage::R2Write, "r2_write"),
+    (Stage::R2Read, "r2_read"),
+    (Stage::D1, "d1"),
+    (Stage::Verify, "verify"),
+];
+
+thread_local! {
+    static TOTALS: RefCell<[f64; 8]> = const { RefCell::new([0.0; 8]) };
+    static STARTED: RefCell<f64> = const { RefCell::new(0.0) };
+}
+
+/// Milliseconds from the runtime's `performance.now()`.
+pub fn now() -> f64 {
+    let performance = js_sys::Reflect::get(&js_sys::global(), &"performance".into())
+        .ok()
+        .filter(|p| !p.is_undefined());
+    performance
+        .and_then(|p| {
+            let f = js_sys::Reflect::get(&p, &"now".into()).ok()?;
+            let f: &js_sys::Function = wasm_bindgen::JsCast::dyn_ref(&f)?;
+            f.call0(&p).ok()?.as_f64()
+        })
+        .unwrap_or_else(js_sys::Date::now)
+}
+
+/// Starts a request's accounting (each request runs alone in its isolate
+/// while it is measured: the benchmark sends one at a time).
+pub fn begin() {
+    TOTALS.with(|t| *t.borrow_mut() = [0.0; 8]);
+    STARTED.with(|s| *s.borrow_mut() = now());
+}
+
+/// Adds the time since `since` (a [`now`]) to `stage`.
+pub fn add(stage: Stage, since: f64) {
+    let spent = now() - since;
+    TOTALS.with(|t| {
+        if let Some(i) = STAGES.iter().position(|(s, _)| *s == stage) {
+            t.borrow_mut()[i] += spent;
+        }
+    });
+}
+
+/// Runs `work`, adding its time to `stage`.
+pub async fn timed<T>(stage: Stage, work: impl core::future::Future<Output = T>) -> T {
+    let since = now();
+    let out = work.await;
+    add(stage, since);
+    out
+}
+
+/// The `Pillbox-Timing` header's value: `stage=ms;…;total=ms;wasm_memory=bytes`.
+pub fn report() -> String {
+    let total = now() - STARTED.with(|s| *s.borrow());
+    let mut parts: Vec<String> = TOTALS.with(|t| {
+        STAGES
+            .iter()
+            .zip(t.borrow().iter())
+            .map(|((_, name), ms)| format!("{name}={ms:.1}"))
+            .collect()
+    });
+    parts.push(format!("total={total:.1}"));
+    // The instance's wasm linear memory (it never shrinks: its peak).
+    parts.push(format!(
+        "wasm_memory={}",
+        core::arch::wasm32::memory_size::<0>() as u64 * 65536
+    ));
+    parts.join(";")
+}
