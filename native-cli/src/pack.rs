@@ -117,13 +117,15 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
     let mut harness_source = None;
     // Holds a session log the harness printed until the packet is written.
     let mut _harness_scratch = None;
+    // Secrets the adapter found in what the packet's bytes hide.
+    let mut hidden: Vec<Found> = Vec::new();
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
         let workspace_bytes = walk
             .planned
             .iter()
             .map(|p| match p {
-                Planned::File { size, .. } => *size,
+                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
                 _ => 0,
             })
             .sum();
@@ -143,14 +145,20 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness_source = located.source_path;
         harness_descriptor = Some(located.harness);
         _harness_scratch = located.scratch;
+        hidden = located.secrets;
     }
 
     let planned = std::mem::take(&mut walk.planned);
     let session_log = harness_descriptor.as_ref().map(|h| h.session_log.clone());
     let policy = &request.secrets;
     let mut left_out = LeftOut::default();
+    let with_hidden = |mut found: Vec<Found>| {
+        found.extend(hidden.iter().cloned());
+        found
+    };
     let (manifest, digest, output, found) = if request.output == Path::new("-") {
         let (entries, sources, found) = hash_all(planned, progress)?;
+        let found = with_hidden(found);
         let blocking = secrets::blocking(&found, policy, &walk);
         let (entries, sources) = if blocking.is_empty() {
             (entries, sources)
@@ -187,13 +195,17 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
                 &request.output,
                 progress,
                 &mut || {},
-                &|found| secrets::blocking(found, policy, &walk).is_empty(),
+                &|found| {
+                    secrets::blocking(found, policy, &walk).is_empty()
+                        && secrets::blocking(&hidden, policy, &walk).is_empty()
+                },
                 &scanner,
             )
         };
         match attempt(planned, &[])? {
-            into_file::Packed::Kept(m, d, out, found) => (m, d, out, found),
+            into_file::Packed::Kept(m, d, out, found) => (m, d, out, with_hidden(found)),
             into_file::Packed::Blocked(found) => {
+                let found = with_hidden(found);
                 let blocking = secrets::blocking(&found, policy, &walk);
                 left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
                 let planned: Vec<Planned> = again
@@ -202,10 +214,11 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
                     .filter(|p| !left_out.members.contains(p.member()))
                     .collect();
                 match attempt(planned, &left_out.exclusions)? {
-                    into_file::Packed::Kept(m, d, out, found) => (m, d, out, found),
+                    into_file::Packed::Kept(m, d, out, found) => (m, d, out, with_hidden(found)),
                     // Files changed between the attempts: refuse what is
                     // there now.
                     into_file::Packed::Blocked(found) => {
+                        let found = with_hidden(found);
                         let blocking = secrets::blocking(&found, policy, &walk);
                         return Err(Refused::SecretsInWorkspace {
                             found: blocking
