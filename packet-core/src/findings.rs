@@ -66,6 +66,72 @@ pub const HOOK_WHY: &str = "git runs this executable hook at the operation it is
 /// own are a few kilobytes).
 const CONFIG_MAX: usize = 1 << 20;
 
+/// What a [`crate::Reader`] reports, for a packet whose bodies are not read
+/// as one stream: a consumer that rebuilds a verified packet from bodies it
+/// stored (the Worker completing a delta push) feeds each member's body by
+/// index, in member order, and gets the same findings.
+#[derive(Debug)]
+pub struct BodyScan {
+    collector: Collector,
+    /// The first member not yet started.
+    next: usize,
+    /// Whether member `next - 1` is being fed.
+    open: bool,
+}
+
+impl BodyScan {
+    /// Starts with what the manifest alone shows (credential names, hooks).
+    pub fn new(manifest: &Manifest) -> BodyScan {
+        let mut collector = Collector::new();
+        collector.manifest(manifest);
+        BodyScan {
+            collector,
+            next: 0,
+            open: false,
+        }
+    }
+
+    /// The next bytes of member `index`'s body (an index into
+    /// `manifest.members`, the manifest given to [`BodyScan::new`]).
+    /// Members come in order; bytes of a member before the current one,
+    /// or past the manifest, are ignored.
+    pub fn body(&mut self, manifest: &Manifest, index: usize, bytes: &[u8]) {
+        let current = self.open && index + 1 == self.next;
+        if !current {
+            let Some(member) = manifest.members.get(index) else {
+                return;
+            };
+            if index < self.next {
+                return;
+            }
+            self.reach(manifest, index);
+            self.collector.start(member);
+            self.next = index + 1;
+            self.open = true;
+        }
+        self.collector.data(bytes);
+    }
+
+    /// Ends the member being fed and passes every member before `index`
+    /// (those without a body to feed, such as empty files and folders).
+    fn reach(&mut self, manifest: &Manifest, index: usize) {
+        if core::mem::take(&mut self.open) {
+            self.collector.end();
+        }
+        for m in manifest.members.get(self.next..index).unwrap_or_default() {
+            self.collector.start(m);
+            self.collector.end();
+        }
+        self.next = self.next.max(index);
+    }
+
+    /// The findings, in member order, then by line.
+    pub fn finish(mut self, manifest: &Manifest) -> Findings {
+        self.reach(manifest, manifest.members.len());
+        self.collector.finish()
+    }
+}
+
 /// Collects the findings while a reader reads: fed the reader's own
 /// events, so every body is looked at in the same pass that hashes it.
 #[derive(Debug)]
@@ -202,5 +268,92 @@ impl Collector {
             .git
             .sort_by(|a, b| order(&a.path, &b.path).then(a.line.cmp(&b.line)));
         self.findings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::format;
+    use alloc::vec;
+
+    use super::*;
+    use crate::in_memory::{build, Source};
+    use crate::limits::Limits;
+    use crate::reader::{self, ReaderOptions};
+
+    fn file(path: &str, contents: &[u8], executable: bool) -> Source {
+        Source::File {
+            path: path.into(),
+            contents: contents.to_vec(),
+            executable,
+        }
+    }
+
+    #[test]
+    fn bodies_fed_by_index_find_what_the_reader_finds() {
+        let mut sources = vec![
+            Source::Dir {
+                path: "workspace".into(),
+            },
+            file("workspace/.env", b"", false),
+            Source::Dir {
+                path: "workspace/.git".into(),
+            },
+            file(
+                "workspace/.git/config",
+                b"[core]\n\tfsmonitor = ./watch\n",
+                false,
+            ),
+            Source::Dir {
+                path: "workspace/.git/hooks".into(),
+            },
+            file("workspace/.git/hooks/pre-commit", b"#!/bin/sh\n", true),
+            file("workspace/empty.txt", b"", false),
+        ];
+        let samples = crate::secrets::tests::samples();
+        for (i, (_, sample)) in samples.iter().enumerate() {
+            let body = format!("line one\nline two\n{sample}");
+            sources.push(file(
+                &format!("workspace/s{i:02}.txt"),
+                body.as_bytes(),
+                false,
+            ));
+        }
+        let built = build(&sources, None, vec![], &Limits::FORMAT).unwrap();
+        let read = reader::verify(&built.bytes, ReaderOptions::default()).unwrap();
+        let found = &read.findings;
+        assert_eq!(found.secrets.len(), samples.len() + 1, "{found:?}");
+        assert!(found
+            .secrets
+            .iter()
+            .any(|f| f.path == "workspace/.env" && f.line.is_none()));
+        for (i, (rule, _)) in samples.iter().enumerate() {
+            let path = format!("workspace/s{i:02}.txt");
+            assert!(
+                found
+                    .secrets
+                    .iter()
+                    .any(|f| f.path == path && f.rule == *rule),
+                "{rule} in {path}: {found:?}"
+            );
+        }
+        assert_eq!(found.git.len(), 2, "{found:?}");
+
+        let manifest = &read.manifest;
+        for piece in [1, 5, 64, 4096, usize::MAX] {
+            let mut scan = BodyScan::new(manifest);
+            for (i, m) in manifest.members.iter().enumerate() {
+                let at = read.data_offsets[i] as usize;
+                let body = &built.bytes[at..at + m.size as usize];
+                for chunk in body.chunks(piece.min(body.len().max(1))) {
+                    scan.body(manifest, i, chunk);
+                }
+            }
+            // A member past the manifest, or before the current one, is
+            // not the packet's.
+            scan.body(manifest, 0, b"GITHUB_TOKEN=x");
+            scan.body(manifest, manifest.members.len(), b"x");
+            assert_eq!(&scan.finish(manifest), found, "pieces of {piece}");
+        }
     }
 }

@@ -88,7 +88,7 @@ mod writer;
 
 pub use digest::{Digest, Hasher, HexDigest};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
-pub use findings::{Findings, GitFinding, SecretFinding, HOOK_WHY};
+pub use findings::{BodyScan, Findings, GitFinding, SecretFinding, HOOK_WHY};
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{Exclusion, Harness, HarnessKind, Manifest, Member, Totals, FORMAT_ID};

@@ -371,4 +371,4 @@ impl View<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
