@@ -3,7 +3,9 @@
 //! default pack (by name or by content), the pack names each one by path,
 //! line and rule and never its value; `--secrets exclude` records them,
 //! `--allow-secret` and published packages pack them; the readers report
-//! what a packet written by another tool holds.
+//! what a packet written by another tool holds. Harness state (Codex
+//! rollouts, compressed ones included, Claude Code transcripts and their
+//! session folders, OpenCode exports) is held to the same rules.
 
 mod common;
 
@@ -442,4 +444,223 @@ fn readers_report_secrets_in_packets_other_tools_wrote() {
     assert_schema("unpack-1.schema.json", &u);
     assert_schema("verify-1.schema.json", &v);
     assert_schema("inspect-1.schema.json", &i);
+}
+
+// ---- Harness state: files the adapters collect outside the workspace -----
+
+/// A token a tool printed, as a session log records it.
+fn leaked_token() -> String {
+    checksummed("ghp_", 41)
+}
+
+/// Packs with `args` (into a file, then to standard output) and expects
+/// the detector's refusal naming `named` (`member:line rule`, the first
+/// as the error's path), never the token.
+fn refused_for_harness(args: &[&str], packet: &Path, named: &[String], box_: Option<&OpencodeBox>) {
+    let token = leaked_token();
+    let run_with = |extra: &[&str]| {
+        let all: Vec<&str> = args.iter().chain(extra).copied().collect();
+        match box_ {
+            Some(b) => oc(&all, b),
+            None => checkpoint(&all),
+        }
+    };
+    let no_token = |what: &str, bytes: &[u8]| {
+        assert!(
+            !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+            "{what} holds the token"
+        );
+    };
+    let run = run_with(&["-o", s(packet), "--quiet"]);
+    assert_eq!(run.code, 5, "{}", String::from_utf8_lossy(&run.stdout));
+    let err = run.json();
+    assert_eq!(err["code"], "secret_in_workspace", "{err}");
+    let first = named[0].split(':').next().unwrap();
+    assert_eq!(err["path"], first, "{err}");
+    let message = err["message"].as_str().unwrap();
+    for n in named {
+        assert!(message.contains(n.as_str()), "{n} not in {message}");
+    }
+    no_token("the refusal", &run.stdout);
+    no_token("stderr", &run.stderr);
+    assert!(!packet.exists(), "nothing is kept");
+    let run = run_with(&["-o", "-", "--quiet"]);
+    assert_eq!(run.code, 5);
+    let err = run.stderr_json();
+    assert_eq!(err["code"], "secret_in_workspace", "{err}");
+    assert_eq!(err["path"], first, "{err}");
+    assert!(run.stdout.is_empty(), "no packet bytes on stdout");
+    no_token("stderr", &run.stderr);
+    // The session log cannot be left out of its own session.
+    let run = run_with(&["-o", s(packet), "--quiet", "--secrets", "exclude"]);
+    assert_eq!(run.code, 5);
+    let err = run.json();
+    assert_eq!(err["code"], "secret_in_workspace", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("session log"),
+        "{err}"
+    );
+    assert!(!packet.exists(), "nothing is kept");
+}
+
+/// A Codex home whose rollout quotes the token on its fifth line, after
+/// most of it (its first 30 characters, not a token) on the same line: a
+/// compressor copies the token from there, so the compressed file does not
+/// hold it whole.
+fn codex_with_token(t: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ws = t.join("ws");
+    write(&ws.join("src/main.rs"), "fn main() {}\n");
+    let home = t.join("codex-home");
+    let rollout = codex_home(&home, THREAD, &ws, "gpt-5.1-codex");
+    let mut lines = fs::read_to_string(&rollout).unwrap();
+    let token = leaked_token();
+    lines.push_str(&format!(
+        r#"{{"timestamp":"2026-11-30T01:02:05.000Z","type":"response_item","payload":{{"type":"function_call_output","output":"revoked: {} (truncated); current: GITHUB_TOKEN={token}"}}}}"#,
+        &token[..30]
+    ));
+    lines.push('\n');
+    fs::write(&rollout, lines).unwrap();
+    (ws, home, rollout)
+}
+
+#[test]
+fn a_token_in_a_codex_rollout_refuses_the_pack_by_member_line_and_rule() {
+    let t = tmp();
+    let (ws, home, _) = codex_with_token(t.path());
+    let packet = t.path().join("p.tar");
+    let args = [
+        "pack",
+        s(&ws),
+        "--harness",
+        "codex",
+        "--thread",
+        THREAD,
+        "--codex-home",
+        s(&home),
+    ];
+    let member =
+        format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-{THREAD}.jsonl");
+    refused_for_harness(&args, &packet, &[format!("{member}:5 github-token")], None);
+}
+
+#[test]
+fn a_token_in_a_compressed_codex_rollout_is_found_in_its_lines() {
+    let t = tmp();
+    let (ws, home, rollout) = codex_with_token(t.path());
+    let zst = compress(&rollout);
+    fs::remove_file(&rollout).unwrap();
+    let compressed = fs::read(&zst).unwrap();
+    let token = leaked_token();
+    assert!(
+        !compressed
+            .windows(token.len())
+            .any(|w| w == token.as_bytes()),
+        "the compressed bytes do not show the token"
+    );
+    let packet = t.path().join("p.tar");
+    let args = [
+        "pack",
+        s(&ws),
+        "--harness",
+        "codex",
+        "--thread",
+        THREAD,
+        "--codex-home",
+        s(&home),
+    ];
+    let member =
+        format!("harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-{THREAD}.jsonl.zst");
+    refused_for_harness(&args, &packet, &[format!("{member}:5 github-token")], None);
+}
+
+#[test]
+fn a_token_in_a_claude_transcript_or_its_session_folder_refuses_the_pack() {
+    const SESSION: &str = "5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab";
+    let t = tmp();
+    let ws = t.path().join("ws");
+    write(&ws.join("app.js"), "console.log(1)\n");
+    let config = t.path().join("claude");
+    let project = config.join("projects").join("-old-ws");
+    let token = leaked_token();
+    let transcript = [
+        format!(
+            r#"{{"type":"user","sessionId":"{SESSION}","cwd":"/old/ws","message":{{"role":"user","content":"hi"}},"uuid":"u1"}}"#
+        ),
+        format!(
+            r#"{{"type":"assistant","sessionId":"{SESSION}","cwd":"/old/ws","message":{{"model":"claude-sonnet-4-5","role":"assistant","content":[]}},"uuid":"a1"}}"#
+        ),
+        format!(
+            r#"{{"type":"user","sessionId":"{SESSION}","cwd":"/old/ws","message":{{"role":"user","content":[{{"type":"tool_result","content":"GITHUB_TOKEN={token}"}}]}},"uuid":"u2"}}"#
+        ),
+    ]
+    .join("\n")
+        + "\n";
+    write(&project.join(format!("{SESSION}.jsonl")), &transcript);
+    write(
+        &project.join(SESSION).join("tool-results/r1.txt"),
+        format!("env\nGITHUB_TOKEN={token}\n"),
+    );
+    let packet = t.path().join("p.tar");
+    let args = [
+        "pack",
+        s(&ws),
+        "--harness",
+        "claude",
+        "--session",
+        SESSION,
+        "--claude-config-dir",
+        s(&config),
+    ];
+    refused_for_harness(
+        &args,
+        &packet,
+        &[
+            // In packet order: the session folder's files, then the transcript.
+            format!("harness/claude/{SESSION}/tool-results/r1.txt:2 github-token"),
+            format!("harness/claude/{SESSION}.jsonl:3 github-token"),
+        ],
+        None,
+    );
+}
+
+#[test]
+fn a_token_in_an_opencode_export_refuses_the_pack() {
+    let t = tmp();
+    let bin = fake_opencode(t.path());
+    let b = opencode_box(t.path(), "a");
+    let export = export_json(&["msg_1", "msg_2"]).replacen(
+        "tool output: OPENAI_API_KEY is set",
+        &format!("tool output: GITHUB_TOKEN={}", leaked_token()),
+        1,
+    );
+    let line = export
+        .lines()
+        .position(|l| l.contains("GITHUB_TOKEN="))
+        .unwrap()
+        + 1;
+    write(
+        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        &export,
+    );
+    let ws = t.path().join("a/ws");
+    write(&ws.join("app.js"), "console.log(1)\n");
+    let packet = t.path().join("p.tar");
+    let args = [
+        "pack",
+        s(&ws),
+        "--harness",
+        "opencode",
+        "--session",
+        OC_SESSION,
+        "--opencode-bin",
+        s(&bin),
+    ];
+    refused_for_harness(
+        &args,
+        &packet,
+        &[format!(
+            "harness/opencode/{OC_SESSION}.json:{line} github-token"
+        )],
+        Some(&b),
+    );
 }
