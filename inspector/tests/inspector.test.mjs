@@ -48,6 +48,23 @@ async function dropFile(page, name) {
   await page.waitForSelector('#banner[data-verdict]', { timeout: 20_000 });
 }
 
+test('what the reader found is shown with the verified packet: secrets by line and rule, git settings, hooks', async () => {
+  const { page, context, problems } = await openPage(chromium.browser, server.url);
+  assert.equal(await openFile(page, 'findings.packet'), 'verified');
+  const rows = await page.$$eval('[data-field=findings] tr[data-kind]', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  assert.deepEqual(rows, [
+    ['secret', 'workspace/.env', '—', 'env-file'],
+    ['secret', 'workspace/settings.json', '2', 'github-token'],
+    ['git', 'workspace/.git/config', '3', 'core.fsmonitor: runs this program at every git status and at most other commands'],
+    ['git', 'workspace/.git/hooks/post-checkout', '—', 'hook: git runs this executable hook at the operation it is named for'],
+  ]);
+  // Never the value.
+  assert.ok(!(await page.textContent('#summary')).includes('ghp_'), 'no token value on the page');
+  await screenshot(page, 'findings-reported');
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
 const rowPaths = (page) => page.$$eval('#tree [role=treeitem]', (rows) => rows.map((r) => r.dataset.path));
 
 test('a good packet is verified; summary, tree and previews are correct', async () => {

@@ -311,7 +311,24 @@ function drawSummary(report) {
     : el('table', { class: 'exclusions' },
         el('tr', {}, el('th', { text: 'Rule' }), el('th', { text: 'Pattern' }), el('th', { text: 'Paths' })),
         report.exclusions.map((x) => el('tr', {}, el('td', { class: 'mono', text: x.rule }), el('td', { class: 'mono', text: x.pattern }), el('td', { text: String(x.matched) })))), 'wide']);
+  items.push(['Findings', drawFindings(report.findings), 'wide']);
   $('summary').replaceChildren(...items.map(([k, v, cls]) => el('div', { class: cls }, el('dt', { text: k }), el('dd', {}, v))));
+}
+
+// What packet-core's reader found: secrets (rule and line, never a value)
+// and git settings and hooks that would run programs where the packet is
+// restored. A report: the packet verified.
+function drawFindings(findings) {
+  const rows = [
+    ...findings.secrets.map((f) => ['secret', f.path, f.line, f.rule]),
+    ...findings.git.map((f) => ['git', f.path, f.line, `${f.setting}: ${f.why}`]),
+  ];
+  if (rows.length === 0) return el('span', { 'data-field': 'findings', text: 'none found' });
+  return el('table', { class: 'findings', 'data-field': 'findings' },
+    el('tr', {}, el('th', { text: 'Kind' }), el('th', { text: 'Member' }), el('th', { text: 'Line' }), el('th', { text: 'What' })),
+    rows.map(([kind, path, line, what]) => el('tr', { 'data-kind': kind },
+      el('td', { text: kind }), el('td', { class: 'mono', text: path }),
+      el('td', { text: line === null ? '—' : String(line) }), el('td', { class: 'mono', text: what }))));
 }
 
 // ---------- tree ----------

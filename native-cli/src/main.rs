@@ -66,12 +66,12 @@ enum Command {
 enum Checkpoint {
     /// Pack a workspace (and optionally an agent's session log) into a packet.
     #[command(
-        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n  pillbox checkpoint pack . -o ws.tar --harness opencode --session ses_dceb97773ffeEbFZpPTlgwYItc\n\nCredential files (auth.json, .credentials.json, .netrc, SSH keys, cloud credentials...) are never packed; see docs/cli.md."
+        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n  pillbox checkpoint pack . -o ws.tar --harness opencode --session ses_dceb97773ffeEbFZpPTlgwYItc\n\nCredential files (auth.json, .credentials.json, .netrc, .env, cloud credentials...) are never packed, and a file holding a secret (an API token, a private key...) refuses the pack unless --secrets exclude or --allow-secret; see docs/cli.md."
     )]
     Pack(PackArgs),
     /// Verify a packet, then restore its workspace (and session log) into empty targets.
     #[command(
-        after_help = "Examples:\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored --codex-home ~/.codex\n  curl -s https://example.invalid/ws.tar | pillbox checkpoint unpack - --digest sha256:<hex> --into ./restored\n\nNothing is written until the whole packet has verified; on any failure the targets are left as they were."
+        after_help = "Examples:\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored\n  pillbox checkpoint unpack ws.tar --digest sha256:<hex> --into ./restored --codex-home ~/.codex\n  curl -s https://example.invalid/ws.tar | pillbox checkpoint unpack - --digest sha256:<hex> --into ./restored\n\nNothing is written until the whole packet has verified; on any failure the targets are left as they were. The JSON reports secrets and git settings that run programs (see --neutralize-git)."
     )]
     Unpack(UnpackArgs),
     /// Verify a packet completely without writing any file.
@@ -279,6 +279,12 @@ struct PackFlags {
     /// Skip symlinks that point outside the workspace instead of refusing to pack.
     #[arg(long)]
     skip_escaping_symlinks: bool,
+    /// What a secret found in a file does: `refuse` the pack (naming each file, line and rule), or `exclude` the file (recorded in the manifest).
+    #[arg(long, value_enum, value_name = "ACTION", default_value = "refuse")]
+    secrets: pack::secrets::SecretsMode,
+    /// Pack files matching this glob even if they hold secrets (known test fixtures), relative to the workspace. Repeatable.
+    #[arg(long, value_name = "GLOB")]
+    allow_secret: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -332,6 +338,9 @@ struct RestoreArgs {
     /// The OpenCode program that imports the session [default: opencode on PATH].
     #[arg(long, value_name = "FILE")]
     opencode_bin: Option<PathBuf>,
+    /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
+    #[arg(long)]
+    neutralize_git: bool,
     #[command(flatten)]
     sources: PullSourceArgs,
     #[command(flatten)]
@@ -358,6 +367,9 @@ struct UnpackArgs {
     /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
     #[arg(long, value_name = "DIR")]
     claude_config_dir: Option<PathBuf>,
+    /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
+    #[arg(long)]
+    neutralize_git: bool,
     /// Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace).
     #[arg(long)]
     opencode_import: bool,
@@ -631,6 +643,10 @@ impl PackFlags {
                 excludes: a.exclude,
                 skip_escaping_symlinks: a.skip_escaping_symlinks,
             },
+            secrets: pack::secrets::SecretPolicy {
+                mode: a.secrets,
+                allow: a.allow_secret,
+            },
         })
     }
 }
@@ -688,6 +704,7 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
         expected: None,
         codex_home: a.codex_home,
         claude_config_dir: a.claude_config_dir,
+        neutralize_git: a.neutralize_git,
         opencode: a
             .opencode_import
             .then(|| harness::opencode::program(a.opencode_bin.as_deref())),
@@ -711,6 +728,7 @@ fn run_unpack(a: UnpackArgs) -> Result<()> {
         expected,
         codex_home: a.codex_home,
         claude_config_dir: a.claude_config_dir,
+        neutralize_git: a.neutralize_git,
         opencode: a
             .opencode_import
             .then(|| harness::opencode::program(a.opencode_bin.as_deref())),

@@ -8,21 +8,30 @@
 //! file again and refusing a file that is not, unchanged, the one pass 1
 //! hashed (its inode, size and change times; see `Stamp::check`), while a
 //! second thread computes the packet digest.
+//!
+//! Every body also goes through packet-core's secret detector in the pass
+//! that already reads it (phase 2 into a file, pass 1 to standard output:
+//! before any byte is written there); a secret refuses the pack or, with
+//! `--secrets exclude`, leaves its file out (see `secrets`). Files are
+//! opened below the walked folder, never through a link, and must be the
+//! regular files the walk listed; the packet's size limit is checked from
+//! the listed sizes before any file is read.
 
 mod into_file;
+pub mod secrets;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
+use packet_core::secrets::{Detector, Scanner};
 use packet_core::{
     Digest, ErrorCode, Hasher, Kind, Limits, Manifest, Member, Step, Writer, WriterOptions,
 };
-use rustix::fs::{openat, Mode, OFlags};
+use rustix::fs::{Mode, OFlags, Stat};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -31,7 +40,8 @@ use crate::packet_io::CHUNK;
 use crate::progress::Progress;
 use crate::remote::Bodies;
 use crate::report::{ExclusionReport, HarnessReport, Totals};
-use crate::walk::{walk_tree, Planned, Skipped, Walk, WalkOptions};
+use crate::walk::{open_file_in, walk_tree, FileSource, Planned, Skipped, Walk, WalkOptions};
+use secrets::{Found, LeftOut, SecretPolicy, SecretReport, SecretsMode};
 
 /// What to pack.
 pub struct PackRequest {
@@ -43,6 +53,8 @@ pub struct PackRequest {
     pub harness: Option<HarnessRequest>,
     /// Walk options.
     pub walk: WalkOptions,
+    /// What a secret found in a file does.
+    pub secrets: SecretPolicy,
 }
 
 /// Harness state to carry.
@@ -79,18 +91,23 @@ pub struct PackReport {
     pub harness: Option<HarnessReport>,
     /// Exclusion rules that applied, as recorded in the manifest.
     pub exclusions: Vec<ExclusionReport>,
-    /// Credential files, special files and escaping symlinks left out.
+    /// Credential files, special files, escaping symlinks and files with
+    /// secrets left out.
     pub skipped: Vec<Skipped>,
+    /// Secrets found by content in the files read: left out
+    /// (`--secrets exclude`), or packed because `--allow-secret` allows
+    /// them or they lie in published packages.
+    pub secrets: Vec<SecretReport>,
 }
 
-/// What the walk found: the members to pack and what was left out.
+/// What the walk and the harness adapter found, before anything is hashed.
 struct Collected {
     workspace: PathBuf,
-    planned: Vec<Planned>,
+    walk: Walk,
     harness: Option<packet_core::Harness>,
     harness_source: Option<PathBuf>,
-    exclusions: Vec<packet_core::Exclusion>,
-    skipped: Vec<Skipped>,
+    /// Secrets the adapter found in what the packet's bytes hide.
+    hidden: Vec<Found>,
     /// A session log the harness printed (a temporary file), kept until the
     /// packet is written.
     _harness_scratch: Option<tempfile::TempPath>,
@@ -113,13 +130,14 @@ fn collect(request: &PackRequest) -> Result<Collected> {
     let mut harness_descriptor = None;
     let mut harness_source = None;
     let mut harness_scratch = None;
+    let mut hidden: Vec<Found> = Vec::new();
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
         let workspace_bytes = walk
             .planned
             .iter()
             .map(|p| match p {
-                Planned::File { size, .. } => *size,
+                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
                 _ => 0,
             })
             .sum();
@@ -139,28 +157,49 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         harness_source = located.source_path;
         harness_descriptor = Some(located.harness);
         harness_scratch = located.scratch;
+        hidden = located.secrets;
     }
-    let planned = std::mem::take(&mut walk.planned);
-    let exclusions = walk.exclusion_records();
-    walk.skipped
-        .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
     Ok(Collected {
         workspace,
-        planned,
+        walk,
         harness: harness_descriptor,
         harness_source,
-        exclusions,
-        skipped: walk.skipped,
+        hidden,
         _harness_scratch: harness_scratch,
     })
 }
 
 /// Packs; returns the report.
 pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
-    let c = collect(request)?;
-    let (manifest, digest, output) = if request.output == Path::new("-") {
-        let (entries, sources) = hash_all(&c.workspace, c.planned, progress)?;
-        let manifest = Manifest::build(entries, c.harness, c.exclusions, &Limits::FORMAT)
+    let Collected {
+        workspace,
+        mut walk,
+        harness: harness_descriptor,
+        harness_source,
+        hidden,
+        _harness_scratch,
+    } = collect(request)?;
+    let planned = std::mem::take(&mut walk.planned);
+    let session_log = harness_descriptor.as_ref().map(|h| h.session_log.clone());
+    let policy = &request.secrets;
+    let mut left_out = LeftOut::default();
+    let with_hidden = |mut found: Vec<Found>| {
+        found.extend(hidden.iter().cloned());
+        found
+    };
+    let (manifest, digest, output, found) = if request.output == Path::new("-") {
+        let (entries, sources, found) = hash_all(planned, progress)?;
+        let found = with_hidden(found);
+        let blocking = secrets::blocking(&found, policy, &walk);
+        let (entries, sources) = if blocking.is_empty() {
+            (entries, sources)
+        } else {
+            left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
+            leave_out(entries, sources, &left_out)
+        };
+        let mut exclusions = walk.exclusion_records();
+        exclusions.extend(left_out.exclusions.iter().cloned());
+        let manifest = Manifest::build(entries, harness_descriptor, exclusions, &Limits::FORMAT)
             .map_err(CliError::Unpackable)?;
         progress.phase("write", manifest.totals.bytes);
         let stdout = io::stdout();
@@ -171,37 +210,93 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
             progress,
             "standard output",
         )?;
-        (manifest, digest, "-".to_owned())
+        (manifest, digest, "-".to_owned(), found)
     } else {
-        into_file::pack_into_file(
-            &c.workspace,
-            c.planned,
-            c.harness,
-            c.exclusions,
-            &request.output,
-            progress,
-            &mut || {},
-        )?
+        // A second attempt, without the files found holding secrets, is
+        // only ever made with --secrets exclude: only then is the list kept.
+        let again = (policy.mode == SecretsMode::Exclude).then(|| planned.clone());
+        let scanner = Scanner::new();
+        let attempt = |planned: Vec<Planned>, extra: &[packet_core::Exclusion]| {
+            let mut exclusions = walk.exclusion_records();
+            exclusions.extend(extra.iter().cloned());
+            into_file::pack_into_file(
+                planned,
+                harness_descriptor.clone(),
+                exclusions,
+                &request.output,
+                progress,
+                &mut || {},
+                &|found| {
+                    secrets::blocking(found, policy, &walk).is_empty()
+                        && secrets::blocking(&hidden, policy, &walk).is_empty()
+                },
+                &scanner,
+            )
+        };
+        match attempt(planned, &[])? {
+            into_file::Packed::Kept(m, d, out, found) => (m, d, out, with_hidden(found)),
+            into_file::Packed::Blocked(found) => {
+                let found = with_hidden(found);
+                let blocking = secrets::blocking(&found, policy, &walk);
+                left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
+                let planned: Vec<Planned> = again
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|p| !left_out.members.contains(p.member()))
+                    .collect();
+                match attempt(planned, &left_out.exclusions)? {
+                    into_file::Packed::Kept(m, d, out, found) => (m, d, out, with_hidden(found)),
+                    // Files changed between the attempts: refuse what is
+                    // there now.
+                    into_file::Packed::Blocked(found) => {
+                        let found = with_hidden(found);
+                        let blocking = secrets::blocking(&found, policy, &walk);
+                        return Err(Refused::SecretsInWorkspace {
+                            found: blocking
+                                .iter()
+                                .map(|f| format!("{}:{} {}", f.member, f.line, f.rule.id))
+                                .collect(),
+                        }
+                        .into());
+                    }
+                }
+            }
+        }
     };
     progress.finish();
     Ok(report(
         &manifest,
         &digest,
         output,
-        &c.workspace,
-        c.harness_source.as_deref(),
-        c.skipped,
+        &workspace,
+        harness_source.as_deref(),
+        walk,
+        &found,
+        policy,
+        left_out,
     ))
 }
 
+/// The pack report of a packet packed from `walk`.
+#[allow(clippy::too_many_arguments)]
 fn report(
     manifest: &Manifest,
     digest: &Digest,
     output: String,
     workspace: &Path,
     harness_source: Option<&Path>,
-    skipped: Vec<Skipped>,
+    mut walk: Walk,
+    found: &[Found],
+    policy: &SecretPolicy,
+    left_out: LeftOut,
 ) -> PackReport {
+    let mut secret_reports = secrets::packed_reports(found, policy, &walk);
+    secret_reports.extend(left_out.reports);
+    secret_reports
+        .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path).then(a.line.cmp(&b.line)));
+    walk.skipped.extend(left_out.skipped);
+    walk.skipped
+        .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
     PackReport {
         schema: "pillbox.checkpoint.pack/1",
         digest: digest.to_string(),
@@ -219,13 +314,15 @@ fn report(
             .iter()
             .map(ExclusionReport::from)
             .collect(),
-        skipped,
+        skipped: walk.skipped,
+        secrets: secret_reports,
     }
 }
 
 /// A workspace packed in memory only: its manifest and digest (computed
 /// as `pack -o -` does, every file read twice and checked unchanged in
-/// between), the pack report (`output` is `-`), and where each body is.
+/// between, secrets handled as `pack` handles them), the pack report
+/// (`output` is `-`), and where each body is.
 pub struct Packed {
     /// The manifest.
     pub manifest: Manifest,
@@ -239,59 +336,87 @@ pub struct Packed {
 
 /// Computes the packet `request` describes without writing it anywhere
 /// (`save`): the bodies stay in the workspace, read again only for what
-/// the store lacks.
+/// the store lacks (and checked by sha256 as they are).
 pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Packed> {
-    let c = collect(request)?;
-    let (entries, sources) = hash_all(&c.workspace, c.planned, progress)?;
-    let manifest = Manifest::build(entries, c.harness, c.exclusions, &Limits::FORMAT)
+    let Collected {
+        workspace,
+        mut walk,
+        harness,
+        harness_source,
+        hidden,
+        _harness_scratch,
+    } = collect(request)?;
+    let planned = std::mem::take(&mut walk.planned);
+    let session_log = harness.as_ref().map(|h| h.session_log.clone());
+    let policy = &request.secrets;
+    let (entries, sources, mut found) = hash_all(planned, progress)?;
+    found.extend(hidden.iter().cloned());
+    let blocking = secrets::blocking(&found, policy, &walk);
+    let mut left_out = LeftOut::default();
+    let (entries, sources) = if blocking.is_empty() {
+        (entries, sources)
+    } else {
+        left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
+        leave_out(entries, sources, &left_out)
+    };
+    let mut exclusions = walk.exclusion_records();
+    exclusions.extend(left_out.exclusions.iter().cloned());
+    let manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
         .map_err(CliError::Unpackable)?;
     progress.phase("digest", manifest.packet_size());
     let digest = write_packet(&manifest, &sources, io::sink(), progress, "the digest")?;
-    let report = report(
-        &manifest,
-        &digest,
-        "-".to_owned(),
-        &c.workspace,
-        c.harness_source.as_deref(),
-        c.skipped,
-    );
     let mut by_member = vec![None; manifest.members.len()];
     let mut files = sources.into_iter();
     for (slot, m) in by_member.iter_mut().zip(&manifest.members) {
         if m.kind == Kind::File {
-            *slot = files.next().map(|s| (s.path, m.path.clone()));
+            *slot = files.next().map(|s| (s.source, m.path.clone()));
         }
     }
+    let report = report(
+        &manifest,
+        &digest,
+        "-".to_owned(),
+        &workspace,
+        harness_source.as_deref(),
+        walk,
+        &found,
+        policy,
+        left_out,
+    );
     Ok(Packed {
         manifest,
         digest,
         report,
-        bodies: WorkspaceBodies { by_member },
+        bodies: WorkspaceBodies {
+            by_member,
+            _harness_scratch,
+        },
     })
 }
 
-/// The bodies of a packet packed in memory, in the workspace's files.
+/// The bodies of a packet packed in memory, in the workspace's files
+/// (opened as pack opens them: below the walked folder, never through a
+/// link).
 pub struct WorkspaceBodies {
-    /// Member index → (source file, member path).
-    by_member: Vec<Option<(PathBuf, String)>>,
+    /// Member index → (where its bytes are, member path).
+    by_member: Vec<Option<(FileSource, String)>>,
+    /// A session log the harness printed, read when its body is sent.
+    _harness_scratch: Option<tempfile::TempPath>,
 }
 
 impl WorkspaceBodies {
-    fn source(&self, index: usize) -> Result<&(PathBuf, String)> {
+    fn source(&self, index: usize) -> Result<&(FileSource, String)> {
         self.by_member
             .get(index)
             .and_then(Option::as_ref)
             .ok_or_else(|| CliError::Bug(format!("member {index} has no source file")))
     }
 
-    /// Opens a file without following a symlink that replaced it.
     fn open_file(&self, index: usize) -> Result<File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let (path, _) = self.source(index)?;
-        fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
+        let (source, member) = self.source(index)?;
+        Opener::default()
+            .open(source, member)
+            .map(|(f, _)| f)
             .map_err(|_| self.changed(index))
     }
 }
@@ -314,13 +439,37 @@ impl Bodies for WorkspaceBodies {
             .get(index)
             .and_then(Option::as_ref)
             .map_or_else(String::new, |(_, m)| m.clone());
-        Refused::WorkspaceChanged { member }.into()
+        Refused::WorkspaceChanged {
+            what: format!("{member} changed or went away while it was being saved"),
+            member,
+        }
+        .into()
     }
 
     fn label(&self, index: usize) -> PathBuf {
         self.source(index)
-            .map_or_else(|_| PathBuf::from("the workspace"), |(p, _)| p.clone())
+            .map_or_else(|_| PathBuf::from("the workspace"), |(s, _)| s.display())
     }
+}
+
+/// The entries and sources without the members `left_out` names.
+fn leave_out(
+    entries: Vec<Member>,
+    sources: Vec<BodySource>,
+    left_out: &LeftOut,
+) -> (Vec<Member>, Vec<BodySource>) {
+    let mut kept_sources = Vec::with_capacity(sources.len());
+    let mut sources = sources.into_iter();
+    let mut kept = Vec::with_capacity(entries.len());
+    for e in entries {
+        let source = (e.kind == Kind::File).then(|| sources.next()).flatten();
+        if left_out.members.contains(&e.path) {
+            continue;
+        }
+        kept_sources.extend(source);
+        kept.push(e);
+    }
+    (kept, kept_sources)
 }
 
 /// What pass 1 saw of a file: its size as read and the identity and
@@ -336,14 +485,24 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(meta: &fs::Metadata, size: u64) -> Stamp {
+    // The stat fields' types differ across architectures: the conversions
+    // are identities only on some.
+    #[allow(clippy::useless_conversion)]
+    fn of(stat: &Stat, size: u64) -> Stamp {
+        let nsec = |n| i64::try_from(u64::from(n)).unwrap_or(0);
         Stamp {
             size,
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
+            dev: u64::from(stat.st_dev),
+            ino: u64::from(stat.st_ino),
+            mtime: (i64::from(stat.st_mtime), nsec(stat.st_mtime_nsec)),
+            ctime: (i64::from(stat.st_ctime), nsec(stat.st_ctime_nsec)),
         }
+    }
+
+    /// The stamp of an open file now.
+    fn now(f: &File, display: &Path) -> Result<Stamp> {
+        let stat = rustix::fs::fstat(f).map_err(|e| CliError::io("read", display, e.into()))?;
+        Ok(Stamp::of(&stat, stat_size(&stat)))
     }
 
     /// Refuses a file that is not the one pass 1 hashed, unchanged: the
@@ -374,42 +533,90 @@ impl Stamp {
     }
 }
 
+/// A file's size in a stat.
+fn stat_size(stat: &Stat) -> u64 {
+    u64::try_from(stat.st_size).unwrap_or(0)
+}
+
 /// Where a file member's bytes come from, and what pass 1 saw of them.
 struct BodySource {
-    path: PathBuf,
+    source: FileSource,
     stamp: Stamp,
 }
 
-/// The size, stamp and digest of one file, or why it could not be read.
-type HashResult = Result<(Stamp, Digest)>;
+/// The size, stamp, digest and secrets of one file, or why it could not be
+/// read.
+type HashResult = Result<(Stamp, Digest, Vec<packet_core::secrets::Finding>)>;
+
+/// A file to hash: its member path, where its bytes are, and its listed size.
+struct ToHash {
+    member: String,
+    source: FileSource,
+    size: u64,
+}
+
+/// The members a planned list makes before any file is read: files with
+/// their listed sizes and a placeholder digest, for the limits.
+fn listed_members(planned: &[Planned]) -> Vec<Member> {
+    planned
+        .iter()
+        .map(|p| match p {
+            Planned::Dir { member } => Member::dir(member.as_str()),
+            Planned::Symlink { member, target } => {
+                Member::symlink(member.as_str(), target.as_str())
+            }
+            Planned::File {
+                member,
+                executable,
+                size,
+                ..
+            }
+            | Planned::Walked {
+                member,
+                executable,
+                size,
+                ..
+            } => Member::file(member.as_str(), *size, Digest([0; 32]), *executable),
+        })
+        .collect()
+}
 
 /// Hashes every planned file on all cores (streaming reads into one reused
-/// 1 MiB buffer per thread); returns the manifest entries and, for each
-/// file member in the packet's order, its source and stamp.
+/// 1 MiB buffer per thread), and looks for secrets in the same reads;
+/// returns the manifest entries, for each file member in the packet's
+/// order its source and stamp, and the secrets found. The packet's limits
+/// are checked on the listed sizes first.
 fn hash_all(
-    workspace: &Path,
     mut planned: Vec<Planned>,
     progress: &Progress,
-) -> Result<(Vec<Member>, Vec<BodySource>)> {
+) -> Result<(Vec<Member>, Vec<BodySource>, Vec<Found>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
     crate::walk::sort_planned(&mut planned);
-    let files: Vec<PathBuf> = planned
+    Manifest::assemble(listed_members(&planned), None, vec![])
+        .check_limits(&Limits::FORMAT)
+        .map_err(CliError::Unpackable)?;
+    let files: Vec<ToHash> = planned
         .iter()
-        .filter(|p| matches!(p, Planned::File { .. }))
+        .filter(|p| matches!(p, Planned::File { .. } | Planned::Walked { .. }))
         .map(|p| {
-            p.source(workspace)
-                .ok_or_else(stopped_after_earlier_failure)
+            let size = match p {
+                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
+                _ => 0,
+            };
+            Ok(ToHash {
+                member: p.member().to_owned(),
+                source: p.source().ok_or_else(|| {
+                    CliError::Bug(format!("no source for the file {:?}", p.member()))
+                })?,
+                size,
+            })
         })
         .collect::<Result<_>>()?;
     if progress.is_shown() {
-        let total: u64 = files
-            .iter()
-            .filter_map(|s| fs::symlink_metadata(s).ok())
-            .map(|m| m.len())
-            .sum();
-        progress.phase("hash", total);
+        progress.phase("hash", files.iter().map(|f| f.size).sum());
     }
+    let scanner = Scanner::new();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())
@@ -424,10 +631,13 @@ fn hash_all(
                 let mut opener = Opener::default();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(source) = files.get(i) else {
+                    let Some(file) = files.get(i) else {
                         break;
                     };
-                    let r = hash_file(&mut opener, source, &mut buf, progress);
+                    let relative = file.member.split_once('/').map_or("", |(_, r)| r);
+                    let mut detector = scanner.detector(relative);
+                    let r = hash_file(&mut opener, file, &mut buf, progress, Some(&mut detector))
+                        .map(|(stamp, digest)| (stamp, digest, detector.finish()));
                     let failed = r.is_err();
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
@@ -444,6 +654,7 @@ fn hash_all(
     let mut results = results.into_inner().unwrap_or_default().into_iter();
     let mut entries = Vec::with_capacity(planned.len());
     let mut sources = Vec::new();
+    let mut found = Vec::new();
     let mut files = files.into_iter();
     for p in planned {
         match p {
@@ -451,20 +662,27 @@ fn hash_all(
             Planned::Symlink { member, target } => entries.push(Member::symlink(member, target)),
             Planned::File {
                 member, executable, ..
+            }
+            | Planned::Walked {
+                member, executable, ..
             } => {
-                let (stamp, digest) = match results.next().flatten() {
+                let (stamp, digest, secrets) = match results.next().flatten() {
                     Some(r) => r?,
                     None => return Err(stopped_after_earlier_failure()),
                 };
-                let Some(path) = files.next() else {
+                let Some(file) = files.next() else {
                     return Err(stopped_after_earlier_failure());
                 };
+                found.extend(Found::of(&member, secrets));
                 entries.push(Member::file(member, stamp.size, digest, executable));
-                sources.push(BodySource { path, stamp });
+                sources.push(BodySource {
+                    source: file.source,
+                    stamp,
+                });
             }
         }
     }
-    Ok((entries, sources))
+    Ok((entries, sources, found))
 }
 
 fn stopped_after_earlier_failure() -> CliError {
@@ -473,65 +691,116 @@ fn stopped_after_earlier_failure() -> CliError {
 
 /// Opens files for reading relative to a descriptor of the last folder
 /// used: files of one folder are neighbours in the packet's order, so each
-/// folder's path is resolved once per pass rather than once per file.
+/// folder is opened once per pass rather than once per file.
 #[derive(Default)]
 struct Opener {
-    dir: Option<(PathBuf, OwnedFd)>,
+    dir: Option<(DirKey, OwnedFd)>,
+}
+
+/// Which folder a cached descriptor is.
+#[derive(PartialEq, Eq)]
+enum DirKey {
+    /// A folder named by path (a harness adapter's file).
+    Path(PathBuf),
+    /// A folder below a walked root, by its path there.
+    Beneath(*const crate::walk::WalkRoot, String),
 }
 
 impl Opener {
-    /// Opens `path` without following a symlink that replaced it, and
-    /// without updating its access time where the caller owns the file.
-    fn open(&mut self, path: &Path) -> io::Result<File> {
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        };
-        let fd = match &self.dir {
-            // Byte equality: every path here is built the same way, and a
-            // component-wise comparison would parse both each time.
-            Some((dir, fd)) if dir.as_os_str() == parent.as_os_str() => fd,
-            _ => {
-                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-                let fd = rustix::fs::open(parent, flags, Mode::empty())?;
-                &self.dir.insert((parent.to_path_buf(), fd)).1
+    /// Opens a file for reading: a walked file below its root, never
+    /// through a link, checked to be the regular file the walk listed; an
+    /// adapter's file by its path, never through a link in its last
+    /// component, and checked to be a regular file. Never blocks on a FIFO.
+    fn open(&mut self, source: &FileSource, member: &str) -> Result<(File, Stat)> {
+        match source {
+            FileSource::Path(path) => {
+                let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+                    return Err(CliError::io(
+                        "read",
+                        path,
+                        io::Error::from(io::ErrorKind::InvalidInput),
+                    ));
+                };
+                let cached = matches!(&self.dir, Some((DirKey::Path(p), _)) if p == parent);
+                if !cached {
+                    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                    let fd = rustix::fs::open(parent, flags, Mode::empty())
+                        .map_err(|e| CliError::io("read", path, e.into()))?;
+                    self.dir = Some((DirKey::Path(parent.to_path_buf()), fd));
+                }
+                let fd = self.cached()?;
+                open_file_in(fd, &name.to_string_lossy(), member, None, &|| path.clone())
             }
-        };
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let file = match openat(fd, name, flags | OFlags::NOATIME, Mode::empty()) {
-            // O_NOATIME is refused on files owned by someone else.
-            Err(rustix::io::Errno::PERM) => openat(fd, name, flags, Mode::empty())?,
-            r => r?,
-        };
-        Ok(File::from(file))
+            FileSource::Beneath { root, relative, id } => {
+                let (parent, name) = relative.rsplit_once('/').unwrap_or(("", relative));
+                let cached = matches!(
+                    &self.dir,
+                    Some((DirKey::Beneath(r, p), _)) if std::ptr::eq(*r, Arc::as_ptr(root)) && p == parent
+                );
+                if !cached {
+                    let fd = root.open_parent(relative).map_err(|e| {
+                        match rustix::io::Errno::from_io_error(&e) {
+                            Some(errno) => root.changed_or_io(member, "read", relative, errno),
+                            None => CliError::io("read", root.path().join(relative), e),
+                        }
+                    })?;
+                    self.dir = Some((DirKey::Beneath(Arc::as_ptr(root), parent.to_owned()), fd));
+                }
+                let fd = self.cached()?;
+                open_file_in(fd, name, member, Some(*id), &|| root.path().join(relative))
+            }
+        }
+    }
+
+    /// The descriptor of the folder last opened.
+    fn cached(&self) -> Result<BorrowedFd<'_>> {
+        match &self.dir {
+            Some((_, fd)) => Ok(fd.as_fd()),
+            None => Err(CliError::Bug("the folder just opened is gone".into())),
+        }
     }
 }
 
-/// Reads a whole file into the hasher: one read for a file smaller than
-/// the buffer (a short read of a regular file is its end).
-fn hash_file(opener: &mut Opener, path: &Path, buf: &mut [u8], progress: &Progress) -> HashResult {
-    let mut f = opener
-        .open(path)
-        .map_err(|e| CliError::io("read", path, e))?;
-    let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
+/// Reads a whole file into the hasher (and `detector`), at most one byte
+/// more than its listed size: a file that grew is refused without being
+/// read to its end (a sparse file of terabytes is not hashed in full). One
+/// read for a file smaller than the buffer (a short read of a regular file
+/// is its end).
+fn hash_file(
+    opener: &mut Opener,
+    file: &ToHash,
+    buf: &mut [u8],
+    progress: &Progress,
+    mut detector: Option<&mut Detector>,
+) -> Result<(Stamp, Digest)> {
+    let (mut f, stat) = opener.open(&file.source, &file.member)?;
     let mut hasher = Hasher::new();
     let mut size = 0u64;
+    let listed = stat_size(&stat);
     loop {
-        let n = match f.read(buf) {
+        let want = (file.size + 1 - size).min(buf.len() as u64) as usize;
+        let n = match f.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(CliError::io("read", path, e)),
+            Err(e) => return Err(CliError::io("read", file.source.display(), e)),
         };
-        hasher.update(&buf[..n]);
         size += n as u64;
+        if size > file.size {
+            return Err(changed_size(&file.member, "grew"));
+        }
+        hasher.update(&buf[..n]);
+        if let Some(d) = detector.as_deref_mut() {
+            d.feed(&buf[..n]);
+        }
         progress.inc(n as u64);
-        if n < buf.len() && size >= meta.len() {
+        if n < want && size >= listed {
             break;
         }
     }
     // Bytes that arrive after this read, or a short read cut short, leave
     // the size or ctime different in pass 2, which refuses the file.
-    Ok((Stamp::of(&meta, size), hasher.finish()))
+    Ok((Stamp::of(&stat, size), hasher.finish()))
 }
 
 /// The refusal of a file whose size changed while it was being packed
@@ -704,10 +973,9 @@ fn produce<W: Write>(
                         entry.path
                     )));
                 };
-                let path = source.path.as_path();
-                let mut f = opener
-                    .open(path)
-                    .map_err(|e| CliError::io("read", path, e))?;
+                let display = source.source.display();
+                let path = display.as_path();
+                let (mut f, _) = opener.open(&source.source, &entry.path)?;
                 let mut remaining = size;
                 while remaining > 0 {
                     if out.used == out.buf.len() {
@@ -723,10 +991,7 @@ fn produce<W: Write>(
                 }
                 // The open file must still be the one pass 1 hashed, as it
                 // was then: same inode, size and change times.
-                let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
-                source
-                    .stamp
-                    .check(&Stamp::of(&meta, meta.len()), &entry.path)?;
+                source.stamp.check(&Stamp::now(&f, path)?, &entry.path)?;
             }
             Step::Done(_) => break,
         }
@@ -740,6 +1005,159 @@ fn produce<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::Duration;
+
+    /// Walks `ws` as pack does.
+    fn walked(ws: &Path) -> Vec<Planned> {
+        let mut walk = Walk::default();
+        walk_tree(ws, "workspace", &WalkOptions::default(), &mut walk).unwrap();
+        walk.planned
+    }
+
+    /// Packs what was walked into a file, no secret in the way.
+    fn pack_walked(planned: Vec<Planned>, out: &Path) -> Result<Manifest> {
+        match into_file::pack_into_file(
+            planned,
+            None,
+            vec![],
+            out,
+            &Progress::new(true),
+            &mut || {},
+            &|_| true,
+            &Scanner::new(),
+        )? {
+            into_file::Packed::Kept(m, ..) => Ok(m),
+            into_file::Packed::Blocked(_) => unreachable!("every secret is accepted"),
+        }
+    }
+
+    /// Runs `f` on a thread and fails the test if it takes longer than a
+    /// few seconds (instead of hanging on a FIFO).
+    fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("pack blocked instead of refusing")
+    }
+
+    /// A workspace with `d/file.txt`, walked, then `d` replaced by a
+    /// symlink to a folder outside holding a file of the same name (as
+    /// `~/.codex` holds `auth.json`).
+    fn swapped_folder() -> (tempfile::TempDir, Vec<Planned>) {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"mine").unwrap();
+        fs::create_dir_all(t.path().join("outside")).unwrap();
+        fs::write(t.path().join("outside/file.txt"), b"SECRET-OUTSIDE").unwrap();
+        let planned = walked(&ws);
+        fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
+        symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        (t, planned)
+    }
+
+    #[test]
+    fn a_folder_swapped_for_a_symlink_after_the_walk_is_never_followed() {
+        let (t, planned) = swapped_folder();
+        let out = t.path().join("p.tar");
+        let e = pack_walked(planned, &out).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed", "{:?}", e.report());
+        assert_eq!(
+            e.report().details.path.as_deref(),
+            Some("workspace/d/file.txt")
+        );
+        assert!(!out.exists());
+        // To standard output, the first pass refuses it the same way.
+        let (_t, planned) = swapped_folder();
+        let e = hash_all(planned, &Progress::new(true)).err().unwrap();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn a_folder_swapped_for_another_real_folder_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"mine").unwrap();
+        let planned = walked(&ws);
+        fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("d/file.txt"), b"another").unwrap();
+        let e = pack_walked(planned, &t.path().join("p.tar")).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn a_file_swapped_for_a_fifo_is_refused_without_blocking() {
+        for stdout in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let ws = t.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            fs::write(ws.join("a.txt"), b"a").unwrap();
+            let planned = walked(&ws);
+            fs::remove_file(ws.join("a.txt")).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                ws.join("a.txt"),
+                rustix::fs::FileType::Fifo,
+                Mode::from_raw_mode(0o644),
+                0,
+            )
+            .unwrap();
+            let out = t.path().join("p.tar");
+            let e = within_seconds(move || {
+                if stdout {
+                    hash_all(planned, &Progress::new(true)).err().unwrap()
+                } else {
+                    pack_walked(planned, &out).unwrap_err()
+                }
+            });
+            assert_eq!(e.code(), "workspace_changed", "to stdout: {stdout}");
+        }
+    }
+
+    #[test]
+    fn a_sparse_file_past_the_limit_is_refused_before_it_is_read() {
+        for stdout in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let ws = t.path().join("ws");
+            fs::create_dir_all(&ws).unwrap();
+            // 4 TiB of holes: hashing it would take hours.
+            let f = File::create(ws.join("sparse.img")).unwrap();
+            f.set_len(4 << 40).unwrap();
+            let planned = walked(&ws);
+            let out = t.path().join("p.tar");
+            let e = within_seconds(move || {
+                if stdout {
+                    hash_all(planned, &Progress::new(true)).err().unwrap()
+                } else {
+                    pack_walked(planned, &out).unwrap_err()
+                }
+            });
+            assert_eq!(e.code(), "limit_size", "to stdout: {stdout}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_grew_after_the_walk_is_read_no_further_than_a_byte_past_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("log.txt"), b"short").unwrap();
+        let planned = walked(&ws);
+        // Grown to 4 TiB (sparse) after the walk, in place.
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(ws.join("log.txt"))
+            .unwrap();
+        f.set_len(4 << 40).unwrap();
+        let e = within_seconds(move || hash_all(planned, &Progress::new(true)).err().unwrap());
+        assert_eq!(e.code(), "member_mismatch");
+        assert!(e.report().details.message.contains("grew"));
+    }
 
     /// Hashes a one-file workspace, lets `change` alter the file, then
     /// writes: the writer must refuse the changed file.
@@ -758,7 +1176,7 @@ mod tests {
                 size: 10,
             },
         ];
-        let (entries, sources) = hash_all(t.path(), planned, &Progress::new(true)).unwrap();
+        let (entries, sources, _) = hash_all(planned, &Progress::new(true)).unwrap();
         let manifest = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap();
         change(&file);
         write_packet(
@@ -788,9 +1206,11 @@ mod tests {
             fs::remove_file(f).unwrap();
             std::os::unix::fs::symlink("/etc/hostname", f).unwrap();
         });
+        // Refused as a change of the workspace (it was a generic I/O
+        // error before the opened file was checked).
         assert_eq!(
             e.code(),
-            "io",
+            "workspace_changed",
             "a file replaced by a symlink is not followed"
         );
     }

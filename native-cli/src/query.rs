@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use packet_core::diff::Change;
-use packet_core::{Digest, Event, Kind, Manifest, Member, VerifiedPacket};
+use packet_core::{Digest, Event, Findings, Kind, Manifest, Member, VerifiedPacket};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -33,6 +33,9 @@ pub struct VerifyReport {
     pub totals: Totals,
     /// Harness state carried.
     pub harness: Option<HarnessReport>,
+    /// Secrets, and git settings and hooks that run programs, found in
+    /// the packet (a report: the packet verified).
+    pub findings: Findings,
 }
 
 /// `verify`.
@@ -52,6 +55,7 @@ pub fn verify(
         members: read.manifest.totals.members,
         totals: read.manifest.totals,
         harness: read.manifest.harness.as_ref().map(HarnessReport::of),
+        findings: read.findings,
     })
 }
 
@@ -74,6 +78,9 @@ pub struct InspectReport {
     pub exclusions: Vec<ExclusionReport>,
     /// Every member, in archive order.
     pub members: Vec<MemberReport>,
+    /// Secrets, and git settings and hooks that run programs, found in
+    /// the packet.
+    pub findings: Findings,
 }
 
 /// `inspect`.
@@ -94,6 +101,7 @@ pub fn inspect(
         harness: m.harness.as_ref().map(HarnessReport::of),
         exclusions: m.exclusions.iter().map(ExclusionReport::from).collect(),
         members: m.members.iter().map(MemberReport::from).collect(),
+        findings: read.findings,
     })
 }
 
@@ -127,6 +135,14 @@ pub fn inspect_text(report: &InspectReport) -> String {
             "# excluded {} path(s) by {} {:?}",
             e.matched, e.rule, e.pattern
         );
+    }
+    for f in &report.findings.secrets {
+        let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let _ = writeln!(s, "# secret {}{at} {}", f.path, f.rule);
+    }
+    for f in &report.findings.git {
+        let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
+        let _ = writeln!(s, "# git {}{at} {}: {}", f.path, f.setting, f.why);
     }
     for e in &report.members {
         let entry = member_from_report(e);

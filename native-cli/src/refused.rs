@@ -15,6 +15,9 @@ const PASS_UNPACK_JSON: &str = "pass the JSON object that `pillbox checkpoint un
 /// The advice for a thread that stopped where it never should.
 const PACK_AGAIN: &str = "pack again; if it persists, report this bug";
 
+/// What to do about secrets found in a workspace.
+const SECRETS_ADVICE: &str = "remove them (move keys to a credential helper or a secret manager; for .git/config, `git remote set-url` to a URL without the token and `git config --unset-all` the http extraheader), leave those files out with --secrets exclude, or, for known test fixtures, pass --allow-secret GLOB";
+
 /// A path as the JSON shows it.
 fn shown(p: &Path) -> Option<String> {
     Some(p.display().to_string())
@@ -107,6 +110,43 @@ refusals! {
         path: None,
         message: "a walking thread stopped unexpectedly".to_owned(),
         advice: PACK_AGAIN;
+    /// The unpack target is a symlink.
+    TargetIsSymlink { target: PathBuf } => "target_not_directory",
+        path: shown(target),
+        message: format!("{} is a symlink; unpack never writes through a link", target.display()),
+        advice: "unpack into an empty or absent directory named by its real path";
+    /// A harness symlink would point out of the folder it is restored in.
+    HarnessSymlinkEscapes { member: String, target: String } => "harness_symlink_escapes",
+        path: Some(member.clone()),
+        message: format!("the harness symlink points at {target:?}, outside the session folder it is restored in"),
+        advice: "unpack without --codex-home or --claude-config-dir to restore the workspace alone";
+    /// A git configuration file too large to neutralise.
+    GitConfigTooLarge { member: String } => "git_config_too_large",
+        path: Some(member.clone()),
+        message: format!("{member} is larger than {} bytes: too large to be git's, and too large to rewrite without its settings", crate::unpack::GIT_CONFIG_MAX),
+        advice: "unpack without --neutralize-git and inspect the file before running git in the restored workspace";
+    /// Files of the workspace hold secrets.
+    SecretsInWorkspace { found: Vec<String> } => "secret_in_workspace",
+        path: found.first().and_then(|f| f.split(':').next()).map(str::to_owned),
+        message: format!(
+            "{} secret(s) found, by content: {}; a packet never carries credentials",
+            found.len(),
+            found.join(", ")
+        ),
+        advice: SECRETS_ADVICE;
+    /// With `--secrets exclude`: the session log itself holds secrets.
+    SecretInSessionLog { member: String, found: Vec<String> } => "secret_in_workspace",
+        path: Some(member.clone()),
+        message: format!(
+            "the session log holds secrets ({}), and leaving it out would carry a session without its log",
+            found.join(", ")
+        ),
+        advice: "start a new session, or pack the workspace alone (without --harness)";
+    /// A file or folder was replaced while it was being packed.
+    WorkspaceChanged { member: String, what: String } => "workspace_changed",
+        path: Some(member.clone()),
+        message: format!("{what} (pack never follows a link out of the workspace, never reads anything but the file it listed)"),
+        advice: "pack again once nothing changes the workspace";
     /// A `.git` file points outside the workspace (a linked worktree).
     GitDirOutsideWorkspace { member: String, gitdir: String } => "git_dir_outside_workspace",
         path: Some(member.clone()),
@@ -379,11 +419,6 @@ refusals! {
         path: shown(path),
         message: format!("{} changed while it was being pushed", path.display()),
         advice: "leave the packet file alone until the push ends, then push again";
-    /// save: a workspace file changed after it was hashed.
-    WorkspaceChanged { member: String } => "workspace_changed",
-        path: Some(member.clone()),
-        message: "the workspace changed while saving: save again".to_owned(),
-        advice: "save again once nothing writes to the workspace";
     /// pull: the store does not have a chunk it listed.
     ChunkNotServed { sha256: String } => "chunk_not_served",
         path: None,

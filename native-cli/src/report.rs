@@ -15,7 +15,7 @@ pub struct ExclusionReport {
     pub pattern: String,
     /// How many paths it excluded.
     pub matched: u64,
-    /// Why the rule exists (credential rules only).
+    /// Why the rule exists (credential and secret rules).
     pub why: Option<&'static str>,
 }
 
@@ -28,7 +28,8 @@ impl From<&Exclusion> for ExclusionReport {
             why: exclude::CREDENTIAL_RULES
                 .iter()
                 .find(|r| r.id == e.rule)
-                .map(|r| r.why),
+                .map(|r| r.why)
+                .or_else(|| crate::pack::secrets::rule_what(&e.rule)),
         }
     }
 }

@@ -5,6 +5,16 @@
 //! target. Only when the whole packet has verified are the staged entries
 //! renamed into place. Any failure removes the staging folders (and the
 //! targets this command created), leaving the targets as they were.
+//!
+//! The restore cannot be turned against its host: the workspace target is
+//! opened without following a link (a symlinked target is refused) and
+//! everything is created below that descriptor; entries move into place
+//! with `RENAME_NOREPLACE`; the workspace's modes honour the umask and the
+//! harness state is private (files 0600, folders 0700); a harness symlink
+//! must stay inside the session folder it is restored as. What the packet
+//! holds that would act on the host (secrets, git settings that run
+//! programs, executable hooks) is reported, and `--neutralize-git` writes
+//! the repositories without those settings and hooks.
 
 use std::borrow::Cow;
 use std::fs::{self, File};
@@ -15,10 +25,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use packet_core::{Digest, Event, Kind, ReaderOptions, VerifiedPacket};
-use rustix::fs::{fchmod, mkdirat, openat, symlinkat, Mode, OFlags, CWD};
+use packet_core::{git, Digest, Event, Findings, Kind, Limits, ReaderOptions, VerifiedPacket};
+use rustix::fs::{
+    mkdirat, openat, renameat, renameat_with, statat, symlinkat, AtFlags, Mode, OFlags,
+    RenameFlags, CWD,
+};
 use serde::Serialize;
-use tempfile::TempDir;
 
 use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, opencode, RestorePlan};
@@ -36,6 +48,9 @@ pub struct UnpackRequest {
     pub codex_home: Option<PathBuf>,
     /// Where to restore a Claude Code transcript.
     pub claude_config_dir: Option<PathBuf>,
+    /// Write git repositories without the settings and hooks that run
+    /// programs.
+    pub neutralize_git: bool,
     /// The OpenCode program that imports an OpenCode session (`None`: the
     /// export is verified, not imported).
     pub opencode: Option<PathBuf>,
@@ -60,6 +75,32 @@ pub struct UnpackReport {
     pub workspace: String,
     /// Harness state in the packet and where it was restored.
     pub harness: Option<HarnessReport>,
+    /// What the packet holds that a person should know before using the
+    /// restored workspace (packet-core's report).
+    pub findings: Findings,
+    /// What `--neutralize-git` changed (`null` without it).
+    pub git: Option<GitNeutralized>,
+}
+
+/// What `--neutralize-git` changed in the restored workspace: every byte
+/// else is the packet's.
+#[derive(Debug, Default, Serialize)]
+pub struct GitNeutralized {
+    /// Settings left out of restored git configuration files.
+    pub removed: Vec<RemovedSetting>,
+    /// Hooks restored without their exec bit (mode 0644), by member path.
+    pub hooks_disabled: Vec<String>,
+}
+
+/// A setting left out of a restored git configuration file.
+#[derive(Debug, Serialize)]
+pub struct RemovedSetting {
+    /// The configuration file's member path.
+    pub path: String,
+    /// The line it was on in the packet's file.
+    pub line: u64,
+    /// Its key.
+    pub setting: String,
 }
 
 /// Folders this command created, removed again if it fails.
@@ -115,6 +156,8 @@ pub fn unpack(
                 totals,
                 workspace: placed.workspace.display().to_string(),
                 harness: placed.harness,
+                findings: placed.read.findings,
+                git: placed.git,
             })
         }
         Err(e) => {
@@ -124,11 +167,16 @@ pub fn unpack(
     }
 }
 
-/// A target must be absent or an empty directory.
+/// A target must be absent or an empty directory, and not a symlink
+/// (which would make the restore write wherever it points).
 fn check_target(target: &Path) -> Result<()> {
-    match fs::metadata(target) {
+    match fs::symlink_metadata(target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(CliError::io("inspect", target, e)),
+        Ok(m) if m.file_type().is_symlink() => Err(Refused::TargetIsSymlink {
+            target: target.to_path_buf(),
+        }
+        .into()),
         Ok(m) if !m.is_dir() => Err(Refused::TargetNotDirectory {
             target: target.to_path_buf(),
         }
@@ -146,10 +194,99 @@ fn check_target(target: &Path) -> Result<()> {
     }
 }
 
+/// A folder restored entries go below, held open: they are created and
+/// moved through this descriptor, so a folder swapped for a link while
+/// unpacking is not written through.
+struct Target {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Target {
+    /// Opens the workspace target, refusing a symlink.
+    fn workspace(path: &Path) -> Result<Target> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
+                CliError::from(Refused::TargetIsSymlink {
+                    target: path.to_path_buf(),
+                })
+            }
+            e => CliError::io("open", path, e.into()),
+        })?;
+        Ok(Target {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens a harness home (which may be a link the user keeps, such as
+    /// `~/.codex` pointing at another disk).
+    fn harness_home(path: &Path) -> Result<Target> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty())
+            .map_err(|e| CliError::io("open", path, e.into()))?;
+        Ok(Target {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// A staging folder made in a target (mode 0700), removed with what is
+/// left in it when dropped.
+struct Staging {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Staging {
+    fn create(target: &Target) -> Result<Staging> {
+        // A name no packet entry is likely to have: the process id, the
+        // time and a counter.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        for n in 0u32..100 {
+            let name = format!(
+                ".pillbox-unpack-{:x}{:08x}{n:02}",
+                std::process::id(),
+                nanos.wrapping_mul(2_654_435_761).wrapping_add(n)
+            );
+            match mkdirat(&target.fd, name.as_str(), Mode::from_raw_mode(0o700)) {
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => {
+                    return Err(CliError::io(
+                        "create a staging folder in",
+                        &target.path,
+                        e.into(),
+                    ))
+                }
+                Ok(()) => {}
+            }
+            let path = target.path.join(&name);
+            let fd = open_dir(target.fd.as_fd(), Path::new(&name))
+                .map_err(|e| CliError::io("open", &path, e))?;
+            return Ok(Staging { fd, path });
+        }
+        Err(CliError::io(
+            "create a staging folder in",
+            &target.path,
+            std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        ))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // std's remove_dir_all does not follow symlinks inside.
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
 /// Where harness members go while the packet is read, and then for good.
 struct HarnessTarget {
-    prefix: String,
-    staging: TempDir,
+    staging: Staging,
     plan: RestorePlan,
 }
 
@@ -158,6 +295,7 @@ struct Placed {
     read: VerifiedPacket,
     workspace: PathBuf,
     harness: Option<HarnessReport>,
+    git: Option<GitNeutralized>,
 }
 
 /// Reads the packet once, verifying it as it streams while a second
@@ -170,9 +308,10 @@ fn place(
     created: &mut Created,
 ) -> Result<Placed> {
     created.dir_all(&request.into)?;
+    let target = Target::workspace(&request.into)?;
     let workspace =
         fs::canonicalize(&request.into).map_err(|e| CliError::io("open", &request.into, e))?;
-    let ws_staging = staging_in(&workspace)?;
+    let ws_staging = Staging::create(&target)?;
     let options = ReaderOptions {
         expected_digest: request.expected,
         ..ReaderOptions::default()
@@ -181,11 +320,12 @@ fn place(
     let mut harness_target: Option<HarnessTarget> = None;
     let (ops, queue) = mpsc::sync_channel::<Vec<Op>>(BATCHES);
     let stop = AtomicBool::new(false);
-    let read = std::thread::scope(|scope| {
-        let ws_root = ws_staging.path().to_path_buf();
+    let ws_root = Root::new(packet_core::path::WORKSPACE_ROOT, &ws_staging, false)?;
+    let neutralize = request.neutralize_git;
+    let (read, git) = std::thread::scope(|scope| {
         let stop = &stop;
-        let writing = scope.spawn(move || -> Result<()> {
-            let mut writer = StagingWriter::new(vec![("workspace/".to_owned(), ws_root)])?;
+        let writing = scope.spawn(move || -> Result<GitNeutralized> {
+            let mut writer = StagingWriter::new(vec![ws_root], neutralize);
             for batch in queue {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -194,7 +334,7 @@ fn place(
                     writer.apply(op)?;
                 }
             }
-            Ok(())
+            Ok(writer.neutralized)
         });
         // Operations go to the writing thread in batches: one per read
         // block at most (so that the reading thread never holds more than
@@ -233,7 +373,7 @@ fn place(
                             fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
                         let plan =
                             harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
-                        (plan, staging_in(&home)?)
+                        (plan, Staging::create(&Target::harness_home(&home)?)?)
                     } else if let (packet_core::HarnessKind::Opencode, Some(program)) =
                         (h.kind, &request.opencode)
                     {
@@ -241,9 +381,10 @@ fn place(
                         // import the session is known now.
                         let local = opencode::version(program, &workspace)?;
                         opencode::check_not_older(program, &local, h.version.as_deref())?;
-                        let staging = staging_in(&std::env::temp_dir())?;
+                        let staging =
+                            Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
                         let plan = harness::adapter(h.kind).restore_plan(
-                            staging.path(),
+                            &staging.path,
                             h,
                             m,
                             &workspace,
@@ -252,22 +393,16 @@ fn place(
                     } else {
                         return Ok(());
                     };
-                    let target = HarnessTarget {
-                        prefix: format!("{}/", h.kind.root()),
-                        staging,
-                        plan,
-                    };
-                    send(Op::Root(
-                        target.prefix.clone(),
-                        target.staging.path().to_path_buf(),
-                    ))?;
-                    harness_target = Some(target);
+                    confine_harness_symlinks(m, h.kind, &plan)?;
+                    send(Op::Root(Root::new(h.kind.root(), &staging, true)?))?;
+                    harness_target = Some(HarnessTarget { staging, plan });
                     Ok(())
                 }
                 Event::MemberStart { member: e, .. } => send(Op::Start(Member {
                     path: e.path.clone(),
                     kind: e.kind,
                     mode: e.mode,
+                    size: e.size,
                     target: e.target.clone(),
                 })),
                 Event::Data(bytes) => send(match block.offset_of(bytes) {
@@ -289,7 +424,7 @@ fn place(
             (Err(CliError::Refused(Refused::UnpackWriterStopped {})), Err(w)) => Err(w),
             (Err(e), _) => Err(e),
             (Ok(_), Err(w)) => Err(w),
-            (Ok(read), Ok(())) => Ok(read),
+            (Ok(read), Ok(git)) => Ok((read, git)),
         }
     })?;
 
@@ -300,7 +435,7 @@ fn place(
             Some(relative) => Some(opencode::PendingImport::prepare(
                 program,
                 &h.session_id,
-                t.staging.path().join(relative),
+                t.staging.path.join(relative),
                 &workspace,
             )?),
             None => None,
@@ -308,10 +443,10 @@ fn place(
         _ => None,
     };
     // Move into place (then import), undoing the moves on failure.
-    let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut moved: Vec<Moved> = Vec::new();
     let result = move_into_place(
         &ws_staging,
-        &workspace,
+        &target,
         harness_target.as_ref(),
         created,
         &mut moved,
@@ -321,8 +456,8 @@ fn place(
         _ => Ok(()),
     });
     if let Err(e) = result {
-        for (from, to) in moved.iter().rev() {
-            let _ = fs::rename(to, from);
+        for m in moved.iter().rev() {
+            m.undo();
         }
         return Err(e);
     }
@@ -345,7 +480,53 @@ fn place(
         read,
         workspace,
         harness,
+        git: neutralize.then_some(git),
     })
+}
+
+/// Refuses a harness symlink that would point out of the folder it is
+/// restored as: packet-core keeps every link inside `harness/`, but
+/// `harness/` is not one folder on the host; a session's folder moves on
+/// its own into the harness home, where `..` leads to other sessions.
+fn confine_harness_symlinks(
+    manifest: &packet_core::Manifest,
+    kind: packet_core::HarnessKind,
+    plan: &RestorePlan,
+) -> Result<()> {
+    for m in manifest.members.iter().filter(|m| m.kind == Kind::Symlink) {
+        let Some(relative) = kind.relative_path(&m.path) else {
+            continue;
+        };
+        let Some(moved) = plan.moves.iter().find(|mv| {
+            relative == mv.relative
+                || relative
+                    .strip_prefix(mv.relative.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }) else {
+            // Not restored at all.
+            continue;
+        };
+        let folder = kind.member_path(&moved.relative);
+        let inside = |p: &str| {
+            p == folder
+                || p.strip_prefix(folder.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        let target = m.target.as_deref().unwrap_or("");
+        let resolved = packet_core::path::resolve_symlink_target(
+            &m.path,
+            target,
+            Limits::FORMAT.max_path_bytes,
+        )?;
+        if !inside(&resolved.resolved) || !resolved.through.iter().all(|t| inside(t)) {
+            return Err(Refused::HarnessSymlinkEscapes {
+                member: m.path.clone(),
+                target: target.to_owned(),
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// The error the reading thread gets when the writing thread stopped
@@ -367,13 +548,14 @@ struct Member {
     path: String,
     kind: Kind,
     mode: u32,
+    size: u64,
     target: Option<String>,
 }
 
 /// One step for the writing thread, in the packet's order.
 enum Op {
-    /// Members under this prefix go below this staging folder.
-    Root(String, PathBuf),
+    /// Members under this root's prefix go below its staging folder.
+    Root(Root),
     /// A member starts.
     Start(Member),
     /// Bytes of the current file, as a range of a read block.
@@ -384,58 +566,126 @@ enum Op {
     End,
 }
 
-fn staging_in(dir: &Path) -> Result<TempDir> {
-    tempfile::Builder::new()
-        .prefix(".pillbox-unpack-")
-        .tempdir_in(dir)
-        .map_err(|e| CliError::io("create a staging folder in", dir, e))
+/// An entry moved into place, and how to move it back.
+struct Moved {
+    from_dir: OwnedFd,
+    from: PathBuf,
+    to_dir: OwnedFd,
+    to: PathBuf,
+}
+
+impl Moved {
+    fn undo(&self) {
+        let _ = renameat(&self.to_dir, &self.to, &self.from_dir, &self.from);
+    }
 }
 
 fn move_into_place(
-    ws_staging: &TempDir,
-    workspace: &Path,
+    ws_staging: &Staging,
+    target: &Target,
     harness: Option<&HarnessTarget>,
     created: &mut Created,
-    moved: &mut Vec<(PathBuf, PathBuf)>,
+    moved: &mut Vec<Moved>,
 ) -> Result<()> {
-    let entries =
-        fs::read_dir(ws_staging.path()).map_err(|e| CliError::io("list", ws_staging.path(), e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| CliError::io("list", ws_staging.path(), e))?;
-        let to = workspace.join(entry.file_name());
-        rename_new(&entry.path(), &to)?;
-        moved.push((entry.path(), to));
+    let listing = rustix::fs::Dir::read_from(&ws_staging.fd)
+        .map_err(|e| CliError::io("list", &ws_staging.path, e.into()))?;
+    for entry in listing {
+        let entry = entry.map_err(|e| CliError::io("list", &ws_staging.path, e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let name =
+            PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
+        rename_new(
+            ws_staging.fd.as_fd(),
+            &name,
+            target.fd.as_fd(),
+            &name,
+            &target.path.join(&name),
+        )?;
+        moved.push(Moved {
+            from_dir: dup(&ws_staging.fd, &ws_staging.path)?,
+            from: name.clone(),
+            to_dir: dup(&target.fd, &target.path)?,
+            to: name,
+        });
     }
     if let Some(t) = harness {
         for m in &t.plan.moves {
-            let from = t.staging.path().join(&m.relative);
             if let Some(parent) = m.destination.parent() {
                 created.dir_all(parent)?;
             }
-            rename_new(&from, &m.destination)?;
-            moved.push((from, m.destination.clone()));
+            let from = PathBuf::from(&m.relative);
+            rename_new(
+                t.staging.fd.as_fd(),
+                &from,
+                CWD,
+                &m.destination,
+                &m.destination,
+            )?;
+            let cwd = rustix::fs::open(
+                ".",
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| CliError::io("open", ".", e.into()))?;
+            moved.push(Moved {
+                from_dir: dup(&t.staging.fd, &t.staging.path)?,
+                from,
+                to_dir: cwd,
+                to: m.destination.clone(),
+            });
         }
     }
     Ok(())
 }
 
-/// Renames, refusing to replace anything that appeared meanwhile.
-fn rename_new(from: &Path, to: &Path) -> Result<()> {
-    if fs::symlink_metadata(to).is_ok() {
-        return Err(Refused::TargetAppeared {
-            target: to.to_path_buf(),
+fn dup(fd: &OwnedFd, path: &Path) -> Result<OwnedFd> {
+    fd.try_clone().map_err(|e| CliError::io("open", path, e))
+}
+
+/// Renames, refusing to replace anything that appeared meanwhile: with
+/// `RENAME_NOREPLACE`, or, on a file system without it, after a check.
+fn rename_new(
+    from_dir: BorrowedFd<'_>,
+    from: &Path,
+    to_dir: BorrowedFd<'_>,
+    to: &Path,
+    shown: &Path,
+) -> Result<()> {
+    let appeared = || {
+        CliError::from(Refused::TargetAppeared {
+            target: shown.to_path_buf(),
+        })
+    };
+    match renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::EXIST) => Err(appeared()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            if statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                return Err(appeared());
+            }
+            renameat(from_dir, from, to_dir, to)
+                .map_err(|e| CliError::io("move into place", shown, e.into()))
         }
-        .into());
+        Err(e) => Err(CliError::io("move into place", shown, e.into())),
     }
-    fs::rename(from, to).map_err(|e| CliError::io("move into place", to, e))
 }
 
 /// Folders kept open (as descriptors) along the current path; deeper
 /// folders are reached by path, so a deep packet cannot exhaust descriptors.
 const MAX_OPEN_DIRS: usize = 128;
 
-/// The mode of every folder unpacked.
+/// The mode of every workspace folder unpacked, before the umask.
 const DIR_MODE: u32 = 0o755;
+
+/// Harness state is a session's private log: files 0600, folders 0700.
+const PRIVATE_FILE_MODE: u32 = 0o600;
+const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// The largest git configuration file `--neutralize-git` rewrites.
+pub const GIT_CONFIG_MAX: u64 = 16 << 20;
 
 /// A folder this writer created, on the current path.
 struct OpenDir {
@@ -446,11 +696,44 @@ struct OpenDir {
     fd: Option<OwnedFd>,
 }
 
-/// A staging root: members under `prefix` go below `path`.
+/// A staging root: members under `prefix` go below its folder.
 struct Root {
+    /// `workspace/` or `harness/<kind>/`.
     prefix: String,
     path: PathBuf,
     fd: OwnedFd,
+    /// Harness state: written private.
+    private: bool,
+}
+
+impl Root {
+    fn new(member: &str, staging: &Staging, private: bool) -> Result<Root> {
+        Ok(Root {
+            prefix: format!("{member}/"),
+            path: staging.path.clone(),
+            fd: dup(&staging.fd, &staging.path)?,
+            private,
+        })
+    }
+}
+
+/// Where a member is created: the folder's descriptor, the name relative
+/// to it, the member's staging path (for messages), and whether it is
+/// private harness state.
+struct Place<'a, 'm> {
+    at: BorrowedFd<'a>,
+    name: Cow<'m, Path>,
+    path: PathBuf,
+    private: bool,
+}
+
+/// The file being written: where, and, for a git configuration file to
+/// neutralise, its bytes until it ends.
+struct Current {
+    file: File,
+    path: PathBuf,
+    member: String,
+    config: Option<Vec<u8>>,
 }
 
 /// Writes members into staging folders. Never follows a symlink: every
@@ -462,40 +745,33 @@ struct Root {
 struct StagingWriter {
     roots: Vec<Root>,
     dirs: Vec<OpenDir>,
-    /// The file being written and its staging path.
-    current: Option<(File, PathBuf)>,
-    /// The process's file creation mask: modes it would strip are set
-    /// explicitly after creation.
+    current: Option<Current>,
+    /// The process's file creation mask: workspace modes honour it, but a
+    /// folder always keeps its owner's bits, or nothing could be restored
+    /// inside it.
     umask: u32,
+    neutralize: bool,
+    neutralized: GitNeutralized,
 }
 
 impl StagingWriter {
-    fn new(roots: Vec<(String, PathBuf)>) -> Result<StagingWriter> {
-        let roots = roots
-            .into_iter()
-            .map(|(prefix, path)| {
-                let fd = open_dir(CWD, &path).map_err(|e| CliError::io("open", &path, e))?;
-                Ok(Root { prefix, path, fd })
-            })
-            .collect::<Result<_>>()?;
+    fn new(roots: Vec<Root>, neutralize: bool) -> StagingWriter {
         // umask(2) can only be read by setting it: set it back at once.
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
-        Ok(StagingWriter {
+        StagingWriter {
             roots,
             dirs: Vec::new(),
             current: None,
             umask: umask.bits(),
-        })
+            neutralize,
+            neutralized: GitNeutralized::default(),
+        }
     }
 
-    /// The folder to create `member` in, as (descriptor, name relative to
-    /// it, staging path of the member); `Ok(None)` when the member is not
+    /// The folder to create `member` in; `Ok(None)` when the member is not
     /// written.
-    fn locate<'m>(
-        &mut self,
-        member: &'m str,
-    ) -> Result<Option<(BorrowedFd<'_>, Cow<'m, Path>, PathBuf)>> {
+    fn locate<'m>(&mut self, member: &'m str) -> Result<Option<Place<'_, 'm>>> {
         let Some(root) = self
             .roots
             .iter()
@@ -503,6 +779,7 @@ impl StagingWriter {
         else {
             return Ok(None);
         };
+        let private = self.roots[root].private;
         let rest = &member[self.roots[root].prefix.len()..];
         let (parent, name) = match rest.rsplit_once('/') {
             Some((_, name)) => (Some(&member[..member.len() - name.len() - 1]), name),
@@ -510,11 +787,12 @@ impl StagingWriter {
         };
         let Some(parent) = parent else {
             let r = &self.roots[root];
-            return Ok(Some((
-                r.fd.as_fd(),
-                Cow::Borrowed(Path::new(name)),
-                r.path.join(name),
-            )));
+            return Ok(Some(Place {
+                at: r.fd.as_fd(),
+                name: Cow::Borrowed(Path::new(name)),
+                path: r.path.join(name),
+                private,
+            }));
         };
         while self.dirs.last().is_some_and(|d| d.member != parent) {
             self.dirs.pop();
@@ -527,60 +805,96 @@ impl StagingWriter {
         };
         let path = dir.path.join(name);
         Ok(Some(match &dir.fd {
-            Some(fd) => (fd.as_fd(), Cow::Borrowed(Path::new(name)), path),
-            None => (CWD, Cow::Owned(path.clone()), path),
+            Some(fd) => Place {
+                at: fd.as_fd(),
+                name: Cow::Borrowed(Path::new(name)),
+                path,
+                private,
+            },
+            None => Place {
+                at: CWD,
+                name: Cow::Owned(path.clone()),
+                path,
+                private,
+            },
         }))
-    }
-
-    /// The bits of `mode` the umask would strip at creation.
-    fn stripped(&self, mode: u32) -> bool {
-        mode & self.umask != 0
-    }
-
-    /// Adds a staging root (harness state, known once the manifest is read).
-    fn add_root(&mut self, prefix: String, path: PathBuf) -> Result<()> {
-        let fd = open_dir(CWD, &path).map_err(|e| CliError::io("open", &path, e))?;
-        self.roots.push(Root { prefix, path, fd });
-        Ok(())
     }
 
     fn apply(&mut self, op: Op) -> Result<()> {
         match op {
-            Op::Root(prefix, path) => self.add_root(prefix, path),
+            Op::Root(root) => {
+                self.roots.push(root);
+                Ok(())
+            }
             Op::Start(entry) => self.start(entry),
             Op::Data(block, range) => self.write(&block.bytes()[range]),
             Op::Bytes(bytes) => self.write(&bytes),
-            Op::End => {
-                self.current = None;
-                Ok(())
-            }
+            Op::End => self.end(),
         }
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
         match &mut self.current {
-            Some((f, path)) => f
+            Some(Current {
+                config: Some(config),
+                ..
+            }) => {
+                config.extend_from_slice(bytes);
+                Ok(())
+            }
+            Some(Current { file, path, .. }) => file
                 .write_all(bytes)
                 .map_err(|e| CliError::io("write", &*path, e)),
             None => Ok(()),
         }
     }
 
-    fn start(&mut self, entry: Member) -> Result<()> {
-        let umask_strips = self.stripped(match entry.kind {
-            Kind::Dir => DIR_MODE,
-            _ => entry.mode,
-        });
-        let Some((at, name, path)) = self.locate(&entry.path)? else {
+    /// Ends the current file; a git configuration file to neutralise is
+    /// written now, without the settings that run programs.
+    fn end(&mut self) -> Result<()> {
+        let Some(mut current) = self.current.take() else {
             return Ok(());
         };
+        if let Some(config) = current.config.take() {
+            let (cleaned, removed) = git::neutralize(&config);
+            for s in removed {
+                self.neutralized.removed.push(RemovedSetting {
+                    path: current.member.clone(),
+                    line: s.line,
+                    setting: s.key,
+                });
+            }
+            current
+                .file
+                .write_all(&cleaned)
+                .map_err(|e| CliError::io("write", &current.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, entry: Member) -> Result<()> {
+        let umask = self.umask;
+        let neutralize = self.neutralize;
+        let Some(Place {
+            at,
+            name,
+            path,
+            private,
+        }) = self.locate(&entry.path)?
+        else {
+            return Ok(());
+        };
+        let relative = entry.path.split_once('/').map_or("", |(_, r)| r);
         match entry.kind {
             Kind::Dir => {
-                let mode = Mode::from_raw_mode(DIR_MODE);
-                mkdirat(at, &*name, mode).map_err(|e| CliError::io("create", &path, e.into()))?;
+                let mode = if private { PRIVATE_DIR_MODE } else { DIR_MODE };
+                mkdirat(at, &*name, Mode::from_raw_mode(mode))
+                    .map_err(|e| CliError::io("create", &path, e.into()))?;
                 let fd = open_dir(at, &name).map_err(|e| CliError::io("open", &path, e))?;
-                if umask_strips {
-                    fchmod(&fd, mode)
+                if umask & 0o700 != 0 {
+                    // The owner must be able to restore into it.
+                    let kept = (mode & !umask) | 0o700;
+                    rustix::fs::fchmod(&fd, Mode::from_raw_mode(kept))
                         .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
                 }
                 let fd = (self.dirs.len() < MAX_OPEN_DIRS).then_some(fd);
@@ -596,19 +910,36 @@ impl StagingWriter {
                     .map_err(|e| CliError::io("create the symlink", &path, e.into()))?;
             }
             Kind::File => {
-                let mode = Mode::from_raw_mode(entry.mode);
+                let in_workspace = !private;
+                let hook =
+                    in_workspace && neutralize && entry.mode == 0o755 && git::is_hook(relative);
+                let config = in_workspace && neutralize && git::is_repository_config(relative);
+                if config && entry.size > GIT_CONFIG_MAX {
+                    return Err(Refused::GitConfigTooLarge { member: entry.path }.into());
+                }
+                let mode = if private {
+                    PRIVATE_FILE_MODE
+                } else if hook {
+                    0o644
+                } else {
+                    entry.mode
+                };
                 let flags = OFlags::WRONLY
                     | OFlags::CREATE
                     | OFlags::EXCL
                     | OFlags::NOFOLLOW
                     | OFlags::CLOEXEC;
-                let fd = openat(at, &*name, flags, mode)
+                let fd = openat(at, &*name, flags, Mode::from_raw_mode(mode))
                     .map_err(|e| CliError::io("create", &path, e.into()))?;
-                if umask_strips {
-                    fchmod(&fd, mode)
-                        .map_err(|e| CliError::io("set permissions of", &path, e.into()))?;
+                if hook {
+                    self.neutralized.hooks_disabled.push(entry.path.clone());
                 }
-                self.current = Some((File::from(fd), path));
+                self.current = Some(Current {
+                    file: File::from(fd),
+                    path,
+                    member: entry.path,
+                    config: config.then(|| Vec::with_capacity(entry.size as usize)),
+                });
             }
         }
         Ok(())
@@ -657,6 +988,7 @@ mod tests {
             expected,
             codex_home: None,
             claude_config_dir: None,
+            neutralize_git: false,
             opencode: None,
         };
         unpack(&Bytes(bytes), &request, &Progress::new(true))
@@ -702,6 +1034,44 @@ mod tests {
         );
         assert!(err.is_err());
         assert_eq!(fs::read_dir(t.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn moving_into_place_never_replaces_what_appeared() {
+        let t = tempfile::tempdir().unwrap();
+        let dir =
+            rustix::fs::open(t.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        fs::write(t.path().join("staged"), b"ours").unwrap();
+        fs::write(t.path().join("there"), b"theirs").unwrap();
+        let e = rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("there"),
+            &t.path().join("there"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "target_not_empty");
+        assert_eq!(fs::read(t.path().join("there")).unwrap(), b"theirs");
+        std::os::unix::fs::symlink("/etc", t.path().join("link")).unwrap();
+        let e = rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("link"),
+            &t.path().join("link"),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "target_not_empty");
+        rename_new(
+            dir.as_fd(),
+            Path::new("staged"),
+            dir.as_fd(),
+            Path::new("new"),
+            &t.path().join("new"),
+        )
+        .unwrap();
+        assert_eq!(fs::read(t.path().join("new")).unwrap(), b"ours");
     }
 
     #[test]

@@ -1,20 +1,29 @@
 //! Walking the workspace: what each directory entry becomes (a member, an
 //! exclusion, a skip or a refusal). The rules themselves come from
 //! packet-core: member paths from `path::check_member_path`, credentials
-//! from `exclude::credential_rule`, user patterns from `exclude::glob_match`,
+//! from `exclude::credential_match`, user patterns from `exclude::glob_match`,
 //! symlink containment from `path::resolve_symlink_target`.
+//!
+//! Every folder is listed through a descriptor opened below the root
+//! ([`beneath`]), and checked to be the folder its parent listed, so the
+//! walk never leaves the folder it was given, whatever is renamed or
+//! replaced while it runs.
 
-use std::collections::BTreeMap;
+mod beneath;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::fs;
 use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
+use rustix::fs::{statat, AtFlags, FileType};
 use serde::Serialize;
+
+pub use beneath::{open_file_in, FileId, WalkRoot};
 
 use crate::error::{CliError, Refused, Result};
 
@@ -26,19 +35,31 @@ pub enum Planned {
         /// Member path.
         member: String,
     },
-    /// A regular file (hardlinks included), read from `source`, or, when
-    /// `source` is `None`, from the workspace at the member's own path
-    /// (see [`Planned::source`]: a large workspace keeps no second copy of
-    /// every path).
+    /// A regular file a harness adapter found at `source` (always given).
     File {
         /// Member path.
         member: String,
-        /// Where its bytes are, when not at its member path in the workspace.
+        /// Where its bytes are.
         source: Option<PathBuf>,
+        /// Whether the owner may execute it (mode 0755 rather than 0644).
+        executable: bool,
+        /// Its size when it was found.
+        size: u64,
+    },
+    /// A regular file (hardlinks included) the walk listed below `root`,
+    /// at the member's own path there (no second copy of every path is
+    /// kept).
+    Walked {
+        /// Member path.
+        member: String,
+        /// The walked folder it lies in.
+        root: Arc<WalkRoot>,
         /// Whether the owner may execute it (mode 0755 rather than 0644).
         executable: bool,
         /// Its size when it was listed.
         size: u64,
+        /// The file that was listed: what is opened must be it.
+        id: FileId,
     },
     /// A symlink, packed as a link (never followed).
     Symlink {
@@ -49,15 +70,43 @@ pub enum Planned {
     },
 }
 
+/// Where a file's bytes are read from.
+#[derive(Debug, Clone)]
+pub enum FileSource {
+    /// A path a harness adapter found.
+    Path(PathBuf),
+    /// A file the walk listed, opened below its root.
+    Beneath {
+        /// The walked folder.
+        root: Arc<WalkRoot>,
+        /// The path below it.
+        relative: String,
+        /// The file that was listed.
+        id: FileId,
+    },
+}
+
+impl FileSource {
+    /// The file's path, for messages.
+    pub fn display(&self) -> PathBuf {
+        match self {
+            FileSource::Path(p) => p.clone(),
+            FileSource::Beneath { root, relative, .. } => root.path().join(relative),
+        }
+    }
+}
+
 impl Planned {
-    /// Where a file's bytes are, given the workspace folder.
-    pub fn source(&self, workspace: &Path) -> Option<PathBuf> {
+    /// Where a file's bytes are.
+    pub fn source(&self) -> Option<FileSource> {
         match self {
             Planned::File {
                 source: Some(source),
                 ..
-            } => Some(source.clone()),
-            Planned::File { member, .. } => workspace_source(workspace, member),
+            } => Some(FileSource::Path(source.clone())),
+            Planned::Walked {
+                member, root, id, ..
+            } => walked_source(root, member, *id),
             _ => None,
         }
     }
@@ -67,9 +116,19 @@ impl Planned {
         match self {
             Planned::Dir { member }
             | Planned::File { member, .. }
+            | Planned::Walked { member, .. }
             | Planned::Symlink { member, .. } => member,
         }
     }
+}
+
+/// The source of a file the walk listed below `root` as `member`.
+pub fn walked_source(root: &Arc<WalkRoot>, member: &str, id: FileId) -> Option<FileSource> {
+    root.relative(member).map(|relative| FileSource::Beneath {
+        root: Arc::clone(root),
+        relative: relative.to_owned(),
+        id,
+    })
 }
 
 /// Something left out of the packet that the report names one by one.
@@ -94,9 +153,25 @@ pub struct Walk {
     pub exclusions: BTreeMap<(String, String), u64>,
     /// Paths left out for a reason the user should see.
     pub skipped: Vec<Skipped>,
+    /// Folders that hold published packages (installed from npm, PyPI or
+    /// crates.io), by member path: secrets found below them are their
+    /// authors' test fixtures and examples, reported but not refused.
+    pub published: BTreeSet<String>,
 }
 
 impl Walk {
+    /// Whether `member` lies in a folder of published packages.
+    pub fn is_published(&self, member: &str) -> bool {
+        let mut at = member;
+        while let Some(parent) = path::parent(at) {
+            if self.published.contains(parent) {
+                return true;
+            }
+            at = parent;
+        }
+        false
+    }
+
     /// The manifest's exclusion records.
     pub fn exclusion_records(&self) -> Vec<Exclusion> {
         self.exclusions
@@ -109,7 +184,8 @@ impl Walk {
             .collect()
     }
 
-    fn exclude(&mut self, rule: &str, pattern: &str) {
+    /// Counts one path left out by `rule` and `pattern`.
+    pub fn exclude(&mut self, rule: &str, pattern: &str) {
         *self
             .exclusions
             .entry((rule.to_owned(), pattern.to_owned()))
@@ -136,20 +212,24 @@ pub fn walk_tree(
     options: &WalkOptions,
     walk: &mut Walk,
 ) -> Result<()> {
+    let root = Arc::new(WalkRoot::open(dir, root_member)?);
     walk.planned.push(Planned::Dir {
         member: root_member.to_owned(),
     });
     let queue = Queue {
         state: Mutex::new(QueueState {
-            dirs: vec![(dir.to_path_buf(), root_member.to_owned())],
+            dirs: vec![Folder {
+                relative: String::new(),
+                member: root_member.to_owned(),
+                id: root.id(),
+                published: false,
+            }],
             busy: 0,
             waiting: 0,
         }),
         ready: Condvar::new(),
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    // Workspace files are found again from their member paths.
-    let derived = root_member == path::WORKSPACE_ROOT;
     // Folders are listed on every core; each thread keeps its own findings,
     // merged below (the planned members are sorted later anyway).
     let found: Vec<(Walk, Option<(String, CliError)>)> = std::thread::scope(|scope| {
@@ -158,8 +238,9 @@ pub fn walk_tree(
                 scope.spawn(|| {
                     let mut local = Walk::default();
                     let mut first_error: Option<(String, CliError)> = None;
-                    while let Some((dir, member_dir)) = queue.next() {
-                        match list_dir(&dir, &member_dir, options, derived, &mut local) {
+                    while let Some(folder) = queue.next() {
+                        let member_dir = folder.member.clone();
+                        match list_dir(&root, folder, options, &mut local) {
                             Ok(subdirs) => queue.done(subdirs),
                             Err(e) => {
                                 queue.done(Vec::new());
@@ -204,6 +285,7 @@ pub fn walk_tree(
             *walk.exclusions.entry(k).or_default() += v;
         }
         walk.skipped.extend(local.skipped);
+        walk.published.extend(local.published);
         if let Some((at, e)) = error {
             if first_error
                 .as_ref()
@@ -249,9 +331,17 @@ struct Queue {
     ready: Condvar,
 }
 
+/// A folder to list: where it is below the root, its member path, the
+/// folder its parent listed, and whether it lies in published packages.
+struct Folder {
+    relative: String,
+    member: String,
+    id: FileId,
+    published: bool,
+}
+
 struct QueueState {
-    /// (source folder, its member path).
-    dirs: Vec<(PathBuf, String)>,
+    dirs: Vec<Folder>,
     /// Folders being listed (which may add more).
     busy: usize,
     /// Threads waiting for a folder (woken only when there are any).
@@ -260,7 +350,7 @@ struct QueueState {
 
 impl Queue {
     /// The next folder to list; `None` once all are listed.
-    fn next(&self) -> Option<(PathBuf, String)> {
+    fn next(&self) -> Option<Folder> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(dir) = state.dirs.pop() {
@@ -277,7 +367,7 @@ impl Queue {
     }
 
     /// A folder was listed; `subdirs` are its folders to descend into.
-    fn done(&self, subdirs: Vec<(PathBuf, String)>) {
+    fn done(&self, subdirs: Vec<Folder>) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let found = !subdirs.is_empty();
         state.dirs.extend(subdirs);
@@ -291,51 +381,80 @@ impl Queue {
     }
 }
 
-/// Where a workspace member's bytes are: `workspace` joined with the
-/// member path below `workspace/`.
-pub fn workspace_source(workspace: &Path, member: &str) -> Option<PathBuf> {
-    member
-        .strip_prefix(path::WORKSPACE_ROOT)
-        .and_then(|m| m.strip_prefix('/'))
-        .map(|relative| workspace.join(relative))
+/// Names that mark a folder of installed third-party packages: npm's,
+/// and Python's in an interpreter or a virtual environment.
+const PACKAGE_FOLDERS: &[&str] = &["node_modules", "site-packages", "dist-packages"];
+
+/// Files `cargo package` writes into every crate it publishes (and so into
+/// registry sources and `cargo vendor` trees).
+const PUBLISHED_CRATE_MARKERS: &[&str] = &["Cargo.toml.orig", ".cargo_vcs_info.json"];
+
+/// Whether a folder holds published packages, from its name and entries:
+/// a package folder by name, a published crate, or a `pip install
+/// --target` folder (packages beside their `*.dist-info` records). The
+/// walked root itself never is: a user's own project is never exempt.
+fn holds_published(relative: &str, name: &str, entries: &[(Vec<u8>, FileType)]) -> bool {
+    if relative.is_empty() {
+        return false;
+    }
+    PACKAGE_FOLDERS.contains(&name)
+        || entries.iter().any(|(n, t)| {
+            PUBLISHED_CRATE_MARKERS.iter().any(|m| n == m.as_bytes())
+                || (*t == FileType::Directory && n.ends_with(b".dist-info"))
+        })
 }
 
-/// Lists one folder; returns its subfolders to descend into.
+/// Lists one folder, opened below the root and checked to be the one its
+/// parent listed; returns its subfolders to descend into.
 fn list_dir(
-    dir: &Path,
-    member_dir: &str,
+    root: &Arc<WalkRoot>,
+    folder: Folder,
     options: &WalkOptions,
-    derived: bool,
     walk: &mut Walk,
-) -> Result<Vec<(PathBuf, String)>> {
+) -> Result<Vec<Folder>> {
+    let fd = root.open_dir(&folder.relative, &folder.member, folder.id)?;
+    let shown = || root.path().join(&folder.relative);
+    let listing =
+        rustix::fs::Dir::read_from(&fd).map_err(|e| CliError::io("list", shown(), e.into()))?;
+    let mut entries: Vec<(Vec<u8>, FileType)> = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| CliError::io("list", shown(), e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        entries.push((name.to_vec(), entry.file_type()));
+    }
+    let name = path::file_name(&folder.member);
+    let published = folder.published || holds_published(&folder.relative, name, &entries);
+    if published && !folder.published {
+        walk.published.insert(folder.member.clone());
+    }
     let mut subdirs = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|e| CliError::io("list", dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| CliError::io("list", dir, e))?;
-        let name = entry.file_name();
-        let member = member_path(member_dir, &name)?;
-        // The type from the directory listing (no stat where the file
-        // system reports it); a file's mode and size from a stat relative
-        // to the open directory.
-        let ft = entry
-            .file_type()
-            .map_err(|e| CliError::io("inspect", dir.join(&name), e))?;
-        let (mode, size) = if ft.is_file() {
-            let meta = entry
-                .metadata()
-                .map_err(|e| CliError::io("inspect", dir.join(&name), e))?;
-            (meta.permissions().mode(), meta.len())
-        } else {
-            (0, 0)
+    for (name, listed_type) in entries {
+        let name = OsStr::from_bytes(&name);
+        let member = member_path(&folder.member, name)?;
+        // The type from the listing (no stat where the file system reports
+        // it); files and folders are stat'ed relative to the open folder
+        // for their mode, size and identity.
+        let stat = match listed_type {
+            FileType::Symlink | FileType::Fifo | FileType::Socket => None,
+            FileType::CharacterDevice | FileType::BlockDevice => None,
+            _ => Some(
+                statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| CliError::io("inspect", shown().join(name), e.into()))?,
+            ),
         };
-        let stat = Stat {
+        let ft = stat.map_or(listed_type, |s| FileType::from_raw_mode(s.st_mode));
+        let entry = Entry {
+            root,
+            dir: &fd,
+            name,
+            parent: &folder.relative,
             ft,
-            mode,
-            size,
-            derived,
+            stat,
         };
-        let source = Source { dir, name: &name };
-        if let Some(next) = visit(source, stat, member, options, walk)? {
+        if let Some(next) = visit(entry, member, published, options, walk)? {
             subdirs.push(next);
         }
     }
@@ -357,53 +476,49 @@ fn member_path(parent: &str, name: &OsStr) -> Result<String> {
     })
 }
 
-/// Where an entry is: its folder and name (joined only when needed).
-#[derive(Clone, Copy)]
-struct Source<'a> {
-    dir: &'a Path,
+/// One entry of a folder being listed.
+struct Entry<'a> {
+    root: &'a Arc<WalkRoot>,
+    /// The open folder it is in.
+    dir: &'a OwnedFd,
     name: &'a OsStr,
+    /// Its folder's path below the root.
+    parent: &'a str,
+    ft: FileType,
+    /// Its stat, for files and folders.
+    stat: Option<rustix::fs::Stat>,
 }
 
-impl Source<'_> {
-    fn path(self) -> PathBuf {
-        self.dir.join(self.name)
+impl Entry<'_> {
+    /// Its path below the root.
+    fn relative(&self) -> String {
+        let name = self.name.to_string_lossy();
+        if self.parent.is_empty() {
+            name.into_owned()
+        } else {
+            format!("{}/{name}", self.parent)
+        }
     }
-}
 
-/// What the listing told of one entry.
-struct Stat {
-    ft: fs::FileType,
-    mode: u32,
-    size: u64,
-    /// Whether a file's source is found again from its member path.
-    derived: bool,
+    fn shown(&self) -> PathBuf {
+        self.root.path().join(self.relative())
+    }
 }
 
 /// Decides what one directory entry becomes; returns a directory to descend into.
 fn visit(
-    source: Source<'_>,
-    Stat {
-        ft,
-        mode,
-        size,
-        derived,
-    }: Stat,
+    entry: Entry<'_>,
     member: String,
+    published: bool,
     options: &WalkOptions,
     walk: &mut Walk,
-) -> Result<Option<(PathBuf, String)>> {
+) -> Result<Option<Folder>> {
     let relative_start = member.find('/').map_or(member.len(), |i| i + 1);
     let relative = &member[relative_start..];
-    let is_dir = ft.is_dir();
+    let is_dir = entry.ft == FileType::Directory;
     // Credential files never enter a packet, whatever else applies.
     if !is_dir {
-        if let Some(rule) = exclude::credential_rule(relative) {
-            let pattern = rule
-                .patterns
-                .iter()
-                .find(|p| exclude::glob_match(p, relative))
-                .copied()
-                .unwrap_or(rule.id);
+        if let Some((rule, pattern)) = exclude::credential_match(relative) {
             walk.exclude(rule.id, pattern);
             walk.skipped.push(Skipped {
                 path: member,
@@ -421,86 +536,100 @@ fn visit(
         walk.exclude("user", pattern);
         return Ok(None);
     }
-    if is_dir {
-        walk.planned.push(Planned::Dir {
-            member: member.clone(),
-        });
-        return Ok(Some((source.path(), member)));
-    }
-    if ft.is_file() {
-        if source.name == OsStr::new(".git") {
-            check_git_file(&source.path(), &member)?;
+    match (entry.ft, entry.stat) {
+        (FileType::Directory, Some(stat)) => {
+            walk.planned.push(Planned::Dir {
+                member: member.clone(),
+            });
+            Ok(Some(Folder {
+                relative: entry.relative(),
+                member,
+                id: FileId::of(&stat),
+                published,
+            }))
         }
-        walk.planned.push(Planned::File {
-            member,
-            source: (!derived).then(|| source.path()),
-            executable: mode & 0o100 != 0,
-            size,
-        });
-        return Ok(None);
-    }
-    if ft.is_symlink() {
-        let source = source.path();
-        let target =
-            fs::read_link(&source).map_err(|e| CliError::io("read the link", &source, e))?;
-        let Some(target) = target.to_str().map(str::to_owned) else {
-            return Err(CliError::Unpackable(
-                packet_core::Error::new(
-                    ErrorCode::SymlinkTargetInvalid,
-                    "the link's target is not valid UTF-8",
-                )
-                .at_path(member),
-            ));
-        };
-        match path::resolve_symlink_target(&member, &target, Limits::FORMAT.max_path_bytes) {
-            Ok(_) => {}
-            Err(e)
-                if options.skip_escaping_symlinks
-                    && matches!(
-                        e.code(),
-                        ErrorCode::SymlinkEscapes | ErrorCode::SymlinkAbsolute
-                    ) =>
-            {
-                walk.exclude("escaping-symlink", "--skip-escaping-symlinks");
-                walk.skipped.push(Skipped {
-                    path: member,
-                    rule: "escaping-symlink".into(),
-                    reason: format!("symlink to {target:?} points outside the packet root"),
-                });
-                return Ok(None);
+        (FileType::RegularFile, Some(stat)) => {
+            if entry.name == OsStr::new(".git") {
+                check_git_file(&entry, &member, stat)?;
             }
-            Err(e) => return Err(CliError::Unpackable(e)),
+            walk.planned.push(Planned::Walked {
+                member,
+                root: Arc::clone(entry.root),
+                executable: stat.st_mode & 0o100 != 0,
+                size: u64::try_from(stat.st_size).unwrap_or(0),
+                id: FileId::of(&stat),
+            });
+            Ok(None)
         }
-        walk.planned.push(Planned::Symlink { member, target });
-        return Ok(None);
+        (FileType::Symlink, _) => {
+            let target = rustix::fs::readlinkat(entry.dir, entry.name, Vec::new())
+                .map_err(|e| CliError::io("read the link", entry.shown(), e.into()))?;
+            let Ok(target) = target.into_string() else {
+                return Err(CliError::Unpackable(
+                    packet_core::Error::new(
+                        ErrorCode::SymlinkTargetInvalid,
+                        "the link's target is not valid UTF-8",
+                    )
+                    .at_path(member),
+                ));
+            };
+            match path::resolve_symlink_target(&member, &target, Limits::FORMAT.max_path_bytes) {
+                Ok(_) => {}
+                Err(e)
+                    if options.skip_escaping_symlinks
+                        && matches!(
+                            e.code(),
+                            ErrorCode::SymlinkEscapes | ErrorCode::SymlinkAbsolute
+                        ) =>
+                {
+                    walk.exclude("escaping-symlink", "--skip-escaping-symlinks");
+                    walk.skipped.push(Skipped {
+                        path: member,
+                        rule: "escaping-symlink".into(),
+                        reason: format!("symlink to {target:?} points outside the packet root"),
+                    });
+                    return Ok(None);
+                }
+                Err(e) => return Err(CliError::Unpackable(e)),
+            }
+            walk.planned.push(Planned::Symlink { member, target });
+            Ok(None)
+        }
+        (ft, _) => {
+            let kind = match ft {
+                FileType::Fifo => "fifo",
+                FileType::Socket => "socket",
+                FileType::BlockDevice => "block-device",
+                FileType::CharacterDevice => "char-device",
+                _ => "unknown-type",
+            };
+            walk.exclude("special-file", kind);
+            walk.skipped.push(Skipped {
+                path: member,
+                rule: "special-file".into(),
+                reason: format!(
+                    "{kind}: special files have no contents to carry and are never packed"
+                ),
+            });
+            Ok(None)
+        }
     }
-    let kind = if ft.is_fifo() {
-        "fifo"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_block_device() {
-        "block-device"
-    } else if ft.is_char_device() {
-        "char-device"
-    } else {
-        "unknown-type"
-    };
-    walk.exclude("special-file", kind);
-    walk.skipped.push(Skipped {
-        path: member,
-        rule: "special-file".into(),
-        reason: format!("{kind}: special files have no contents to carry and are never packed"),
-    });
-    Ok(None)
 }
 
 /// A `.git` file names the real git directory (`gitdir: …`). A linked
 /// worktree's points outside the workspace, so the packet could not be
 /// restored as a working repository: refuse it. A submodule's relative
 /// pointer that stays inside the workspace is fine.
-fn check_git_file(source: &Path, member: &str) -> Result<()> {
+fn check_git_file(entry: &Entry<'_>, member: &str, stat: rustix::fs::Stat) -> Result<()> {
     let mut text = String::new();
-    let f = fs::File::open(source).map_err(|e| CliError::io("read", source, e))?;
+    let name = entry.name.to_string_lossy();
+    let (f, _) = open_file_in(
+        entry.dir.as_fd(),
+        &name,
+        member,
+        Some(FileId::of(&stat)),
+        &|| entry.shown(),
+    )?;
     let _ = f.take(4096).read_to_string(&mut text);
     let gitdir = text
         .lines()
@@ -535,6 +664,7 @@ fn check_git_file(source: &Path, member: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn walk(dir: &Path, options: &WalkOptions) -> Result<Walk> {
         let mut w = Walk::default();
@@ -645,6 +775,67 @@ mod tests {
         assert!(walk(t.path(), &WalkOptions::default()).is_ok());
         fs::write(t.path().join("sub/.git"), "gitdir: ../../outside\n").unwrap();
         assert!(walk(t.path(), &WalkOptions::default()).is_err());
+    }
+
+    #[test]
+    fn a_folder_is_listed_only_if_it_is_the_one_its_parent_listed() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::create_dir_all(t.path().join("outside")).unwrap();
+        let root = WalkRoot::open(&ws, "workspace").unwrap();
+        let listed = FileId::of(&statat(rustix::fs::CWD, ws.join("d"), AtFlags::empty()).unwrap());
+        assert!(root.open_dir("d", "workspace/d", listed).is_ok());
+        // Swapped for a link out of the workspace, then for another folder.
+        fs::rename(ws.join("d"), t.path().join("old-d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        let e = root.open_dir("d", "workspace/d", listed).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+        fs::remove_file(ws.join("d")).unwrap();
+        fs::create_dir(ws.join("d")).unwrap();
+        let e = root.open_dir("d", "workspace/d", listed).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+        // A link higher up is not followed either.
+        fs::create_dir_all(t.path().join("outside/e")).unwrap();
+        fs::remove_dir(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), ws.join("d")).unwrap();
+        let e_id = FileId::of(
+            &statat(
+                rustix::fs::CWD,
+                t.path().join("outside/e"),
+                AtFlags::empty(),
+            )
+            .unwrap(),
+        );
+        let e = root.open_dir("d/e", "workspace/d/e", e_id).unwrap_err();
+        assert_eq!(e.code(), "workspace_changed");
+    }
+
+    #[test]
+    fn published_packages_are_recognised_by_their_folders() {
+        let t = tempfile::tempdir().unwrap();
+        for f in [
+            "node_modules/a/index.js",
+            "py/site-packages/b/__init__.py",
+            "vendor/c-1.0/Cargo.toml.orig",
+            "vendor/c-1.0/src/lib.rs",
+            "deps/d-1.0.dist-info/RECORD",
+            "deps/d/__init__.py",
+            "src/node_modulesx/x.js",
+        ] {
+            let p = t.path().join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, b"x").unwrap();
+        }
+        // A workspace that is itself a published crate is still the user's.
+        fs::write(t.path().join("Cargo.toml.orig"), b"").unwrap();
+        let w = walk(t.path(), &WalkOptions::default()).unwrap();
+        assert!(w.is_published("workspace/node_modules/a/index.js"));
+        assert!(w.is_published("workspace/py/site-packages/b/__init__.py"));
+        assert!(w.is_published("workspace/vendor/c-1.0/src/lib.rs"));
+        assert!(w.is_published("workspace/deps/d/__init__.py"));
+        assert!(!w.is_published("workspace/src/node_modulesx/x.js"));
+        assert!(!w.is_published("workspace/Cargo.toml.orig"));
     }
 
     #[test]

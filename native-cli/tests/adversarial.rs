@@ -33,6 +33,8 @@ struct Case {
     expected_digest: Option<String>,
     sha256: String,
     file: PathBuf,
+    /// What verify and unpack report about an accepted packet.
+    findings: Value,
 }
 
 fn corpus_dir() -> PathBuf {
@@ -54,6 +56,10 @@ fn cases() -> Vec<Case> {
             expected_digest: row["expected_digest"].as_str().map(str::to_owned),
             sha256: row["sha256"].as_str().unwrap().to_owned(),
             file: corpus_dir().join(row["file"].as_str().unwrap()),
+            findings: row["expect"]
+                .get("findings")
+                .cloned()
+                .unwrap_or_else(|| serde_json::json!({"secrets": [], "git": []})),
         })
         .collect()
 }
@@ -165,6 +171,12 @@ fn check(case: &Case, index: usize) -> Result<(), String> {
             if run.code != 0 || json["ok"] != true || json["digest_checked"] != true {
                 return Err(format!("verify refused an accepted case: {json}"));
             }
+            if json["findings"] != case.findings {
+                return Err(format!(
+                    "verify reports {}, expected {}",
+                    json["findings"], case.findings
+                ));
+            }
         }
     }
 
@@ -225,6 +237,12 @@ fn check(case: &Case, index: usize) -> Result<(), String> {
         None => {
             if run.code != 0 {
                 return Err(format!("unpack refused an accepted case: {json}"));
+            }
+            if json["findings"] != case.findings {
+                return Err(format!(
+                    "unpack reports {}, expected {}",
+                    json["findings"], case.findings
+                ));
             }
             // GNU tar is the oracle for what the workspace holds (so no
             // staging folder or anything else may remain beside it).

@@ -487,15 +487,6 @@ fn claude_pack_without_a_transcript_says_so() {
 
 // ---- Codex: compressed rollouts ------------------------------------------
 
-fn compress(path: &std::path::Path) -> std::path::PathBuf {
-    let plain = fs::read(path).unwrap();
-    let z =
-        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
-    let zst = std::path::PathBuf::from(format!("{}.zst", path.display()));
-    fs::write(&zst, z).unwrap();
-    zst
-}
-
 #[test]
 fn a_compressed_codex_rollout_travels_compressed() {
     let t = tmp();

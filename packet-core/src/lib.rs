@@ -58,6 +58,9 @@
 //! | [`offsets`] | where each member's header and body lie, and the format's bytes of any range |
 //! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
 //! | [`exclude`] | credential rules and `--exclude` globs |
+//! | [`secrets`] | credentials found by content, as a stream |
+//! | [`git`] | git settings and hooks that run programs |
+//! | [`Findings`] | what a reader reports about a packet it accepts |
 //! | [`diff`] | members added, removed and changed between two manifests |
 //! | [`in_memory`] | building small packets in memory |
 #![no_std]
@@ -70,6 +73,8 @@ pub mod diff;
 mod digest;
 mod error;
 pub mod exclude;
+mod findings;
+pub mod git;
 mod header;
 pub mod in_memory;
 mod limits;
@@ -78,10 +83,12 @@ pub mod offsets;
 pub mod path;
 pub mod reader;
 mod scan;
+pub mod secrets;
 mod writer;
 
 pub use digest::{Digest, Hasher, HexDigest};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
+pub use findings::{BodyScan, Findings, GitFinding, SecretFinding, HOOK_WHY};
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{Exclusion, Harness, HarnessKind, Manifest, Member, Totals, FORMAT_ID};

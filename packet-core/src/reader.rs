@@ -34,6 +34,7 @@ use core::ops::Range;
 
 use crate::digest::{Digest, Hasher};
 use crate::error::{Error, ErrorCode};
+use crate::findings::{Collector, Findings};
 use crate::header::{self, Fields, HeaderSpec, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
 use crate::manifest::stream::ManifestStream;
@@ -102,6 +103,11 @@ pub struct VerifiedPacket {
     pub data_offsets: Vec<u64>,
     /// Where `packet.json`'s bytes are in the packet.
     pub manifest_range: Range<u64>,
+    /// What the packet holds that a person should know before restoring
+    /// it: secrets, and git settings and hooks that run programs
+    /// (docs/session-packet.md §7.4). Found in the same pass, from the
+    /// same bytes; never a reason to refuse the packet.
+    pub findings: Findings,
 }
 
 mod sealed {
@@ -142,6 +148,7 @@ pub struct Reader<H: PacketHash = Hasher> {
     data_offsets: Vec<u64>,
     parser: Parser,
     failed: Option<Error>,
+    collector: Collector,
 }
 
 impl Reader {
@@ -186,6 +193,7 @@ impl<H: PacketHash> Reader<H> {
             data_offsets: Vec::new(),
             parser: Parser::new(),
             failed: None,
+            collector: Collector::new(),
         }
     }
 
@@ -239,6 +247,7 @@ impl<H: PacketHash> Reader<H> {
                 None => continue,
                 Some(Found::Manifest(manifest)) => {
                     self.data_offsets.reserve_exact(manifest.members.len());
+                    self.collector.manifest(&manifest);
                     Event::Manifest(self.manifest.insert(*manifest))
                 }
                 Some(Found::MemberStart {
@@ -248,6 +257,7 @@ impl<H: PacketHash> Reader<H> {
                     data_offset,
                 }) => {
                     self.data_offsets.push(data_offset);
+                    self.collector.start(member);
                     Event::MemberStart {
                         index,
                         member,
@@ -255,8 +265,14 @@ impl<H: PacketHash> Reader<H> {
                         data_offset,
                     }
                 }
-                Some(Found::Data) => Event::Data(consumed),
-                Some(Found::MemberEnd { index }) => Event::MemberEnd { index },
+                Some(Found::Data) => {
+                    self.collector.data(consumed);
+                    Event::Data(consumed)
+                }
+                Some(Found::MemberEnd { index }) => {
+                    self.collector.end();
+                    Event::MemberEnd { index }
+                }
             };
             if let Err(e) = on_event(event) {
                 break Err(e);
@@ -280,6 +296,7 @@ impl<H: PacketHash> Reader<H> {
                     data_offsets: self.data_offsets,
                     manifest_range: BLOCK as u64..BLOCK as u64 + self.parser.manifest_len,
                     expected: self.options.expected_digest,
+                    findings: self.collector.finish(),
                 },
                 self.packet_hash,
             )),
@@ -311,6 +328,7 @@ struct Ended {
     data_offsets: Vec<u64>,
     manifest_range: Range<u64>,
     expected: Option<Digest>,
+    findings: Findings,
 }
 
 impl Ended {
@@ -327,6 +345,7 @@ impl Ended {
             size: self.size,
             data_offsets: self.data_offsets,
             manifest_range: self.manifest_range,
+            findings: self.findings,
         })
     }
 }

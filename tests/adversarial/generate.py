@@ -33,7 +33,9 @@ import hashlib
 import io
 import json
 import os
+import random
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BLOCK = 512
@@ -293,13 +295,19 @@ def sha(b: bytes) -> str:
 CASES = []
 
 
-def case(group, cid, description, data, code=None, path=None, expected_digest=None, build=None):
+def case(group, cid, description, data, code=None, path=None, expected_digest=None, build=None,
+         findings=None):
     """One row of the table. `build` (see `described`) is the member set
     behind a refused packet whose manifest is honest: packing it must be
-    refused with the same code and path as reading the packet."""
+    refused with the same code and path as reading the packet. `findings`
+    is what a reader reports about an accepted packet (docs/session-packet.md
+    §7.4); an accepted row without it must report nothing."""
     expect = {"outcome": "accept"} if code is None else {"outcome": "refuse", "code": code}
     if path is not None:
         expect["path"] = path
+    if findings is not None:
+        assert code is None, cid
+        expect["findings"] = {"secrets": findings.get("secrets", []), "git": findings.get("git", [])}
     c = {"id": cid, "group": group, "description": description, "expect": expect, "bytes": data}
     if expected_digest is not None:
         c["expected_digest"] = expected_digest
@@ -339,8 +347,8 @@ def refuse_built(group, cid, description, members, code, path=None, harness=None
          build=described(members, harness))
 
 
-def accept(group, cid, description, members, **kw):
-    case(group, cid, description, packet(members, **kw))
+def accept(group, cid, description, members, findings=None, **kw):
+    case(group, cid, description, packet(members, **kw), findings=findings)
 
 
 W = d("workspace")
@@ -1107,6 +1115,14 @@ def manifest_cases():
         parts = path.split("/")
         ms = [W] + [d("/".join(parts[: i + 1])) for i in range(1, len(parts) - 1)] + [f(path, b"secret")]
         refuse_built(g, cid, "a credential file %s" % path, ms, "credential_in_packet", path)
+    for cid, path in [("credential-vault-token", "workspace/.vault-token"),
+                      ("credential-pgpass", "workspace/home/.pgpass"),
+                      ("credential-netrc-upper-case", "workspace/.NETRC"),
+                      ("credential-kube-kelvin-sign", "workspace/.\u212aube/config")]:
+        parts = path.split("/")
+        ms = [W] + [d("/".join(parts[: i + 1])) for i in range(1, len(parts) - 1)] + [f(path, b"secret")]
+        refuse_built(g, cid, "a credential file %s (names match as case-insensitive file systems match them)" % path,
+                     ms, "credential_in_packet", path)
     case(g, "credential-as-symlink", "a symlink named like a credential file",
          packet([W, d("workspace/.aws"), s("workspace/.aws/credentials", "../x")]), "credential_in_packet",
          "workspace/.aws/credentials")
@@ -1168,6 +1184,142 @@ def manifest_cases():
                                  {"matched": 1, "pattern": "a", "rule": "user"}]), "manifest_invalid")
 
 
+# ------------------------------------------------------------------ secrets
+#
+# Credentials in the formats their issuers document, made up here from a
+# seeded generator (none is a live credential), and the findings a reader
+# must report for them: rule and line, never the value.
+
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+URL_SAFE = ALNUM + "_-"
+B64 = ALNUM + "+/"
+BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def chars(seed, n, alphabet):
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def checksummed(prefix, seed):
+    """GitHub's token format (npm's too): 30 characters and their CRC32 in 6
+    base62 digits."""
+    body = chars(seed, 30, ALNUM)
+    crc, digits = zlib.crc32(body.encode()), ""
+    for _ in range(6):
+        crc, r = divmod(crc, 62)
+        digits = BASE62[r] + digits
+    return prefix + body + digits
+
+
+def pem(kind, head, body_len, seed):
+    body = head + chars(seed, body_len - len(head), B64)
+    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    return "-----BEGIN %s-----\n%s\n-----END %s-----\n" % (kind, "\n".join(lines), kind)
+
+
+def secret(path, line, rule):
+    return {"line": line, "path": path, "rule": rule}
+
+
+def git_finding(path, line, setting, why):
+    return {"line": line, "path": path, "setting": setting, "why": why}
+
+
+FSMONITOR_WHY = "runs this program at every git status and at most other commands"
+FILTER_WHY = "runs this program on files at checkout, add and status"
+HOOK_WHY = "git runs this executable hook at the operation it is named for"
+
+
+def secret_cases():
+    """Accepted packets holding secrets, active git settings and hooks: the
+    format carries them, every reader reports them (docs/session-packet.md
+    §7.4)."""
+    g = "findings"
+    gh = checksummed("ghp_", 101)
+    settings = '{\n  "github": {"token": "%s"},\n  "slack": "xoxb-2718281828-3141592653-%s"\n}\n' % (
+        gh, chars(102, 24, ALNUM))
+    accept(g, "finding-tokens-in-settings", "a GitHub token (checksummed) and a Slack bot token in a settings file",
+           [W, d("workspace/config"), f("workspace/config/settings.json", settings.encode())],
+           findings={"secrets": [secret("workspace/config/settings.json", 2, "github-token"),
+                                 secret("workspace/config/settings.json", 3, "slack-token")]})
+    deploy = "#!/bin/sh\nexport AWS_ACCESS_KEY_ID=AKIA%s\nexport AWS_SECRET_ACCESS_KEY=%s\n" % (
+        chars(103, 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"), chars(104, 40, B64))
+    accept(g, "finding-aws-key-pair", "an AWS access key id with its secret in a deploy script",
+           [W, f("workspace/deploy.sh", deploy.encode(), exe=True)],
+           findings={"secrets": [secret("workspace/deploy.sh", 2, "aws-access-key")]})
+    accept(g, "finding-ssh-key-by-content", "an OpenSSH private key under a name no credential rule knows",
+           [W, f("workspace/deploy_key",
+                 pem("OPENSSH PRIVATE KEY", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ", 400, 105).encode())],
+           findings={"secrets": [secret("workspace/deploy_key", 1, "private-key")]})
+    sa = ('{\n  "type": "service_account",\n  "private_key": "%s"\n}\n'
+          % pem("PRIVATE KEY", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", 1624, 106).replace("\n", "\\n"))
+    accept(g, "finding-gcp-service-account", "a Google Cloud service account key file",
+           [W, f("workspace/sa.json", sa.encode())],
+           findings={"secrets": [secret("workspace/sa.json", 3, "gcp-service-account")]})
+    ghs = checksummed("ghs_", 107)
+    config = ("[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n"
+              "\turl = https://x-access-token:%s@github.com/acme/app.git\n"
+              "[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic %s\n"
+              % (ghs, chars(108, 60, B64)))
+    accept(g, "finding-git-config-credentials", "a token in a remote URL and an extraheader, as CI checkouts write them",
+           [W, d("workspace/.git"), f("workspace/.git/config", config.encode())],
+           findings={"secrets": [secret("workspace/.git/config", 4, "git-url-credentials"),
+                                 secret("workspace/.git/config", 4, "github-token"),
+                                 secret("workspace/.git/config", 6, "git-extraheader-credentials")]})
+    tokens = ("OPENAI_API_KEY=sk-proj-%sT3BlbkFJ%s\nANTHROPIC_API_KEY=sk-ant-api03-%sAA\n"
+              "STRIPE_KEY=sk_live_%s\nHF_TOKEN=hf_%s\nMAPS_KEY=AIza%s\nNPM_TOKEN=%s\nGITLAB=glpat-%s\n"
+              % (chars(109, 74, URL_SAFE), chars(110, 74, URL_SAFE), chars(111, 93, URL_SAFE), chars(112, 24, ALNUM),
+                 chars(113, 34, ALNUM[:52]), chars(114, 35, URL_SAFE), checksummed("npm_", 115),
+                 chars(116, 20, URL_SAFE)))
+    accept(g, "finding-provider-keys", "OpenAI, Anthropic, Stripe, Hugging Face, Google, npm and GitLab keys",
+           [W, f("workspace/settings.conf", tokens.encode())],
+           findings={"secrets": [secret("workspace/settings.conf", 1, "openai-api-key"),
+                                 secret("workspace/settings.conf", 2, "anthropic-api-key"),
+                                 secret("workspace/settings.conf", 3, "stripe-key"),
+                                 secret("workspace/settings.conf", 4, "huggingface-token"),
+                                 secret("workspace/settings.conf", 5, "google-api-key"),
+                                 secret("workspace/settings.conf", 6, "npm-token"),
+                                 secret("workspace/settings.conf", 7, "gitlab-token")]})
+    # A body that spans blocks: the token sits across the boundary of the
+    # reader's chunks in the consumers that feed 511- and 512-byte chunks.
+    far = ("x" * 500 + "\n") * 3 + "TOKEN=" + checksummed("gho_", 117) + "\n"
+    accept(g, "finding-token-across-blocks", "a token 1.5 KiB into a file, across 512-byte block boundaries",
+           [W, f("workspace/far.txt", far.encode())],
+           findings={"secrets": [secret("workspace/far.txt", 4, "github-token")]})
+    accept(g, "finding-reported-names", "files that reported credential rules name (.env, .yarnrc.yml); "
+           "a template (.env.example) is not one",
+           [W, f("workspace/.env", b"DEBUG=1\n"), f("workspace/.env.example", b"API_KEY=\n"),
+            f("workspace/.yarnrc.yml", b"nodeLinker: pnp\n")],
+           findings={"secrets": [secret("workspace/.env", None, "env-file"),
+                                 secret("workspace/.yarnrc.yml", None, "yarnrc")]})
+    active = ("[core]\n\tbare = false\n\tfsmonitor = .git/fsmonitor-watchman\n"
+              "[filter \"lfs\"]\n\tsmudge = git-lfs smudge -- %f\n\trequired = true\n")
+    accept(g, "finding-git-active-config", "a repository configuration that makes git run programs",
+           [W, d("workspace/.git"), f("workspace/.git/config", active.encode()), d("workspace/.git/hooks"),
+            f("workspace/.git/hooks/post-checkout", b"#!/bin/sh\necho run\n", exe=True),
+            f("workspace/.git/hooks/pre-commit", b"#!/bin/sh\n"),
+            f("workspace/.git/hooks/pre-push.sample", b"#!/bin/sh\n", exe=True)],
+           findings={"git": [git_finding("workspace/.git/config", 3, "core.fsmonitor", FSMONITOR_WHY),
+                             git_finding("workspace/.git/config", 5, "filter.lfs.smudge", FILTER_WHY),
+                             git_finding("workspace/.git/hooks/post-checkout", None, "hook", HOOK_WHY)]})
+    tid = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+    rollout = "harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-%s.jsonl" % tid
+    log = '{"type":"session_meta"}\n{"type":"function_call_output","output":"GH_TOKEN=%s"}\n' % checksummed("ghp_", 118)
+    accept(g, "finding-secret-in-session-log", "a token the agent printed, in the session log",
+           [d("harness"), d("harness/codex"), d("harness/codex/sessions"), d("harness/codex/sessions/2026"),
+            d("harness/codex/sessions/2026/11"), d("harness/codex/sessions/2026/11/30"), f(rollout, log.encode()), W],
+           harness={"kind": "codex", "rollout": rollout, "thread_id": tid},
+           findings={"secrets": [secret(rollout, 2, "github-token")]})
+    near = ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA...\n-----END RSA PRIVATE KEY-----\n"
+            "token = ghp_abcdefghijklmnopqrstuvwxyzABCD012345\nstripe.api_key = 'sk_test_123'\n"
+            "see https://user:secret@example.com/repo.git\n")
+    accept(g, "finding-none-in-documentation-examples", "documentation's example keys, elided key blocks and "
+           "checksum-less look-alikes: nothing to report",
+           [W, f("workspace/README.md", near.encode())])
+
+
 def cross_platform_cases():
     g = "cross-platform"
     for cid, a, b, what in [
@@ -1215,6 +1367,7 @@ def generate():
     limit_cases()
     manifest_cases()
     cross_platform_cases()
+    secret_cases()
     accept("accept", "accept-minimal", "the smallest packet: an empty workspace", [W])
     accept("accept", "accept-base", "a small workspace", BASE)
     accept("accept", "accept-long-paths", "paths split into prefix/name and carried by PAX, a long link target",

@@ -6,7 +6,10 @@
 //   nothing and D1 holds no packet, member or label row. A case refused for
 //   its expected digest (`digest_syntax`) is a malformed URL: 400 for the
 //   PUT and the GET alike.
-// - Every accepted case is stored (201) and reads back byte for byte.
+// - Every accepted case is stored (201) and reads back byte for byte; the
+//   Worker logs the findings of each that holds any (secrets, git settings
+//   that run programs), by path, line and rule, and of no other; stored
+//   again by a delta push and by a multipart upload, each logs the same.
 // - Faults: a client that disconnects mid-upload, multipart parts sent
 //   twice and out of order for a hostile packet, an upload never completed.
 //
@@ -15,8 +18,14 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+
 import { corpusCases } from './corpus.mjs';
 import { TOKEN, buildWorker, client, startEdge } from './edge.mjs';
+import { push } from './transfer.mjs';
 
 const MIB = 1 << 20;
 
@@ -100,6 +109,69 @@ describe('the adversarial corpus', () => {
       assert.ok(got.bytes.equals(c.bytes), c.id);
     }
     assert.deepEqual(new Set(await listed()), new Set(accepted.map((c) => c.digest)));
+    // The Worker's report of what each stored packet holds: one JSON log
+    // line per packet with findings, exactly the table's.
+    const logged = new Map();
+    for (const entry of loggedFindings()) logged.set(entry.digest, entry.findings);
+    const empty = { secrets: [], git: [] };
+    for (const c of accepted) {
+      const expected = c.expect.findings ?? empty;
+      const none = expected.secrets.length === 0 && expected.git.length === 0;
+      assert.deepEqual(logged.get(c.digest), none ? undefined : expected, c.id);
+    }
+  });
+});
+
+/** Every `packet_findings` line the Worker logged so far, in order. */
+function loggedFindings() {
+  const out = [];
+  for (const line of edge.log().split('\n')) {
+    // wrangler may prefix and colour the line: the object is what lies
+    // between its first and last brace.
+    const at = line.indexOf('{"event":"packet_findings"');
+    if (at < 0) continue;
+    out.push(JSON.parse(line.slice(at, line.lastIndexOf('}') + 1)));
+  }
+  return out;
+}
+
+/** Where everything lies in a packet, as packet-core's reader finds it. */
+function describePacket(bytes) {
+  const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-describe-'));
+  const file = join(dir, 'p.pkt');
+  writeFileSync(file, bytes);
+  const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'describe', file], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+describe('findings, whichever way a packet is stored', () => {
+  test('a delta push and a multipart upload of a packet with findings each log them', async () => {
+    const withFindings = accepted.filter((c) => c.expect.findings && (c.expect.findings.secrets.length || c.expect.findings.git.length));
+    assert.ok(withFindings.length >= 5);
+    // wrangler's output reaches this process a little after the answer.
+    const logsOf = async (digest, n) => {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const found = loggedFindings().filter((e) => e.digest === digest).map((e) => e.findings);
+        if (found.length >= n || Date.now() > deadline) return found;
+        await new Promise((ok) => setTimeout(ok, 100));
+      }
+    };
+    for (const c of withFindings) {
+      const before = (await logsOf(c.digest, 0)).length;
+      assert.equal((await api.call('DELETE', `/v1/packets/${c.digest}`)).status, 204, c.id);
+      const pushed = await push(api, describePacket(c.bytes), c.bytes);
+      assert.equal(pushed.complete?.status, 201, `${c.id}: ${JSON.stringify(pushed.complete?.json ?? pushed.create.json)}`);
+      assert.deepEqual((await logsOf(c.digest, before + 1)).slice(before), [c.expect.findings], `${c.id}: pushed`);
+      assert.equal((await api.call('DELETE', `/v1/packets/${c.digest}`)).status, 204, c.id);
+      const up = await api.call('POST', '/v1/uploads', { body: { digest: c.digest, size: c.bytes.length } });
+      assert.equal(up.status, 201, JSON.stringify(up.json));
+      assert.equal((await api.call('PUT', `${up.json.location}/parts/1`, { body: c.bytes })).status, 200);
+      const done = await api.call('POST', `${up.json.location}/complete`);
+      assert.equal(done.status, 201, `${c.id}: ${JSON.stringify(done.json)}`);
+      assert.deepEqual((await logsOf(c.digest, before + 2)).slice(before), [c.expect.findings, c.expect.findings], `${c.id}: uploaded in parts`);
+    }
   });
 });
 

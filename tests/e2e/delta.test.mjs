@@ -119,6 +119,21 @@ function text(lines, seed) {
   return out;
 }
 
+/** A GitHub token of the real format (its last six characters are the CRC-32 of the rest, in base 62). */
+function githubToken() {
+  const body = 'pillboxTestToken0123456789abcd';
+  let crc = ~0;
+  for (const b of Buffer.from(body)) {
+    crc ^= b;
+    for (let k = 0; k < 8; k += 1) crc = (crc >>> 1) ^ (0xedb88320 & -(crc & 1));
+  }
+  let n = (~crc) >>> 0;
+  const digits = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+  let sum = '';
+  for (let i = 0; i < 6; i += 1) { sum = digits[n % 62] + sum; n = Math.floor(n / 62); }
+  return `ghp_${body}${sum}`;
+}
+
 /** Seeded incompressible bytes (xorshift), the same on every run. */
 function noise(length, seed) {
   const out = Buffer.alloc(length);
@@ -404,6 +419,18 @@ describe('save and restore', () => {
     assert.ok(r2.delta.fetched_bytes < r2.totals.bytes / 10, JSON.stringify(r2.delta));
     assert.ok(r2.bytes_received < 300_000, `${r2.bytes_received}`);
     assert.deepEqual(snapshot(into2), snapshot(ws));
+
+    // A credential found by content stops the save before anything is sent.
+    write(join(ws, 'notes/deploy.txt'), `GITHUB_TOKEN=${githubToken()}\n`);
+    const marked = (await store.log()).length;
+    const leaked = pillbox(['save', ws, ...remote(), '--ref', ref, ...harness], laptop);
+    assert.equal(leaked.code, 5, leaked.out);
+    assert.equal(leaked.json.code, 'secret_in_workspace');
+    assert.equal(leaked.json.path, 'workspace/notes/deploy.txt');
+    assert.ok(!leaked.out.includes(githubToken()), 'the token is never printed');
+    const afterLeak = (await store.log()).slice(marked);
+    assert.deepEqual(afterLeak.filter((r) => r.method !== 'GET' && r.method !== 'HEAD'), [], 'nothing was sent');
+    rmSync(join(ws, 'notes'), { recursive: true });
 
     // A restore that cannot finish leaves the target as it was.
     const full = fresh('not-empty');

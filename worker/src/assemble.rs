@@ -3,13 +3,15 @@
 //! bytes, bodies from R2 range reads. `GET` sends them; a push's `complete`
 //! hashes them (the whole packet, and the bodies nothing proved yet) before
 //! the packet becomes visible. Bytes read from R2 stay in the runtime's
-//! buffers; only small pieces are gathered in wasm into larger writes.
+//! buffers; only small pieces are gathered in wasm into larger writes, and
+//! `complete` copies each body's pieces into wasm for packet-core's scan
+//! (the findings a reader of the whole packet would report).
 
 use std::collections::BTreeMap;
 
 use js_sys::Uint8Array;
 use packet_core::offsets::Offsets;
-use packet_core::{Digest, Manifest};
+use packet_core::{BodyScan, Digest, Findings, Manifest};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::WritableStreamDefaultWriter;
 use worker::Bucket;
@@ -114,9 +116,13 @@ impl Output {
     }
 }
 
-/// The bodies `complete` hashes as they pass, by member index.
+/// The bodies `complete` hashes as they pass, by member index; and every
+/// body, scanned as a reader would for the stored packet's findings.
 pub struct Provers {
     pending: BTreeMap<usize, (Option<PlatformHash>, u64)>,
+    scan: BodyScan,
+    /// A body's piece copied out of JavaScript for the scan.
+    copied: Vec<u8>,
 }
 
 impl Provers {
@@ -127,7 +133,15 @@ impl Provers {
                 .iter()
                 .map(|&i| (i, (None, manifest.members[i].size)))
                 .collect(),
+            scan: BodyScan::new(manifest),
+            copied: Vec::new(),
         }
+    }
+
+    /// What the bodies that passed hold (packet-core's findings, as a
+    /// reader of the whole packet reports them).
+    pub fn findings(self, manifest: &Manifest) -> Findings {
+        self.scan.finish(manifest)
     }
 
     async fn feed(
@@ -136,6 +150,9 @@ impl Provers {
         member: usize,
         chunk: &Uint8Array,
     ) -> Result<(), RebuildError> {
+        self.copied.resize(chunk.length() as usize, 0);
+        chunk.copy_to(&mut self.copied);
+        self.scan.body(manifest, member, &self.copied);
         let Some((hash, left)) = self.pending.get_mut(&member) else {
             return Ok(());
         };

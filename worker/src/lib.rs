@@ -27,6 +27,7 @@
 //! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`zstd`] | a streaming zstd decoder in bounded memory (pure) |
+//! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | a push part streamed in: decoded, checked, packed (wasm) |
 //! | `assemble` | a stored packet's bytes streamed out of R2, or verified (wasm) |
@@ -46,6 +47,7 @@ pub mod binary;
 pub mod conditions;
 pub mod config;
 pub mod encoding;
+pub mod findings;
 pub mod layout;
 pub mod multipart;
 pub mod parts;

@@ -11,6 +11,9 @@
 //! - `traversal.packet`: a member header naming `workspace/../evil`;
 //! - `escape.packet`: a symlink `workspace/link` whose target leaves the
 //!   workspace;
+//! - `findings.packet`: a valid packet holding what a reader reports: a
+//!   GitHub token in a settings file, a `.env` file, a `core.fsmonitor`
+//!   setting and an executable hook;
 //! - with `--many N`: `many-N.packet`, N small files in directories of
 //!   100, for the tree's behaviour on large member counts;
 //! - with `--big MB`: `big-MB.packet`, about MB megabytes of
@@ -259,6 +262,58 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// A token in GitHub's format: 30 characters and their CRC32 in 6 base62
+/// digits (made up: no live credential).
+fn github_style_token() -> String {
+    let body = "Q2h7Tb9xLm4Ws8Kd1Rv6Ny3Pf5Gj0Z";
+    let mut crc = !0u32;
+    for &b in body.as_bytes() {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                0xedb8_8320 ^ (crc >> 1)
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    let mut n = !crc;
+    let digits = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut sum = [b'0'; 6];
+    for d in sum.iter_mut().rev() {
+        *d = digits[(n % 62) as usize];
+        n /= 62;
+    }
+    format!("ghp_{body}{}", String::from_utf8_lossy(&sum))
+}
+
+/// A valid packet with something to report in each kind of finding.
+fn findings() -> Built {
+    let settings = format!("{{\n  \"token\": \"{}\"\n}}\n", github_style_token());
+    build(
+        &[
+            dir("workspace"),
+            file("workspace/.env", "DEBUG=1\n"),
+            dir("workspace/.git"),
+            file(
+                "workspace/.git/config",
+                "[core]\n\tbare = false\n\tfsmonitor = .git/watch.sh\n",
+            ),
+            dir("workspace/.git/hooks"),
+            Source::File {
+                path: "workspace/.git/hooks/post-checkout".into(),
+                contents: b"#!/bin/sh\n".to_vec(),
+                executable: true,
+            },
+            file("workspace/settings.json", settings),
+        ],
+        None,
+        vec![],
+        &Limits::FORMAT,
+    )
+    .expect("the packet builds")
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("the fixture is written");
     println!("{name}\t{} bytes", bytes.len());
@@ -310,6 +365,7 @@ fn main() {
         ],
     );
     write(out, "escape.packet", &escape);
+    write(out, "findings.packet", &findings().bytes);
 
     if let Some(n) = args
         .iter()

@@ -2,7 +2,7 @@
 //! offsets are JSON numbers (exact below 2^53, far above the format's 1 GiB
 //! limit).
 
-use packet_core::{Error, Member, Refusal, RefusalDetails, VerifiedPacket};
+use packet_core::{Error, Findings, Member, Refusal, RefusalDetails, VerifiedPacket};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
@@ -110,7 +110,8 @@ pub struct ExclusionView {
     pub matched: u64,
     /// The pattern.
     pub pattern: String,
-    /// Credential rule id, `user` or `special-file`.
+    /// Credential rule id, `user`, `special-file`, `escaping-symlink` or
+    /// a secret rule id (then the pattern is the file's path).
     pub rule: String,
 }
 
@@ -148,6 +149,9 @@ pub struct ReportView {
     pub totals: TotalsView,
     /// Members in archive order.
     pub members: Vec<MemberView>,
+    /// What packet-core's reader found: secrets (never their values), git
+    /// settings and hooks that run programs. A report: the packet verified.
+    pub findings: Findings,
 }
 
 impl ReportView {
@@ -188,6 +192,7 @@ impl ReportView {
                 .zip(&packet.data_offsets)
                 .map(|((i, m), &at)| MemberView::new(i, m, at))
                 .collect(),
+            findings: packet.findings.clone(),
         }
     }
 }

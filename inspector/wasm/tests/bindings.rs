@@ -96,6 +96,40 @@ fn a_good_packet_verifies_in_any_chunking_and_reports_its_members() {
 }
 
 #[wasm_bindgen_test]
+fn the_report_carries_what_the_reader_found() {
+    let dir = |path: &str| Source::Dir { path: path.into() };
+    let built = build(
+        &[
+            dir("workspace"),
+            dir("workspace/.git"),
+            dir("workspace/.git/hooks"),
+            Source::File {
+                path: "workspace/.git/hooks/pre-push".into(),
+                contents: b"#!/bin/sh\n".to_vec(),
+                executable: true,
+            },
+        ],
+        None,
+        vec![],
+        &Limits::FORMAT,
+    )
+    .unwrap();
+    let report = open(&built, 100).report();
+    let findings = get(&report, "findings");
+    let git = js_sys::Array::from(&get(&findings, "git"));
+    assert_eq!(git.length(), 1);
+    let hook = git.get(0);
+    assert_eq!(string(&hook, "path"), "workspace/.git/hooks/pre-push");
+    assert_eq!(string(&hook, "setting"), "hook");
+    assert!(get(&hook, "line").is_null());
+    assert_eq!(js_sys::Array::from(&get(&findings, "secrets")).length(), 0);
+    // A packet with nothing to report says so.
+    let plain = open(&packet("fn main() {}\n", None), 100).report();
+    let git = js_sys::Array::from(&get(&get(&plain, "findings"), "git"));
+    assert_eq!(git.length(), 0);
+}
+
+#[wasm_bindgen_test]
 fn a_flipped_body_byte_is_refused_naming_the_member() {
     let built = packet("fn main() {}\n", None);
     let p = open(&built, 4096);

@@ -153,6 +153,7 @@ impl Adapter for Claude {
             source_path: Some(source),
             walk,
             scratch: None,
+            secrets: Vec::new(),
         })
     }
 

@@ -7,6 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use packet_core::secrets::{Detector, Scanner};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
@@ -15,6 +16,7 @@ use super::{
     Located, Move, RestorePlan,
 };
 use crate::error::{CliError, Refused, Result};
+use crate::pack::secrets::Found;
 use crate::walk::{Planned, Walk};
 
 /// The Codex adapter.
@@ -25,7 +27,11 @@ impl Adapter for Codex {
         let (relative, source) = find_rollout(request.home, request.id)?;
         let size = file_size(&source)?;
         check_fits(&source, size, request.workspace_bytes)?;
-        let meta = read_rollout(&source)?;
+        // A compressed rollout's bytes hide its lines from the detector
+        // pack runs over every body: its lines are scanned as they are
+        // read here.
+        let mut detector = super::zstd::is_compressed(&source).then(|| Scanner::new().detector(""));
+        let meta = read_rollout_scanning(&source, detector.as_mut())?;
         if meta.thread_id.as_deref() != Some(request.id) {
             return Err(Refused::RolloutThreadMismatch {
                 source,
@@ -45,6 +51,7 @@ impl Adapter for Codex {
             }
         }
         let member = HarnessKind::Codex.member_path(&relative);
+        let secrets = detector.map_or_else(Vec::new, |d| Found::of(&member, d.finish()).collect());
         let mut planned = ancestors(&member);
         planned.push(Planned::File {
             member: member.clone(),
@@ -63,6 +70,7 @@ impl Adapter for Codex {
             source_path: Some(source),
             walk: Walk::default(),
             scratch: None,
+            secrets,
         })
     }
 
@@ -203,10 +211,19 @@ pub struct RolloutMeta {
 /// Reads the first line's `session_meta` and the last `turn_context` model,
 /// one line at a time (through the zstd decoder for a `.zst` rollout).
 pub fn read_rollout(path: &Path) -> Result<RolloutMeta> {
+    read_rollout_scanning(path, None)
+}
+
+/// [`read_rollout`], feeding every line read to `detector` too.
+fn read_rollout_scanning(path: &Path, mut detector: Option<&mut Detector>) -> Result<RolloutMeta> {
     let mut meta = RolloutMeta::default();
     let mut first = true;
     let mut bad_first = false;
     for_each_line(path, |line| {
+        if let Some(d) = detector.as_deref_mut() {
+            d.feed(line);
+            d.feed(b"\n");
+        }
         if first {
             first = false;
             let v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);

@@ -52,6 +52,10 @@ pub struct Located {
     /// A temporary file the planned members are read from, removed when
     /// this is dropped (after the packet is written).
     pub scratch: Option<tempfile::TempPath>,
+    /// Secrets in what the adapter read that the planned files' bytes
+    /// hide from the detector pack runs over every body (a compressed
+    /// rollout's lines): they stop the pack like any other.
+    pub secrets: Vec<crate::pack::secrets::Found>,
 }
 
 /// One harness item to move from staging into the harness home.

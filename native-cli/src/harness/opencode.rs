@@ -133,6 +133,7 @@ impl Adapter for Opencode {
             source_path: None,
             walk: Walk::default(),
             scratch: Some(exported.path),
+            secrets: Vec::new(),
         })
     }
 

@@ -23,6 +23,11 @@
 //! needs every member's digest: writing the manifest and copying large
 //! files are what overlap with it.
 //!
+//! Phase 2 also runs every body through packet-core's secret detector, on
+//! the copying thread, which has time to spare while the other hashes the
+//! packet: a secret costs no read of its own, and a packet holding one is
+//! never kept (the temporary file goes, [`Packed::Blocked`]).
+//!
 //! [`pack_into_file`] runs the steps in order: [`members_to_lay_out`],
 //! [`phase_one`], [`fill_in_digests`], [`phase_two`], [`keep_as`]. The
 //! bytes are those the streaming writer produces (tests compare the two).
@@ -33,19 +38,21 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
+use packet_core::secrets::{Detector, Scanner};
 use packet_core::{
     write_manifest_member, Digest, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Member,
     Sink, Step, Writer, WriterOptions,
 };
 use tempfile::NamedTempFile;
 
-use super::{changed_size, hash_file, read_more, Opener, Stamp};
+use super::secrets::Found;
+use super::{changed_size, hash_file, read_more, Opener, Stamp, ToHash};
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
-use crate::walk::{sort_planned, workspace_source, Planned};
+use crate::walk::{sort_planned, walked_source, FileId, FileSource, Planned, WalkRoot};
 
 /// Blocks phase 2 reads and hashes: small enough that a block read on one
 /// core is still in cache when the other hashes it.
@@ -62,26 +69,31 @@ const RUN_BYTES: usize = 512 << 10;
 /// number of characters as any other, so the layout does not move.
 const PLACEHOLDER: Digest = Digest([0; 32]);
 
-/// Where each file member's bytes are: below the workspace, at the
-/// member's own path (not stored, so that a large workspace does not keep
-/// a second copy of every path), or, for harness files, recorded by member
-/// index.
+/// Where each file member's bytes are: files walked below the workspace
+/// at the member's own path there (not stored, so that a large workspace
+/// does not keep a second copy of every path; only the identity the walk
+/// listed is), any other by member index.
 struct Sources {
-    workspace: PathBuf,
-    elsewhere: BTreeMap<usize, PathBuf>,
+    workspace: Option<Arc<WalkRoot>>,
+    ids: Vec<Option<FileId>>,
+    elsewhere: BTreeMap<usize, FileSource>,
 }
 
 impl Sources {
     /// The source of file member `index`.
-    fn of(&self, manifest: &Manifest, index: usize) -> Option<PathBuf> {
-        if let Some(p) = self.elsewhere.get(&index) {
-            return Some(p.clone());
+    fn of(&self, manifest: &Manifest, index: usize) -> Option<FileSource> {
+        if let Some(s) = self.elsewhere.get(&index) {
+            return Some(s.clone());
         }
         let entry = manifest.members.get(index)?;
         if entry.kind != Kind::File {
             return None;
         }
-        workspace_source(&self.workspace, &entry.path)
+        walked_source(
+            self.workspace.as_ref()?,
+            &entry.path,
+            (*self.ids.get(index)?)?,
+        )
     }
 }
 
@@ -90,7 +102,7 @@ impl Sources {
 struct Slot {
     /// Member index.
     index: usize,
-    source: PathBuf,
+    source: FileSource,
     /// Where the body starts: in the run's bytes, or in the packet.
     at: u64,
     size: u64,
@@ -143,27 +155,45 @@ impl Outcome {
     }
 }
 
+/// How a pack into a file ended.
+// Made once per pack: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Packed {
+    /// The packet is at the output: its manifest, digest, absolute path,
+    /// and the secrets found (which `accept` let through).
+    Kept(Manifest, Digest, String, Vec<Found>),
+    /// Secrets were found that `accept` did not let through: nothing was
+    /// kept.
+    Blocked(Vec<Found>),
+}
+
 /// Packs `planned` into `output` (through a temporary file renamed into
-/// place); returns the manifest, the packet digest and the output's
-/// absolute path. `between_phases` runs after phase 1 (packing passes a
-/// no-op; tests change files there).
+/// place), unless the secrets found in its files are ones `accept` refuses.
+/// `between_phases` runs after phase 1 (packing passes a no-op; tests
+/// change files there).
+#[allow(clippy::too_many_arguments)]
 pub fn pack_into_file(
-    workspace: &Path,
     planned: Vec<Planned>,
     harness: Option<Harness>,
     exclusions: Vec<Exclusion>,
     output: &Path,
     progress: &Progress,
     between_phases: &mut dyn FnMut(),
-) -> Result<(Manifest, Digest, String)> {
-    let (members, sources) = members_to_lay_out(workspace, planned);
+    accept: &dyn Fn(&[Found]) -> bool,
+    scanner: &Scanner,
+) -> Result<Packed> {
+    let (members, sources) = members_to_lay_out(planned)?;
     let walked = members.len();
     // Checked on a thread of its own while phase 1 runs: nothing is kept
-    // unless the manifest passes.
+    // unless the manifest passes. The limits follow from the listed sizes:
+    // they are checked before any file is read.
     let mut manifest = Manifest::assemble(members, harness, exclusions);
     if manifest.members.len() != walked {
         return Err(bug("the manifest does not list the members walked"));
     }
+    manifest
+        .check_limits(&Limits::FORMAT)
+        .map_err(CliError::Unpackable)?;
     let tmp = temporary_file_beside(output)?;
     let (out, out_path) = (tmp.as_file(), tmp.path());
     progress.phase("pack", manifest.totals.bytes);
@@ -171,31 +201,45 @@ pub fn pack_into_file(
     fill_in_digests(&mut manifest, read.digests)?;
     between_phases();
     progress.phase("write", manifest.packet_size());
-    let digest = phase_two(
+    let scan = BodyScan::new(&manifest, &read.bodies, scanner);
+    let (digest, found) = phase_two(
         &manifest,
         &read.regions,
         &read.stamps,
+        scan,
         out,
         out_path,
         progress,
     )?;
+    if !accept(&found) {
+        return Ok(Packed::Blocked(found));
+    }
     let output = keep_as(tmp, output)?;
-    Ok((manifest, digest, output))
+    Ok(Packed::Kept(manifest, digest, output, found))
 }
 
 /// The members in the packet's order, each file with its walked size and a
 /// placeholder digest (an empty file's is known), and where each file's
 /// bytes are.
-fn members_to_lay_out(workspace: &Path, mut planned: Vec<Planned>) -> (Vec<Member>, Sources) {
+fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources)> {
     // Runs walked apart (the workspace, harness files) come sorted, and
     // are merged.
     sort_planned(&mut planned);
     let mut sources = Sources {
-        workspace: workspace.to_path_buf(),
+        workspace: None,
+        ids: Vec::with_capacity(planned.len()),
         elsewhere: BTreeMap::new(),
     };
     let mut members = Vec::with_capacity(planned.len());
+    let digest_for = |size: u64| {
+        if size == 0 {
+            Digest::EMPTY
+        } else {
+            PLACEHOLDER
+        }
+    };
     for (index, p) in planned.into_iter().enumerate() {
+        let mut id = None;
         match p {
             Planned::Dir { member } => members.push(Member::dir(member)),
             Planned::Symlink { member, target } => members.push(Member::symlink(member, target)),
@@ -205,19 +249,31 @@ fn members_to_lay_out(workspace: &Path, mut planned: Vec<Planned>) -> (Vec<Membe
                 executable,
                 size,
             } => {
-                let digest = if size == 0 {
-                    Digest::EMPTY
+                let source = source.ok_or_else(|| bug("a harness file without a source"))?;
+                sources.elsewhere.insert(index, FileSource::Path(source));
+                members.push(Member::file(member, size, digest_for(size), executable));
+            }
+            Planned::Walked {
+                member,
+                root,
+                executable,
+                size,
+                id: listed,
+            } => {
+                if root.member() == packet_core::path::WORKSPACE_ROOT {
+                    id = Some(listed);
+                    sources.workspace.get_or_insert(root);
                 } else {
-                    PLACEHOLDER
-                };
-                if let Some(source) = source {
+                    let source = walked_source(&root, &member, listed)
+                        .ok_or_else(|| bug("a walked file outside its root"))?;
                     sources.elsewhere.insert(index, source);
                 }
-                members.push(Member::file(member, size, digest, executable));
+                members.push(Member::file(member, size, digest_for(size), executable));
             }
         }
+        sources.ids.push(id);
     }
-    (members, sources)
+    Ok((members, sources))
 }
 
 /// A temporary file in `output`'s folder (so that renaming it into place
@@ -234,10 +290,20 @@ fn temporary_file_beside(output: &Path) -> Result<NamedTempFile> {
         .map_err(|e| CliError::io("create a temporary file in", &dir, e))
 }
 
+/// A file body in the packet: where it starts, its size, its member.
+#[derive(Clone, Copy)]
+struct Body {
+    at: u64,
+    size: u64,
+    index: usize,
+}
+
 /// What phase 1 leaves for phase 2.
 struct PhaseOne {
     /// The packet's stretches, in order.
     regions: Vec<Region>,
+    /// Every non-empty body, in order.
+    bodies: Vec<Body>,
     /// Every body's digest, by member index.
     digests: Vec<Option<Digest>>,
     /// What each large file was when it was hashed.
@@ -300,8 +366,10 @@ fn phase_one(
     if let Some((_, e)) = outcome.failure {
         return Err(e);
     }
+    let (regions, bodies) = laid_out?;
     Ok(PhaseOne {
-        regions: laid_out?,
+        regions,
+        bodies,
         digests: outcome.digests,
         stamps: outcome.stamps,
     })
@@ -349,15 +417,16 @@ fn written(start: u64, end: u64, regions: &mut Vec<Region>) {
 /// Drives the writer over the manifest with placeholder digests and hands
 /// the workers the packet in runs of about [`RUN_BYTES`] (from the first
 /// member on), and each large body on its own; returns the packet's
-/// regions in order, for phase 2.
+/// regions and bodies in order, for phase 2.
 fn lay_out(
     manifest: &Manifest,
     sources: &Sources,
     head: u64,
     jobs: &mpsc::SyncSender<Job>,
     stop: &AtomicBool,
-) -> Result<Vec<Region>> {
+) -> Result<(Vec<Region>, Vec<Body>)> {
     let mut regions = vec![Region::Manifest(head)];
+    let mut bodies = Vec::new();
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let send = |job: Job| {
         jobs.send(job)
@@ -379,7 +448,7 @@ fn lay_out(
     let mut run = new_run(head);
     loop {
         if stop.load(Ordering::Relaxed) {
-            return Ok(regions);
+            return Ok((regions, bodies));
         }
         let Job::Run { bytes, slots, .. } = &mut run else {
             return Err(bug("the layout lost its run"));
@@ -394,6 +463,11 @@ fn lay_out(
                 let source = sources
                     .of(manifest, index)
                     .ok_or_else(|| bug("no source file for this member"))?;
+                bodies.push(Body {
+                    at: offset,
+                    size,
+                    index,
+                });
                 if size <= SMALL {
                     let at = bytes.len();
                     bytes.resize(at + size as usize, 0);
@@ -439,7 +513,7 @@ fn lay_out(
         written(*offset, *offset + bytes.len() as u64, &mut regions);
     }
     send(run)?;
-    Ok(regions)
+    Ok((regions, bodies))
 }
 
 /// A worker thread's state.
@@ -552,11 +626,12 @@ impl Worker<'_> {
     /// (a regular file reads short only there), so a file that grew is
     /// seen without another system call.
     fn read_small(&mut self, slot: &Slot, window: &mut [u8]) -> Result<Digest> {
-        let path = slot.source.as_path();
-        let mut f = self
-            .opener
-            .open(path)
-            .map_err(|e| CliError::io("read", path, e))?;
+        let manifest = self.manifest;
+        let member = manifest
+            .members
+            .get(slot.index)
+            .map_or("", |e| e.path.as_str());
+        let (mut f, _) = self.opener.open(&slot.source, member)?;
         let size = window.len() - 1;
         let mut filled = 0;
         let ended = loop {
@@ -572,7 +647,7 @@ impl Worker<'_> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(CliError::io("read", path, e)),
+                Err(e) => return Err(CliError::io("read", slot.source.display(), e)),
             }
         };
         if !ended {
@@ -590,8 +665,13 @@ impl Worker<'_> {
         if self.buf.is_empty() {
             self.buf = vec![0u8; CHUNK];
         }
+        let file = ToHash {
+            member: self.member(slot.index).to_owned(),
+            source: slot.source.clone(),
+            size: slot.size,
+        };
         let (stamp, digest) =
-            hash_file(&mut self.opener, &slot.source, &mut self.buf, self.progress)?;
+            hash_file(&mut self.opener, &file, &mut self.buf, self.progress, None)?;
         // Its size is in the layout already.
         match stamp.size.cmp(&slot.size) {
             std::cmp::Ordering::Equal => Ok((digest, stamp)),
@@ -664,17 +744,84 @@ impl Sink for BlockSink<'_> {
     }
 }
 
+/// The secret detector over the bodies, fed the blocks phase 2 reads, in
+/// the packet's order: a body that lies in one block is scanned at once, a
+/// body spread over several streams through a detector.
+struct BodyScan<'a> {
+    manifest: &'a Manifest,
+    bodies: &'a [Body],
+    /// The first body not scanned to its end.
+    next: usize,
+    scanner: &'a Scanner,
+    /// The detector of `bodies[next]`, once it started.
+    current: Option<Detector>,
+    found: Vec<Found>,
+}
+
+impl<'a> BodyScan<'a> {
+    fn new(manifest: &'a Manifest, bodies: &'a [Body], scanner: &'a Scanner) -> BodyScan<'a> {
+        BodyScan {
+            manifest,
+            bodies,
+            next: 0,
+            scanner,
+            current: None,
+            found: Vec::new(),
+        }
+    }
+
+    /// Reads `bytes`, the packet's bytes from `at` on.
+    fn feed(&mut self, at: u64, bytes: &[u8]) {
+        let end = at + bytes.len() as u64;
+        while let Some(&body) = self.bodies.get(self.next) {
+            let body_end = body.at + body.size;
+            if body.at >= end {
+                return;
+            }
+            let from = body.at.max(at);
+            let to = body_end.min(end);
+            if from >= to {
+                // A body before this block: not expected, as blocks come
+                // in order, but nothing to scan.
+                self.next += 1;
+                continue;
+            }
+            let piece = &bytes[(from - at) as usize..(to - at) as usize];
+            let member = &self.manifest.members[body.index].path;
+            let relative = member.split_once('/').map_or("", |(_, r)| r);
+            if from == body.at && to == body_end {
+                let findings = self.scanner.scan(relative, piece);
+                self.found.extend(Found::of(member, findings));
+            } else {
+                let scanner = self.scanner;
+                self.current
+                    .get_or_insert_with(|| scanner.detector(relative))
+                    .feed(piece);
+                if to < body_end {
+                    return;
+                }
+                if let Some(d) = self.current.take() {
+                    self.found.extend(Found::of(member, d.finish()));
+                }
+            }
+            self.next += 1;
+        }
+    }
+}
+
 /// Phase 2: the packet's bytes in order, read back from the file or (for
 /// large bodies) copied from their sources, hashed on this thread while a
-/// second one reads and copies. Returns the packet digest.
+/// second one reads, copies and looks for secrets in the bodies. Returns
+/// the packet digest and the secrets found.
 fn phase_two(
     manifest: &Manifest,
     regions: &[Region],
     stamps: &BTreeMap<usize, Stamp>,
+    mut scan: BodyScan<'_>,
     out: &File,
     out_path: &Path,
     progress: &Progress,
-) -> Result<Digest> {
+) -> Result<(Digest, Vec<Found>)> {
     const BUFFERS: usize = 4;
     let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
@@ -682,7 +829,7 @@ fn phase_two(
         let _ = free_tx.send(vec![0u8; PHASE2_BLOCK]);
     }
     std::thread::scope(|scope| {
-        let copier = scope.spawn(move || -> Result<()> {
+        let copier = scope.spawn(move || -> Result<Vec<Found>> {
             let mut opener = Opener::default();
             for region in regions {
                 match region {
@@ -702,7 +849,7 @@ fn phase_two(
                             return Err(CliError::io("write", out_path, e));
                         }
                         if sink.stopped {
-                            return Ok(());
+                            return Ok(scan.found);
                         }
                         if written != *end {
                             return Err(bug("the manifest changed length once digested"));
@@ -712,14 +859,15 @@ fn phase_two(
                         let mut at = *start;
                         while at < *end {
                             let Ok(mut buf) = free_rx.recv() else {
-                                return Ok(());
+                                return Ok(scan.found);
                             };
                             let n = (*end - at).min(PHASE2_BLOCK as u64) as usize;
                             out.read_exact_at(&mut buf[..n], at)
                                 .map_err(|e| CliError::io("read back", out_path, e))?;
+                            scan.feed(at, &buf[..n]);
                             at += n as u64;
                             if full_tx.send((buf, n)).is_err() {
-                                return Ok(());
+                                return Ok(scan.found);
                             }
                         }
                     }
@@ -728,59 +876,92 @@ fn phase_two(
                             .members
                             .get(slot.index)
                             .map_or("", |e| e.path.as_str());
-                        let path = slot.source.as_path();
-                        let mut f = opener
-                            .open(path)
-                            .map_err(|e| CliError::io("read", path, e))?;
+                        let display = slot.source.display();
+                        let path = display.as_path();
+                        let (mut f, _) = opener.open(&slot.source, member)?;
                         let mut done = 0u64;
                         while done < slot.size {
                             let Ok(mut buf) = free_rx.recv() else {
-                                return Ok(());
+                                return Ok(scan.found);
                             };
                             let want = (slot.size - done).min(PHASE2_BLOCK as u64) as usize;
                             let n = read_more(&mut f, &mut buf[..want], path, member)?;
                             out.write_all_at(&buf[..n], slot.at + done)
                                 .map_err(|e| CliError::io("write", out_path, e))?;
+                            scan.feed(slot.at + done, &buf[..n]);
                             done += n as u64;
                             progress.inc(n as u64);
                             if full_tx.send((buf, n)).is_err() {
-                                return Ok(());
+                                return Ok(scan.found);
                             }
                         }
                         // The open file must still be the one phase 1
                         // hashed, as it was then.
-                        let meta = f.metadata().map_err(|e| CliError::io("read", path, e))?;
                         let stamp = stamps
                             .get(&slot.index)
                             .ok_or_else(|| bug("a large file was not hashed"))?;
-                        stamp.check(&Stamp::of(&meta, meta.len()), member)?;
+                        stamp.check(&Stamp::now(&f, path)?, member)?;
                     }
                 }
             }
-            Ok(())
+            Ok(scan.found)
         });
         let mut hasher = Hasher::new();
         for (buf, used) in full_rx {
             hasher.update(&buf[..used]);
             let _ = free_tx.send(buf);
         }
-        copier
+        let found = copier
             .join()
             .unwrap_or_else(|_| Err(bug("the copying thread stopped unexpectedly")))?;
-        Ok(hasher.finish())
+        Ok((hasher.finish(), found))
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
-    fn planned_file(name: &str, size: u64) -> Planned {
-        Planned::File {
+    /// The workspace `dir` as a walk opens it.
+    fn root(dir: &Path) -> Arc<WalkRoot> {
+        Arc::new(WalkRoot::open(dir, "workspace").unwrap())
+    }
+
+    /// A file of the workspace as the walk lists it, with `size` as the
+    /// size the walk saw.
+    fn planned_file(root: &Arc<WalkRoot>, name: &str, size: u64) -> Planned {
+        let meta = fs::symlink_metadata(root.path().join(name)).unwrap();
+        Planned::Walked {
             member: format!("workspace/{name}"),
-            source: None,
+            root: Arc::clone(root),
             executable: false,
             size,
+            id: FileId {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            },
+        }
+    }
+
+    /// Packs with no secret policy in the way.
+    fn pack_plainly(
+        planned: Vec<Planned>,
+        output: &Path,
+        between_phases: &mut dyn FnMut(),
+    ) -> Result<(Manifest, Digest, String)> {
+        match pack_into_file(
+            planned,
+            None,
+            vec![],
+            output,
+            &Progress::new(true),
+            between_phases,
+            &|_| true,
+            &Scanner::new(),
+        )? {
+            Packed::Kept(m, d, output, _) => Ok((m, d, output)),
+            Packed::Blocked(_) => unreachable!("every secret is accepted"),
         }
     }
 
@@ -791,24 +972,17 @@ mod tests {
         let big = vec![7u8; (SMALL + 1) as usize];
         fs::write(t.path().join("big.bin"), &big).unwrap();
         fs::write(t.path().join("small.txt"), b"small").unwrap();
+        let ws = root(t.path());
         let planned = vec![
             Planned::Dir {
                 member: "workspace".into(),
             },
-            planned_file("big.bin", SMALL + 1),
-            planned_file("small.txt", 5),
+            planned_file(&ws, "big.bin", SMALL + 1),
+            planned_file(&ws, "small.txt", 5),
         ];
         let dir = t.path().to_path_buf();
-        pack_into_file(
-            t.path(),
-            planned,
-            None,
-            vec![],
-            &t.path().join("p.tar"),
-            &Progress::new(true),
-            &mut || change(&dir),
-        )
-        .map(|(m, d, output)| (m, d, fs::read(output).unwrap()))
+        pack_plainly(planned, &t.path().join("p.tar"), &mut || change(&dir))
+            .map(|(m, d, output)| (m, d, fs::read(output).unwrap()))
     }
 
     #[test]
@@ -843,20 +1017,13 @@ mod tests {
         let mut planned = vec![Planned::Dir {
             member: "workspace".into(),
         }];
+        let walked = root(&ws);
         for (name, bytes, listed) in files {
             fs::write(ws.join(name), bytes).unwrap();
-            planned.push(planned_file(name, *listed));
+            planned.push(planned_file(&walked, name, *listed));
         }
-        let packed = pack_into_file(
-            &ws,
-            planned,
-            None,
-            vec![],
-            &t.path().join("p.tar"),
-            &Progress::new(true),
-            &mut || {},
-        )
-        .map(|(_, digest, _)| digest);
+        let packed =
+            pack_plainly(planned, &t.path().join("p.tar"), &mut || {}).map(|(_, digest, _)| digest);
         let mut left: Vec<String> = fs::read_dir(t.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -694,6 +694,7 @@ mod tests {
             output: "-".into(),
             harness: None,
             walk: Default::default(),
+            secrets: Default::default(),
         };
         let packed = crate::pack::pack_in_memory(&request, &Progress::new(true)).unwrap();
         let (index, member) = packed.manifest.find("workspace/big.bin").unwrap();
@@ -704,9 +705,13 @@ mod tests {
         std::fs::write(t.path().join("big.bin"), &changed).unwrap();
         let e = cut_all(&packed.bodies, &large, &Progress::new(true)).unwrap_err();
         assert_eq!(e.code(), "workspace_changed");
-        assert_eq!(
-            e.report().details.message,
-            "the workspace changed while saving: save again"
+        assert!(
+            e.report()
+                .details
+                .message
+                .starts_with("workspace/big.bin changed or went away while it was being saved"),
+            "{}",
+            e.report().details.message
         );
         assert_eq!(
             e.report().details.path.as_deref(),

@@ -231,6 +231,17 @@ pub fn codex_home(home: &Path, thread: &str, cwd: &Path, model: &str) -> PathBuf
     rollout
 }
 
+/// Writes `path` compressed as Codex does, beside it as `<path>.zst`;
+/// returns the compressed file's path.
+pub fn compress(path: &Path) -> PathBuf {
+    let plain = fs::read(path).unwrap();
+    let z =
+        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
+    let zst = PathBuf::from(format!("{}.zst", path.display()));
+    fs::write(&zst, z).unwrap();
+    zst
+}
+
 /// Checks `value` against `proto/cli/<file>` with the subset of JSON Schema
 /// those files use (type, const, enum, properties, required,
 /// additionalProperties, items, minItems, minimum, anyOf, $ref; `pattern`

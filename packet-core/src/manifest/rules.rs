@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use crate::error::{Error, ErrorCode};
-use crate::exclude::credential_rule;
+use crate::exclude::{credential_rule, InPacket};
 use crate::header::Kind;
 use crate::limits::Limits;
 use crate::manifest::{packet_size, HarnessKind, Manifest, Member, Totals};
@@ -23,16 +23,7 @@ impl Manifest {
         manifest_len: u64,
     ) -> Result<(), Error> {
         let limits = limits.clamped();
-        if self.members.len() as u64 > limits.max_members {
-            return Err(Error::new(
-                ErrorCode::LimitMembers,
-                alloc::format!(
-                    "{} members, the limit is {}",
-                    self.members.len(),
-                    limits.max_members
-                ),
-            ));
-        }
+        self.check_member_count(&limits)?;
         let mut ancestors: Vec<&Member> = Vec::new();
         let mut previous: Option<&str> = None;
         let mut has_workspace = false;
@@ -124,6 +115,34 @@ impl Manifest {
             )
             .at_path(MANIFEST_PATH));
         }
+        self.check_size(&limits, manifest_len)
+    }
+
+    /// The limits on the member count and on the packet's size, alone:
+    /// both follow from the members listed and their sizes, so a packer
+    /// checks them before it reads a byte of any file (a sparse file of
+    /// terabytes is refused for its size, not hashed first).
+    pub fn check_limits(&self, limits: &Limits) -> Result<(), Error> {
+        let limits = limits.clamped();
+        self.check_member_count(&limits)?;
+        self.check_size(&limits, self.canonical_len())
+    }
+
+    fn check_member_count(&self, limits: &Limits) -> Result<(), Error> {
+        if self.members.len() as u64 > limits.max_members {
+            return Err(Error::new(
+                ErrorCode::LimitMembers,
+                alloc::format!(
+                    "{} members, the limit is {}",
+                    self.members.len(),
+                    limits.max_members
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_size(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
         let size = packet_size(manifest_len, &self.members);
         if size > limits.max_packet_bytes {
             return Err(Error::new(
@@ -363,7 +382,9 @@ fn check_member(member: &Member, limits: &Limits) -> Result<(), Error> {
         path::resolve_symlink_target(path, target, limits.max_path_bytes)?;
     }
     if member.kind != Kind::Dir {
-        if let Some(rule) = credential_rule(member.relative_path()) {
+        let refused = credential_rule(member.relative_path())
+            .filter(|rule| rule.in_packet == InPacket::Refused);
+        if let Some(rule) = refused {
             return Err(Error::new(
                 ErrorCode::CredentialInPacket,
                 alloc::format!("matches the credential rule {:?} ({})", rule.id, rule.why),

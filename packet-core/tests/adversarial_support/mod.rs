@@ -35,6 +35,9 @@ pub struct Case {
     /// The member set that packing must refuse as the reader refuses the
     /// packet.
     pub build: Option<description::Description>,
+    /// What a reader reports about an accepted packet (nothing unless the
+    /// row says).
+    pub findings: Value,
     pub sha256: String,
     pub bytes: Vec<u8>,
 }
@@ -78,6 +81,10 @@ pub fn cases() -> Vec<Case> {
                 build: row.get("build").map(|b| {
                     serde_json::from_value(b.clone()).unwrap_or_else(|e| panic!("{id}: build: {e}"))
                 }),
+                findings: expect
+                    .get("findings")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({"secrets": [], "git": []})),
                 sha256: row["sha256"].as_str().unwrap().to_string(),
                 bytes,
             }
@@ -86,12 +93,12 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// Feeds `bytes` in chunks of `chunk` bytes; returns the error or the
-/// bodies read.
+/// bodies read and the findings.
 fn read_chunked(
     bytes: &[u8],
     options: ReaderOptions,
     chunk: usize,
-) -> Result<(packet_core::Manifest, Vec<Vec<u8>>), packet_core::Error> {
+) -> Result<(packet_core::Manifest, Vec<Vec<u8>>, Value), packet_core::Error> {
     let mut reader = Reader::new(options);
     let mut bodies: Vec<Vec<u8>> = Vec::new();
     for piece in bytes.chunks(chunk.max(1)) {
@@ -104,7 +111,9 @@ fn read_chunked(
             Ok::<(), packet_core::Error>(())
         })?;
     }
-    Ok((reader.finish()?.manifest, bodies))
+    let verified = reader.finish()?;
+    let findings = serde_json::to_value(&verified.findings).unwrap();
+    Ok((verified.manifest, bodies, findings))
 }
 
 /// Re-encodes an accepted packet with the writer: the format has one
@@ -191,7 +200,12 @@ pub fn check(case: &Case) -> Result<(), String> {
         (None, Err(e)) => return Err(format!("refused ({e}), the corpus expects acceptance")),
         (Some(code), Ok(_)) => return Err(format!("ACCEPTED, the corpus expects {code}")),
         (Some(_), Err(e)) => expected(case, e)?,
-        (None, Ok(_)) => {}
+        (None, Ok(verified)) => {
+            let found = serde_json::to_value(&verified.findings).unwrap();
+            if found != case.findings {
+                return Err(format!("findings {found}, expected {}", case.findings));
+            }
+        }
     }
     // The same outcome whatever the chunking.
     for chunk in [1, 7, 511, 512, 4096] {
@@ -200,9 +214,12 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
         let chunked = read_chunked(&case.bytes, options, chunk);
         match (&whole, &chunked) {
-            (Ok(_), Ok((manifest, bodies))) => {
+            (Ok(_), Ok((manifest, bodies, findings))) => {
                 if rewrite(manifest, bodies) != case.bytes {
                     return Err("accepted but not the writer's encoding".into());
+                }
+                if *findings != case.findings {
+                    return Err(format!("in chunks of {chunk}, findings {findings}"));
                 }
             }
             (Err(a), Err(b)) if a.code() == b.code() && a.path() == b.path() => {}
@@ -255,6 +272,7 @@ pub fn run_all() {
         "manifest",
         "digest",
         "cross-platform",
+        "findings",
     ] {
         assert!(cases.iter().any(|c| c.group == group), "no case in {group}");
     }

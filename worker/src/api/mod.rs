@@ -73,6 +73,14 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     with_cors(response, &config)
 }
 
+/// Logs what a packet just stored holds that a person should know (one
+/// JSON line, never a value): called wherever a packet becomes stored.
+fn log_findings(digest: &packet_core::Digest, findings: &packet_core::Findings) {
+    if let Some(line) = crate::findings::log_line(digest, findings) {
+        worker::console_warn!("{line}");
+    }
+}
+
 fn config(env: &Env) -> Config {
     Config::from_vars(|name| env.var(name).ok().map(|v| v.to_string()))
 }

@@ -182,6 +182,7 @@ pub async fn upload(
     )
     .await
     .map_err(internal)?;
+    super::log_findings(&digest, &verified.findings);
     stored(db, &digest).await
 }
 

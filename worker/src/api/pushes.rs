@@ -501,6 +501,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
             .collect();
         return Err(incomplete(&lost(&manifest, &assembled.layout, &gone)));
     }
+    super::log_findings(&digest, &provers.findings(&manifest));
     delete_objects(bucket, id, &parts).await;
     let now = indexed(db, &digest).await?;
     if now.layout_key.as_deref() == Some(layout_key.as_str()) {

@@ -267,6 +267,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
             "upload {id} was discarded while it was being completed (older than UPLOAD_TTL_HOURS)"
         )));
     }
+    super::log_findings(&digest, &verified.findings);
     let now = indexed(db, &digest).await?;
     if now.object_key.as_deref() == Some(staging.as_str()) {
         stored(db, &digest).await
