@@ -37,7 +37,7 @@ before(async () => {
   const b = spawnSync('cargo', ['build', '--quiet', '--release', '-p', 'pillbox'], { cwd: ROOT, encoding: 'utf8' });
   if (b.status !== 0) throw new Error(`cargo build failed:\n${b.stderr}`);
   work = mkdtempSync(join(tmpdir(), 'pillbox-e2e-cli-'));
-  edge = await startEdge(LIMITS);
+  edge = await startEdge(LIMITS, { tokens: { sandbox: ['read', 'push', 'refs:sessions/x/'] } });
   api = client(edge.url);
 }, { timeout: 900_000 });
 
@@ -445,6 +445,26 @@ describe('refusals', () => {
     writeFileSync(tokenFile, `${TOKEN}\n`);
     const withFile = push(s.packet, ['--token-file', tokenFile], { extraEnv: { PILLBOX_TOKEN: undefined } });
     assert.equal(withFile.code, 0, withFile.stdout.toString());
+  });
+
+  test('a sandbox\'s read+push+refs:sessions/x/ token pushes, checkpoints its own session and pulls; other refs are refused', () => {
+    const sandbox = { PILLBOX_TOKEN: edge.tokens.sandbox };
+    const s = packSample('sandbox');
+    const pushed = push(s.packet, ['--ref', 'sessions/x/latest'], { extraEnv: sandbox });
+    assert.equal(pushed.code, 0, pushed.stdout.toString() + pushed.stderr);
+    assert.deepEqual(pushed.json.ref, { name: 'sessions/x/latest', previous: null, digest: s.digest, moved: true });
+    assert.ok(!pushed.stdout.includes(edge.tokens.sandbox) && !pushed.stderr.includes(edge.tokens.sandbox));
+    const out = join(fresh('sandbox-pulled'));
+    const pulled = pull('sessions/x/latest', out, [], { extraEnv: sandbox });
+    assert.equal(pulled.code, 0, pulled.stdout.toString() + pulled.stderr);
+    assert.ok(readFileSync(out).equals(readFileSync(s.packet)));
+    // Another session's ref: the packet is stored, the ref is refused.
+    const t = packSample('sandbox-other');
+    const other = push(t.packet, ['--ref', 'sessions/y/latest'], { extraEnv: sandbox });
+    assert.equal(other.code, 5, other.stdout.toString());
+    assert.equal(other.json.code, 'scope_missing');
+    assert.ok(other.json.message.includes('sessions/y/latest'), other.json.message);
+    assert.deepEqual(edge.d1("SELECT count(*) AS n FROM refs WHERE name = 'sessions/y/latest'"), [{ n: 0 }]);
   });
 
   test('pulling what the store does not hold writes nothing', () => {

@@ -2,7 +2,7 @@
 // persisted R2/D1 state in a temporary directory, migrations applied) and
 // reads that state back with wrangler's own CLI.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
@@ -62,8 +62,25 @@ function freePort() {
 }
 
 /**
+ * The PILLBOX_TOKENS secret for `scopes` ({ id: [scope, …] }): each id gets
+ * a fresh random token; the secret holds only its SHA-256. Returns
+ * { secret, tokens: { id: token } }.
+ */
+export function scopedTokens(scopes) {
+  const tokens = {};
+  const entries = Object.entries(scopes).map(([id, list]) => {
+    tokens[id] = `${id}-${randomBytes(24).toString('hex')}`;
+    return { id, sha256: createHash('sha256').update(tokens[id]).digest('hex'), scopes: list };
+  });
+  return { secret: JSON.stringify(entries), tokens };
+}
+
+/**
  * Starts `wrangler dev --local` with `vars` (wrangler.toml's [vars]
- * overridden) and PILLBOX_TOKEN from an env file. Returns { url, state, stop, r2Has, d1, objectsFor }.
+ * overridden) and PILLBOX_TOKEN (every scope) from an env file. Returns
+ * { url, state, stop, r2Has, d1, objectsFor, tokens }.
+ * `options.tokens` ({ id: [scope, …] }) also sets PILLBOX_TOKENS; the
+ * answer's `tokens` maps each id to its token.
  * `options.testScheduled` passes `--test-scheduled` (GET /__scheduled?cron=…
  * then runs the Worker's scheduled handler); `options.state` reuses a state
  * directory.
@@ -73,7 +90,9 @@ export async function startEdge(vars = {}, options = {}) {
   // e.g. at an older schema: the migrations not yet applied are).
   const state = options.state ?? mkdtempSync(join(tmpdir(), 'pillbox-e2e-state-'));
   const envFile = join(state, 'test.env');
-  writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n`);
+  const scoped = options.tokens ? scopedTokens(options.tokens) : { tokens: {} };
+  // Single quotes: the env file keeps the JSON's double quotes as they are.
+  writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n${scoped.secret ? `PILLBOX_TOKENS='${scoped.secret}'\n` : ''}`);
   const common = ['--persist-to', state];
   run(WRANGLER, ['d1', 'migrations', 'apply', 'pillbox-index', '--local', ...common], { env: { ...process.env, CI: '1' } });
   const port = await freePort();
@@ -132,7 +151,7 @@ export async function startEdge(vars = {}, options = {}) {
    */
   const objectsFor = (digest) => d1(`SELECT key, (SELECT count(*) FROM pack_users u WHERE u.pack = packs.key) AS users,
     unused_check FROM packs WHERE packet = '${digest}' ORDER BY key`).filter((r) => r2Has(r.key));
-  return { url, state, stop, r2Has, d1, objectsFor, pid: child.pid, log: () => log };
+  return { url, state, stop, r2Has, d1, objectsFor, tokens: scoped.tokens, pid: child.pid, log: () => log };
 }
 
 /**

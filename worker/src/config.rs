@@ -54,10 +54,16 @@ pub struct Config {
     pub max_single_upload_bytes: u64,
     /// Part size when a client does not ask for one.
     pub default_part_size: u64,
-    /// Who may read.
+    /// Who may read packets and refs by name (`READ_ACCESS`, default
+    /// `token`).
     pub read_access: ReadAccess,
-    /// `Access-Control-Allow-Origin`.
-    pub cors_origin: String,
+    /// Who may list packets and refs and search (`LIST_ACCESS`, default
+    /// `token`; separate from reads so a public store is not also an
+    /// enumerable one).
+    pub list_access: ReadAccess,
+    /// The origins other than the Worker's own whose pages may call the API
+    /// (`CORS_ORIGIN`, comma-separated; `*` for any; default none).
+    pub cors_origins: Vec<String>,
     /// Where the packet digest is computed.
     pub packet_hasher: PacketHasher,
     /// Where push parts' frames are hashed (`FRAME_HASHER`: `auto`, `core`
@@ -94,9 +100,13 @@ impl Config {
             max_single_upload_bytes,
             default_part_size,
             read_access: auth::read_access(var("READ_ACCESS").as_deref()),
-            cors_origin: var("CORS_ORIGIN")
-                .filter(|v| !v.trim().is_empty())
-                .unwrap_or_else(|| "*".into()),
+            list_access: auth::read_access(var("LIST_ACCESS").as_deref()),
+            cors_origins: var("CORS_ORIGIN")
+                .unwrap_or_default()
+                .split(',')
+                .map(|o| o.trim().trim_end_matches('/').to_string())
+                .filter(|o| !o.is_empty())
+                .collect(),
             packet_hasher: match var("PACKET_HASHER").as_deref().map(str::trim) {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,
@@ -117,6 +127,20 @@ impl Config {
                 .clamp(1 << 20, 64 << 20),
             bench_routes: var("BENCH_ROUTES").as_deref().map(str::trim) == Some("1"),
         }
+    }
+
+    /// The `Access-Control-Allow-Origin` for a request from `origin`:
+    /// `*` if any origin is allowed, the origin itself if it is in the list,
+    /// else none (the browser then keeps the answer from the page).
+    pub fn allowed_origin(&self, origin: Option<&str>) -> Option<String> {
+        if self.cors_origins.iter().any(|o| o == "*") {
+            return Some("*".into());
+        }
+        let origin = origin?;
+        self.cors_origins
+            .iter()
+            .any(|o| o == origin)
+            .then(|| origin.to_string())
     }
 
     /// What one push part may hold ([`pillbox_wire::Push::part_limits`]).
@@ -175,13 +199,44 @@ mod tests {
         assert_eq!(c.limits, Limits::FORMAT);
         assert_eq!(c.max_single_upload_bytes, 64 << 20);
         assert_eq!(c.default_part_size, 32 << 20);
-        assert_eq!(c.read_access, ReadAccess::Public);
-        assert_eq!(c.cors_origin, "*");
+        assert_eq!(c.read_access, ReadAccess::Token);
+        assert_eq!(c.list_access, ReadAccess::Token);
+        assert!(c.cors_origins.is_empty());
+        assert_eq!(c.allowed_origin(Some("https://example.com")), None);
         assert_eq!(c.packet_hasher, PacketHasher::Platform);
         assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
         assert_eq!(c.push_part_bytes, 32 << 20);
         assert!(!c.bench_routes);
         assert_eq!(c.frame_hasher, FrameHasher::Auto);
+    }
+
+    #[test]
+    fn access_and_origins() {
+        let c = Config::from_vars(|name| match name {
+            "READ_ACCESS" => Some("public".into()),
+            "CORS_ORIGIN" => Some(" https://a.example , https://b.example/ ,".into()),
+            _ => None,
+        });
+        assert_eq!(c.read_access, ReadAccess::Public);
+        assert_eq!(
+            c.list_access,
+            ReadAccess::Token,
+            "listing has its own setting"
+        );
+        assert_eq!(c.cors_origins, ["https://a.example", "https://b.example"]);
+        assert_eq!(
+            c.allowed_origin(Some("https://b.example")).as_deref(),
+            Some("https://b.example")
+        );
+        assert_eq!(c.allowed_origin(Some("https://c.example")), None);
+        assert_eq!(c.allowed_origin(None), None);
+        let any = Config::from_vars(|n| match n {
+            "CORS_ORIGIN" => Some("*".into()),
+            "LIST_ACCESS" => Some("public".into()),
+            _ => None,
+        });
+        assert_eq!(any.allowed_origin(None).as_deref(), Some("*"));
+        assert_eq!(any.list_access, ReadAccess::Public);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! | [`conditions`] | ETags, `If-Match` / `If-None-Match` (pure) |
 //! | [`problem`] | refusals and their JSON bodies (pure) |
 //! | [`rows`] | the index's rows and the answers built from them (pure) |
-//! | [`auth`] | bearer tokens, constant-time comparison (pure) |
+//! | [`auth`] | bearer tokens (hashed, constant-time), their scopes, what each route needs (pure) |
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |

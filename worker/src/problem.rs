@@ -76,17 +76,17 @@ impl Problem {
             401,
             "unauthorized",
             "this request needs a bearer token (Authorization: Bearer <token>)",
-            "send the token the server was configured with (PILLBOX_TOKEN)",
+            "send a token the store's operator gave you (PILLBOX_TOKENS or PILLBOX_TOKEN)",
         )
     }
 
-    /// 403: a token that is not the configured one.
+    /// 403: a token that is none of the configured ones.
     pub fn forbidden() -> Problem {
         Problem::new(
             403,
             "forbidden",
             "the bearer token is not accepted",
-            "check the token: it must equal the server's PILLBOX_TOKEN secret",
+            "check the token: its SHA-256 must be one in the server's PILLBOX_TOKENS secret (or it must equal PILLBOX_TOKEN)",
         )
     }
 

@@ -106,30 +106,6 @@ pub enum Route {
     Assets,
 }
 
-impl Route {
-    /// True for routes that change state (and so need the write token).
-    pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Route::UploadPacket(_)
-                | Route::DeletePacket(_)
-                | Route::CreateUpload
-                | Route::UploadPart { .. }
-                | Route::CompleteUpload(_)
-                | Route::AbortUpload(_)
-                | Route::CreatePush
-                | Route::GetPush(_)
-                | Route::AbortPush(_)
-                | Route::PushRecipes(_)
-                | Route::PushPart { .. }
-                | Route::CompletePush(_)
-                | Route::BenchBaseline
-                | Route::PutRef(_)
-                | Route::DeleteRef(_)
-        )
-    }
-}
-
 /// Routes a request. `path` is the URL path as sent (percent-encoded).
 pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
     let Some(rest) = path
@@ -400,6 +376,17 @@ fn parse_part_number(text: &str) -> Result<u16, Problem> {
 mod tests {
     use super::*;
 
+    use crate::auth::{required, Need, ReadAccess};
+
+    /// What a request needs with reads and lists gated.
+    fn need(path: &str, method: Method) -> Option<Need> {
+        required(
+            &route(method, path).unwrap(),
+            ReadAccess::Token,
+            ReadAccess::Token,
+        )
+    }
+
     const HEX: &str = "0000000000000000000000000000000000000000000000000000000000000abc";
 
     fn digest() -> Digest {
@@ -545,7 +532,7 @@ mod tests {
         );
         let chunks = format!("/v1/packets/sha256:{HEX}/chunks");
         assert_eq!(route(Method::Post, &chunks), Ok(Route::GetChunks(digest())));
-        assert!(!route(Method::Post, &chunks).unwrap().is_write());
+        assert_eq!(need(&chunks, Method::Post), Some(Need::Read));
         let err = route(Method::Get, &chunks).unwrap_err();
         assert_eq!((err.status, err.allow.as_deref()), (405, Some("POST")));
         for r in [
@@ -553,16 +540,19 @@ mod tests {
             route(Method::Get, &format!("/v1/pushes/{id}")),
             route(Method::Post, "/v1/bench/baseline"),
         ] {
-            assert!(r.unwrap().is_write());
+            assert!(matches!(
+                required(&r.unwrap(), ReadAccess::Public, ReadAccess::Public),
+                Some(Need::Push | Need::Admin)
+            ));
         }
     }
 
     #[test]
     fn writes_are_marked() {
-        assert!(route(Method::Put, "/v1/refs/x").unwrap().is_write());
-        assert!(!route(Method::Get, "/v1/refs/x").unwrap().is_write());
-        assert!(route(Method::Post, "/v1/uploads").unwrap().is_write());
-        assert!(!route(Method::Get, "/v1/packets").unwrap().is_write());
+        assert_eq!(need("/v1/refs/x", Method::Put), Some(Need::Ref("x".into())));
+        assert_eq!(need("/v1/refs/x", Method::Get), Some(Need::Read));
+        assert_eq!(need("/v1/uploads", Method::Post), Some(Need::Push));
+        assert_eq!(need("/v1/packets", Method::Get), Some(Need::List));
     }
 
     #[test]

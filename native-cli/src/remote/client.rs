@@ -559,8 +559,11 @@ pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError
         None => format!("{what}: HTTP {status}"),
     };
     let advice = match (status, &problem) {
+        // The store names the scope a token lacks (`scope_missing`): its
+        // advice says which.
+        (403, Some(p)) if p.code() == "scope_missing" => p.advice().to_owned(),
         (401 | 403, _) => {
-            "set PILLBOX_TOKEN (or pass --token-file) to the store's write token".to_owned()
+            "set PILLBOX_TOKEN (or pass --token-file) to a token of the store that may do this (docs/worker.md, \"Access\")".to_owned()
         }
         (_, Some(p)) => p.advice().to_owned(),
         (_, None) => {

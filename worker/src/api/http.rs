@@ -92,32 +92,70 @@ pub fn set(headers: &Headers, name: &str, value: &str) -> Result<(), Problem> {
     headers.set(name, value).map_err(internal)
 }
 
-/// Adds the CORS headers every answer carries (the inspector page may be
-/// served from another origin).
-pub fn with_cors(response: Response, config: &Config) -> worker::Result<Response> {
+/// Whether an answer was given to a request that needed a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Anyone may make this request: a cache may share the answer.
+    Open,
+    /// A token was needed: the answer depends on it.
+    Token,
+}
+
+/// `Cache-Control` of immutable bytes anyone may read.
+pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// The same bytes behind a token: only the caller's own cache keeps them.
+const PRIVATE_IMMUTABLE: &str = "private, max-age=31536000, immutable";
+
+/// Adds what every answer carries: `X-Content-Type-Options: nosniff`; the
+/// CORS headers when the request's origin is allowed (`CORS_ORIGIN`; the
+/// inspector the Worker serves is same-origin and needs none); and, behind
+/// a token, `Vary: Authorization` with `Cache-Control: private` instead of
+/// `public` so no shared cache hands one caller's answer to another.
+pub fn finish(
+    response: Response,
+    config: &Config,
+    origin: Option<&str>,
+    gate: Gate,
+) -> worker::Result<Response> {
     // Responses from R2 or fetch may have immutable headers: copy them.
     let headers = Headers::new();
     for (k, v) in response.headers().entries() {
         headers.append(&k, &v)?;
     }
-    headers.set("access-control-allow-origin", &config.cors_origin)?;
-    headers.set(
-        "access-control-allow-methods",
-        "GET, HEAD, PUT, POST, DELETE, OPTIONS",
-    )?;
-    headers.set(
-        "access-control-allow-headers",
-        "Authorization, Content-Type, Content-Encoding, If-Match, If-None-Match, Range",
-    )?;
-    headers.set(
-        "access-control-expose-headers",
-        "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes, Pillbox-Timing",
-    )?;
-    headers.set("access-control-max-age", "86400")?;
-    if config.cors_origin != "*" {
+    headers.set("x-content-type-options", "nosniff")?;
+    if gate == Gate::Token {
+        headers.append("vary", "Authorization")?;
+        if headers.get("cache-control")?.as_deref() == Some(IMMUTABLE) {
+            headers.set("cache-control", PRIVATE_IMMUTABLE)?;
+        }
+    }
+    if let Some(allowed) = config.allowed_origin(origin) {
+        headers.set("access-control-allow-origin", &allowed)?;
+        headers.set(
+            "access-control-allow-methods",
+            "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+        )?;
+        headers.set(
+            "access-control-allow-headers",
+            "Authorization, Content-Type, Content-Encoding, If-Match, If-None-Match, Range",
+        )?;
+        headers.set(
+            "access-control-expose-headers",
+            "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes, Pillbox-Timing",
+        )?;
+        headers.set("access-control-max-age", "86400")?;
+    }
+    if !config.cors_origins.is_empty() && config.allowed_origin(None).is_none() {
+        // The allowed origin is this request's own: caches key on it.
         headers.append("vary", "Origin")?;
     }
     Ok(response.with_headers(headers))
+}
+
+/// `Content-Disposition: attachment` for bytes a browser should save, never
+/// render (a member's body may be HTML or script).
+pub fn attachment(headers: &Headers) -> Result<(), Problem> {
+    set(headers, "content-disposition", "attachment")
 }
 
 /// A request header's value, if it has one.

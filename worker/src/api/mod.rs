@@ -25,13 +25,13 @@ mod uploads;
 
 use worker::{Bucket, D1Database, Env, Request, Response};
 
-use crate::auth::{self, ReadAccess};
+use crate::auth::{self, Grant, Need, ReadAccess, Tokens};
 use crate::config::Config;
 use crate::problem::Problem;
 use crate::query::Query;
 use crate::route::{self, Method, Route};
 use crate::store;
-use http::{json_response, no_content, problem_response, with_cors, Answer};
+use http::{finish, json_response, no_content, problem_response, Answer, Gate};
 
 pub use clean::{clean, Cleaned};
 
@@ -40,7 +40,8 @@ const BUCKET: &str = "PACKETS";
 /// The D1 database's binding (`[[d1_databases]]` in wrangler.toml).
 const DATABASE: &str = "INDEX";
 
-/// Handles one request: route, authorize, dispatch, add CORS headers.
+/// Handles one request: route, authorize, dispatch, add the headers every
+/// answer carries (CORS, caching by who may read).
 pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     let config = config(&env);
     if config.bench_routes {
@@ -48,13 +49,21 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     }
     let url = req.url()?;
     let method = Method::parse(req.method().as_ref());
+    let origin = http::header(&req, "origin");
     let body = req.inner().body();
+    let mut gate = Gate::Open;
     let answer = match route::route(method, url.path()) {
         Ok(Route::Assets) => return assets(req, &env).await,
-        Ok(route) => match authorize(&req, &env, &config, &route) {
-            Ok(()) => dispatch(route, req, &env, &config, &url).await,
-            Err(p) => Err(p),
-        },
+        Ok(route) => {
+            let need = auth::required(&route, config.read_access, config.list_access);
+            if need.is_some() {
+                gate = Gate::Token;
+            }
+            match authorize(&req, &env, need.as_ref()) {
+                Ok(grant) => dispatch(route, req, &env, &config, &url, grant.as_ref()).await,
+                Err(p) => Err(p),
+            }
+        }
         Err(p) => Err(p),
     };
     if let Some(body) = body {
@@ -70,7 +79,7 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
             .headers_mut()
             .set("pillbox-timing", &crate::timing::report())?;
     }
-    with_cors(response, &config)
+    finish(response, &config, origin.as_deref(), gate)
 }
 
 /// Logs what a packet just stored holds that a person should know (one
@@ -102,17 +111,27 @@ async fn assets(req: Request, env: &Env) -> worker::Result<Response> {
     }
 }
 
-fn authorize(req: &Request, env: &Env, config: &Config, route: &Route) -> Result<(), Problem> {
-    // The preflight and the server's settings (GET /v1) are always public.
-    let needs_token = route.is_write()
-        || (config.read_access == ReadAccess::Token
-            && !matches!(route, Route::Preflight | Route::Info));
-    if !needs_token {
-        return Ok(());
-    }
-    let header = req.headers().get("authorization").ok().flatten();
-    let secret = env.secret("PILLBOX_TOKEN").ok().map(|s| s.to_string());
-    auth::check(header.as_deref(), secret.as_deref())
+/// The grant of the request's token if the route needs one (`None` for a
+/// public route: no token is looked at), or the refusal.
+fn authorize(req: &Request, env: &Env, need: Option<&Need>) -> Result<Option<Grant>, Problem> {
+    let Some(need) = need else {
+        return Ok(None);
+    };
+    let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
+    let tokens = Tokens::from_secrets(
+        secret("PILLBOX_TOKENS").as_deref(),
+        secret("PILLBOX_TOKEN").as_deref(),
+    )?;
+    let grant = tokens.authenticate(http::header(req, "authorization").as_deref())?;
+    grant.check(need)?;
+    Ok(Some(grant))
+}
+
+/// Whether the caller may read what a push names as its bases: a base it
+/// may not read is ignored, so a push cannot tell whether content it
+/// cannot read is stored (its missing list would say).
+fn may_read(config: &Config, grant: Option<&Grant>) -> bool {
+    config.read_access == ReadAccess::Public || grant.is_some_and(|g| g.allows(&Need::Read))
 }
 
 /// One handler per route; the bindings a handler needs are opened here.
@@ -122,6 +141,7 @@ async fn dispatch(
     env: &Env,
     config: &Config,
     url: &worker::Url,
+    grant: Option<&Grant>,
 ) -> Answer {
     let query = Query::from_pairs(
         url.query_pairs()
@@ -156,7 +176,8 @@ async fn dispatch(
         Route::Search => packets::search(&bucket(env)?, &database(env)?, &query).await,
         Route::CreatePush => {
             let (bucket, db) = (bucket(env)?, database(env)?);
-            pushes::create(&mut req, &bucket, &db, config, &query).await
+            let bases_readable = may_read(config, grant);
+            pushes::create(&mut req, &bucket, &db, config, &query, bases_readable).await
         }
         Route::GetPush(id) => pushes::get(&bucket(env)?, &database(env)?, config, &id).await,
         Route::AbortPush(id) => pushes::abort(&bucket(env)?, &database(env)?, &id).await,

@@ -12,8 +12,8 @@ use pillbox_wire::{ChunkRequest, SearchResults};
 use worker::{Bucket, D1Database, Headers, Range, Request, ResponseBody};
 
 use super::http::{
-    content_length, empty, header, internal, json_response, no_content, range_not_satisfiable,
-    read_json_up_to, set, streamed, Answer,
+    attachment, content_length, empty, header, internal, json_response, no_content,
+    range_not_satisfiable, read_json_up_to, set, streamed, Answer, IMMUTABLE,
 };
 use crate::assemble::{self, Output, RebuildError};
 use crate::conditions::{etag, none_match};
@@ -30,7 +30,6 @@ use crate::search::{self, Cursor};
 use crate::store::{self, FixedPut, StoreError};
 
 /// Packets and members never change under their digest.
-pub(super) const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const PACKET_TYPE: &str = "application/x-tar";
 
 /// The response header that reports [`wasm_memory_bytes`] after a
@@ -241,6 +240,7 @@ pub async fn get(
     set(&headers, "cache-control", IMMUTABLE)?;
     set(&headers, "accept-ranges", "bytes")?;
     set(&headers, "content-type", PACKET_TYPE)?;
+    attachment(&headers)?;
     if let Some(inm) = header(req, "if-none-match") {
         if none_match(&inm, &tag) {
             return empty(304, headers);
@@ -379,6 +379,7 @@ pub async fn member(
     let headers = Headers::new();
     set(&headers, "content-type", "application/octet-stream")?;
     set(&headers, "cache-control", IMMUTABLE)?;
+    attachment(&headers)?;
     set(&headers, "etag", &etag(&sha))?;
     set(&headers, "pillbox-member-sha256", &sha)?;
     set(
@@ -563,11 +564,14 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     let headers = Headers::new();
     set(&headers, "content-type", MEDIA_TYPE)?;
     set(&headers, "cache-control", "no-store")?;
+    attachment(&headers)?;
     if gzip {
         // The runtime compresses the stream natively on the way out (a
         // response's Content-Encoding is applied to its body).
         set(&headers, "content-encoding", "gzip")?;
-        set(&headers, "vary", "Accept-Encoding")?;
+        headers
+            .append("vary", "Accept-Encoding")
+            .map_err(internal)?;
     } else {
         set(&headers, "content-length", &length.to_string())?;
     }

@@ -127,13 +127,16 @@ async fn uploaded(
     Ok(out)
 }
 
-/// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`
+/// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`. The bases are
+/// used only if `bases_readable` (the caller may read packets): otherwise
+/// they are ignored, as if none were named, and the push's `bases` is empty.
 pub async fn create(
     req: &mut Request,
     bucket: &Bucket,
     db: &D1Database,
     config: &Config,
     query: &Query,
+    bases_readable: bool,
 ) -> Answer {
     let digest = query
         .get("digest")
@@ -194,7 +197,11 @@ pub async fn create(
             format!("this manifest makes a packet of {expected} bytes, size= says {size}"),
         ));
     }
-    let (bases, used) = load_bases(bucket, db, &bases).await?;
+    let (bases, used) = if bases_readable {
+        load_bases(bucket, db, &bases).await?
+    } else {
+        (Bases::new(), Vec::new())
+    };
     let plan = Plan::new(&manifest, &bases);
     let id = index::new_id(db).await.map_err(internal)?;
     objects::write_object(bucket, &manifest_object(&id), json).await?;
