@@ -5,7 +5,9 @@
 # sample workspace with a Codex session, push it under the ref
 # sessions/demo/latest, pull it back by that ref, unpack it into a fresh
 # workspace and Codex home, and check that the tree came back unchanged.
-# Then it prints the inspector's URL for the packet; the store keeps running
+# Then one more agent turn the way a host runs it: `save` after an edit
+# (only what changed goes up) and `restore` into another fresh workspace
+# (only what changed comes down). Then it prints the inspector's URL for the packet; the store keeps running
 # so that the URL opens (the script says how to stop it).
 #
 #   bash scripts/main.sh          # leaves the store running for the inspector
@@ -99,7 +101,12 @@ if store_is_up; then
   echo "main: a pillbox store already answers on $remote; using it (and leaving it running)" >&2
 else
   # Its own process group, so that stopping it stops workerd too.
+  # READ_ACCESS=public: this local store (127.0.0.1 only) answers reads
+  # without a token, so that the inspector URL opens in a browser; writes,
+  # listing and search still need the token. A deployed store keeps the
+  # default, reads by token (docs/worker.md, "Access").
   setsid "$wrangler" dev --local --ip 127.0.0.1 --port "$port" --persist-to "$state" \
+    --var READ_ACCESS:public \
     --show-interactive-dev-session=false --log-level warn \
     >"$state/wrangler.log" 2>&1 </dev/null &
   server_pid=$!
@@ -181,6 +188,24 @@ cmp -s "$rollout" "$restored_home/sessions/$day/$(basename "$rollout")" || { ech
 [[ ! -e "$restored_home/auth.json" ]] || { echo "main: auth.json travelled" >&2; exit 1; }
 "$pillbox" checkpoint restore-check --checkpoint "$run_dir/unpack.json" >"$run_dir/restore-check.json"
 
+step "one more turn: save after an edit, restore on a fresh machine"
+printf 'pub fn answer() -> u32 {\n    42\n}\n\npub fn question() -> &'"'"'static str {\n    "six by nine"\n}\n' >"$ws/src/lib/mod.rs"
+printf '{"timestamp":"2026-11-30T01:02:05.000Z","type":"event_msg","payload":{"type":"agent_message","message":"Added question()."}}\n' >>"$rollout"
+# Each host its own state and cache folders; the restoring one has the packet
+# it pulled before (--base), so only the turn comes down.
+XDG_STATE_HOME="$run_dir/laptop/state" XDG_CACHE_HOME="$run_dir/laptop/cache" \
+  "$pillbox" checkpoint save "$ws" --remote "$remote" --ref "$ref" \
+  --harness codex --thread "$thread" --codex-home "$codex_home" --quiet >"$run_dir/save.json"
+turn_restored="$run_dir/turn/workspace"
+turn_home="$run_dir/turn/codex-home"
+XDG_STATE_HOME="$run_dir/desk/state" XDG_CACHE_HOME="$run_dir/desk/cache" \
+  "$pillbox" checkpoint restore "$ref" --remote "$remote" --into "$turn_restored" \
+  --codex-home "$turn_home" --base "$pulled" --quiet >"$run_dir/restore.json"
+[[ "$(json digest <"$run_dir/restore.json")" == "$(json digest <"$run_dir/save.json")" ]] ||
+  { echo "main: restored a different packet than was saved" >&2; exit 1; }
+diff -r --no-dereference "$ws" "$turn_restored"
+cmp -s "$rollout" "$turn_home/sessions/$day/$(basename "$rollout")" || { echo "main: the saved rollout differs" >&2; exit 1; }
+
 uploaded="$(json uploaded <"$run_dir/push.json")"
 mode="$(json mode <"$run_dir/push.json")"
 previous="$(json ref.previous <"$run_dir/push.json")"
@@ -197,6 +222,8 @@ pillbox: round trip OK
   ref        $ref -> $digest $( if [[ $moved != True ]]; then echo "(unchanged)"; elif [[ $previous == null ]]; then echo "(created)"; else echo "(moved from $previous)"; fi )
   pull       verified while downloading in $pull_s s, identical bytes
   unpack     workspace and Codex rollout restored under $run_dir/restored (no auth.json)
+  save       one more turn: $(json bytes_sent <"$run_dir/save.json") bytes sent for a $(json size <"$run_dir/save.json")-byte packet ($(json mode <"$run_dir/save.json"))
+  restore    $(json bytes_received <"$run_dir/restore.json") bytes received, verified and unpacked under $run_dir/turn
 EOF
 
 inspector="$remote/?open=$digest"

@@ -45,7 +45,7 @@ apt_wanted=(curl:curl tar:tar)
 if [ "$job" = test ]; then
   targets+=(wasm32v1-none)
   components+=(clippy rustfmt)
-    # zstd: the Worker's tests send zstd-compressed push parts; the harness tests read compressed rollouts.
+  # zstd: the Worker's tests send zstd-compressed push parts; the harness tests read compressed rollouts.
   apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
 fi
 

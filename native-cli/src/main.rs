@@ -10,7 +10,6 @@ mod chunking;
 mod compress;
 mod error;
 mod harness;
-mod layout;
 mod pack;
 mod packet_io;
 mod progress;

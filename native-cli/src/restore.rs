@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use packet_core::Findings;
 use serde::Serialize;
 
 use crate::error::{CliError, Result};
@@ -14,7 +15,7 @@ use crate::packet_io::PacketInput;
 use crate::progress::Progress;
 use crate::remote::{self, DeltaPullReport, PullSources, PullTarget, RebuiltSource, Remote};
 use crate::report::{HarnessReport, Totals};
-use crate::unpack::{self, UnpackRequest};
+use crate::unpack::{self, GitNeutralized, UnpackRequest};
 
 /// The `pillbox.checkpoint.restore/1` object: what `unpack` prints, and
 /// what `pull` adds.
@@ -36,6 +37,11 @@ pub struct RestoreReport {
     pub workspace: String,
     /// Harness state in the packet and where it was restored.
     pub harness: Option<HarnessReport>,
+    /// What the packet holds that a person should know before using the
+    /// restored workspace, as `unpack` reports it.
+    pub findings: Findings,
+    /// What `--neutralize-git` changed (`null` without it).
+    pub git: Option<GitNeutralized>,
     /// The store's base URL.
     pub remote: String,
     /// The ref it was restored from, if any.
@@ -110,6 +116,8 @@ pub fn restore(
         totals: unpacked.totals,
         workspace: unpacked.workspace,
         harness: unpacked.harness,
+        findings: unpacked.findings,
+        git: unpacked.git,
         remote: store.base().to_owned(),
         ref_name,
         mode: if delta.is_some() { "delta" } else { "whole" },

@@ -40,6 +40,9 @@ pub struct SaveReport {
     pub exclusions: Vec<ExclusionReport>,
     /// What was left out.
     pub skipped: Vec<Skipped>,
+    /// Secrets found by content and left out or packed, as `pack`
+    /// reports them.
+    pub secrets: Vec<crate::pack::secrets::SecretReport>,
     /// The store's base URL.
     pub remote: String,
     /// True when this run stored the packet.
@@ -130,6 +133,7 @@ pub fn save(
         harness: pack_report.harness,
         exclusions: pack_report.exclusions,
         skipped: pack_report.skipped,
+        secrets: pack_report.secrets,
         remote: pushed.remote,
         uploaded: pushed.uploaded,
         mode: pushed.mode,

@@ -147,4 +147,9 @@ pub struct MissingChunks {
 pub struct ChunkRequest {
     /// Hex SHA-256s of chunks of that packet.
     pub chunks: Vec<String>,
+    /// `gzip`: the answer is gzip-compressed (`Content-Encoding: gzip`).
+    /// Asked here, not by `Accept-Encoding`, which the edge rewrites for
+    /// every request it passes to a Worker. Absent or `null`: as it is.
+    #[serde(default)]
+    pub encoding: Option<String>,
 }

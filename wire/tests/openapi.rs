@@ -566,6 +566,7 @@ fn bodies() -> Vec<Body> {
             Request,
             vec![ChunkRequest {
                 chunks: vec![hex(10), hex(11)],
+                encoding: Some("gzip".into()),
             }],
         ),
         body(

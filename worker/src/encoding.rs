@@ -56,44 +56,11 @@ impl Encoding {
     }
 }
 
-/// Whether an `Accept-Encoding` value takes `coding` (by name or `*`, with
-/// a quality above 0).
-pub fn accepts(accept_encoding: &str, coding: &str) -> bool {
-    let mut named = None;
-    let mut any = None;
-    for item in accept_encoding.split(',') {
-        let mut parts = item.split(';');
-        let name = parts.next().unwrap_or("").trim();
-        let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q="))
-            .filter_map(|q| q.trim().parse::<f32>().ok())
-            .next()
-            .unwrap_or(1.0);
-        if name.eq_ignore_ascii_case(coding) {
-            named = Some(q > 0.0);
-        } else if name == "*" {
-            any = Some(q > 0.0);
-        }
-    }
-    named.or(any).unwrap_or(false)
-}
-
 /// Every encoding.
 pub const ALL: &[Encoding] = &[Encoding::Identity, Encoding::Gzip, Encoding::Zstd];
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn accept_encoding_is_read_by_name_star_and_quality() {
-        assert!(accepts("gzip", "gzip"));
-        assert!(accepts("br, GZIP;q=0.5", "gzip"));
-        assert!(accepts("*", "gzip"));
-        assert!(!accepts("gzip;q=0", "gzip"));
-        assert!(!accepts("*, gzip;q=0", "gzip"));
-        assert!(!accepts("br, deflate", "gzip"));
-        assert!(!accepts("", "gzip"));
-    }
-
     use super::*;
 
     #[test]

@@ -17,6 +17,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use packet_core::offsets::Offsets;
 use packet_core::{Digest, Event, Hasher, Limits, Manifest, Reader, ReaderOptions};
 use packet_core::{Step, Writer, WriterOptions};
 use pillbox_wire::chunks::{BatchLimits, Decoded, Decoder};
@@ -29,7 +30,6 @@ use super::packet_path;
 use crate::cache::{Cache, Location, PackWriter};
 use crate::chunking::{self, THRESHOLD};
 use crate::error::{CliError, Refused, Result};
-use crate::layout;
 use crate::packet_io::{PacketSource, CHUNK};
 use crate::progress::Progress;
 
@@ -154,7 +154,7 @@ fn open_base(path: &Path) -> std::result::Result<(Base, Manifest, Vec<u64>), Str
             manifest.packet_size()
         ));
     }
-    let offsets = layout::data_offsets(&manifest);
+    let offsets = Offsets::of(&manifest).data_offsets().to_vec();
     Ok((
         Base {
             path: path.to_path_buf(),
@@ -407,9 +407,9 @@ impl Plan {
     /// one piece: hashed in the base now (a body that does not hash right
     /// is fetched instead), or fetched by range into the cache folder.
     fn check_whole_bodies(&mut self, remote: &Remote, progress: &Progress) -> Result<()> {
-        let offsets = layout::data_offsets(&self.manifest);
+        let offsets = Offsets::of(&self.manifest);
         let mut body_at: HashMap<Digest, u64> = HashMap::new();
-        for (m, at) in self.manifest.members.iter().zip(offsets) {
+        for (m, &at) in self.manifest.members.iter().zip(offsets.data_offsets()) {
             if let Some(d) = m.sha256 {
                 body_at.entry(d).or_insert(at);
             }
@@ -550,6 +550,7 @@ fn fetch_chunks(
     while !left.is_empty() {
         let body = ChunkRequest {
             chunks: left.iter().map(|d| d.hex().to_string()).collect(),
+            encoding: Some("gzip".to_owned()),
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         requests += 1;

@@ -508,8 +508,17 @@ pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer
 /// batch, each read from its pack (back-to-back chunks in one read).
 pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
     let row = indexed(db, &digest).await?;
-    let gzip = accepts_gzip(req);
     let asked: ChunkRequest = read_json_up_to(req, MAX_CHUNK_REQUEST).await?;
+    let gzip = match asked.encoding.as_deref() {
+        None | Some("identity") => false,
+        Some("gzip") => true,
+        Some(other) => {
+            return Err(Problem::bad_request(
+                "body_invalid",
+                format!("\"encoding\": {other:?} is not one the store sends (gzip or identity)"),
+            ))
+        }
+    };
     if asked.chunks.len() > BatchLimits::MAX_FRAMES as usize {
         return Err(too_many());
     }
@@ -576,11 +585,6 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
         set(&headers, "content-length", &length.to_string())?;
     }
     streamed(ResponseBody::Stream(readable), 200, headers)
-}
-
-/// Whether the request's `Accept-Encoding` takes gzip (`q=0` refuses it).
-fn accepts_gzip(req: &Request) -> bool {
-    header(req, "accept-encoding").is_some_and(|v| crate::encoding::accepts(&v, "gzip"))
 }
 
 fn too_many() -> Problem {
