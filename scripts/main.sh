@@ -227,7 +227,7 @@ pillbox: round trip OK
 EOF
 
 inspector="$remote/?open=$digest"
-restart="node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/}"
+restart="node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/} --var READ_ACCESS:public"
 if [[ -z "$server_pid" ]]; then
   cat <<EOF
   inspector  $inspector
