@@ -77,7 +77,7 @@ pub struct Config {
     /// (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to 64 MiB).
     pub push_part_bytes: u64,
     /// Whether the benchmark routes and timings are on (`BENCH_ROUTES`,
-    /// off unless `1`; docs/worker.md, "Benchmark routes").
+    /// off unless `1`; docs/worker.md, "Settings").
     pub bench_routes: bool,
 }
 

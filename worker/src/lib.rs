@@ -1,9 +1,11 @@
 //! # pillbox-worker
 //!
 //! The pillbox edge: a Cloudflare Worker that accepts session packets only
-//! after packet-core has verified them, keeps their bytes in R2 under their
-//! digest and indexes them in D1. The HTTP API is `proto/openapi.yaml`; its
-//! behaviour and deployment are in `docs/worker.md`.
+//! after packet-core has verified them, keeps their bytes in R2 (whole, or
+//! as chunks in content-addressed packs) and indexes them in D1. The HTTP
+//! API is `proto/openapi.yaml`; its behaviour and deployment are in
+//! `docs/worker.md`, delta transfer and the storage model in
+//! `docs/transfer.md`.
 //!
 //! Every JSON body it reads or answers is a type of the `pillbox-wire`
 //! crate, which the CLI shares.

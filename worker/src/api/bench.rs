@@ -1,4 +1,4 @@
-//! The benchmark baseline (docs/worker.md, "Benchmark routes"), answered
+//! The benchmark baseline (docs/worker.md, "Settings"), answered
 //! only when `BENCH_ROUTES` is `1`: `POST /v1/bench/baseline` streams its
 //! body into R2 unverified, the same way a part's pack is written, so a
 //! benchmark can compare a verified push against the raw cost of moving

@@ -1,5 +1,5 @@
-//! The scheduled clean-up (`[triggers] crons` in wrangler.toml; docs/worker.md,
-//! "Clean-up"): discards multipart uploads and pushes left unfinished for
+//! The scheduled clean-up (`[triggers] crons` in wrangler.toml;
+//! docs/transfer.md, "Clean-up"): discards multipart uploads and pushes left unfinished for
 //! longer than `UPLOAD_TTL_HOURS`, then deletes the packs no stored packet
 //! and no open push uses any more, older than the same TTL, with their
 //! chunks' rows. Each kind is bounded per run; the rest waits for the next.
