@@ -175,6 +175,27 @@ describe('a push\'s bases', () => {
     assert.equal((await as(open, 'pusher').call('DELETE', publicBase.json.location)).status, 204);
   });
 
+  test('a part\'s stored_bytes says what the store held already only to a token that may read it', { timeout: 180_000 }, async () => {
+    const [base, edited] = [fx.index.base, fx.index.edited];
+    assert.ok([200, 201].includes((await as(edge, 'admin').call('PUT', `/v1/packets/${base.digest}`, { body: fx.read('base') })).status));
+    const held = (parts) => parts.reduce((n, p) => n + (p.json.bytes - p.json.stored_bytes), 0);
+    // A first push's parts put the bodies in the store; later pushes of
+    // the same packet (no base named) send them again.
+    const first = await push(as(edge, 'sandbox'), edited, fx.read('edited'), { complete: false });
+    assert.ok(first.parts.length > 0 && first.parts.every((p) => p.status === 200));
+    const blind = await push(as(edge, 'pusher'), edited, fx.read('edited'), { complete: false });
+    assert.ok(blind.parts.length > 0 && blind.parts.every((p) => p.status === 200));
+    assert.equal(held(blind.parts), 0, 'a push-only token learns nothing of other pushes');
+    const status = await as(edge, 'pusher').call('GET', blind.location);
+    assert.ok(status.json.parts.every((p) => p.stored_bytes === p.bytes), JSON.stringify(status.json.parts));
+    const sighted = await push(as(edge, 'sandbox'), edited, fx.read('edited'), { complete: false });
+    assert.ok(held(sighted.parts) > 0, 'a reader is told which bytes were there already');
+    assert.equal((await as(edge, 'sandbox').call('DELETE', first.location)).status, 204);
+    for (const [id, r] of [['pusher', blind], ['sandbox', sighted]]) {
+      assert.equal((await as(edge, id).call('DELETE', r.location)).status, 204);
+    }
+  });
+
   test('a read+push+refs:sessions/x/ token pushes on a base, then checkpoints its session', { timeout: 180_000 }, async () => {
     const [base, edited] = [fx.index.base, fx.index.edited];
     const sandbox = as(edge, 'sandbox');

@@ -179,7 +179,10 @@ async fn dispatch(
             let bases_readable = may_read(config, grant);
             pushes::create(&mut req, &bucket, &db, config, &query, bases_readable).await
         }
-        Route::GetPush(id) => pushes::get(&bucket(env)?, &database(env)?, config, &id).await,
+        Route::GetPush(id) => {
+            let reveal = may_read(config, grant);
+            pushes::get(&bucket(env)?, &database(env)?, config, &id, reveal).await
+        }
         Route::AbortPush(id) => pushes::abort(&bucket(env)?, &database(env)?, &id).await,
         Route::PushRecipes(id) => {
             let (bucket, db) = (bucket(env)?, database(env)?);
@@ -187,7 +190,16 @@ async fn dispatch(
         }
         Route::PushPart { id, number } => {
             let (bucket, db) = (bucket(env)?, database(env)?);
-            pushes::part(&req, &bucket, &db, config, &id, number).await
+            pushes::part(
+                &req,
+                &bucket,
+                &db,
+                config,
+                &id,
+                number,
+                may_read(config, grant),
+            )
+            .await
         }
         Route::CompletePush(id) => pushes::complete(&bucket(env)?, &database(env)?, &id).await,
         Route::BenchBaseline => {

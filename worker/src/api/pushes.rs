@@ -225,10 +225,21 @@ pub async fn create(
 }
 
 /// `GET /v1/pushes/{id}`: what is still missing, which parts arrived.
-pub async fn get(bucket: &Bucket, db: &D1Database, config: &Config, id: &str) -> Answer {
+pub async fn get(
+    bucket: &Bucket,
+    db: &D1Database,
+    config: &Config,
+    id: &str,
+    reveal: bool,
+) -> Answer {
     let row = open_push(db, id).await?;
     let (plan, _) = read_plan(bucket, id).await?;
-    let parts = index::push_parts(db, id).await.map_err(internal)?;
+    let mut parts = index::push_parts(db, id).await.map_err(internal)?;
+    if !reveal {
+        for p in &mut parts {
+            p.stored_bytes = p.bytes;
+        }
+    }
     let have: HashSet<Digest> = uploaded(bucket, &parts).await?.into_keys().collect();
     json_response(200, &row.view(&plan.status(&have), &parts, config))
 }
@@ -327,6 +338,7 @@ pub async fn part(
     config: &Config,
     id: &str,
     number: u16,
+    reveal: bool,
 ) -> Answer {
     let length = content_length(req)?;
     let encoding = Encoding::parse(header(req, "content-encoding").as_deref(), encoding::ALL)?;
@@ -380,7 +392,9 @@ pub async fn part(
             number,
             frames: got.frames,
             bytes: got.bytes,
-            stored_bytes: got.stored_bytes,
+            // Which bytes the store held already is news about other
+            // packets: told only to a caller that may read them all.
+            stored_bytes: if reveal { got.stored_bytes } else { got.bytes },
         },
     )
 }
