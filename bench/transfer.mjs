@@ -29,9 +29,13 @@
 //
 // Usage: node bench/transfer.mjs [--quick] [--dir DIR] [--node-modules DIR]
 //          [--rollout-mib N] [--checkpoints N] [--only node_modules,repo,rollout]
-//          [--json FILE] [--md FILE]
+//          [--json FILE] [--md FILE] [--write-doc] [--from-json FILE]
 // Prints one JSON object on stdout (progress on stderr); writes it to
-// --json (default DIR/transfer.json) and the table to --md (DIR/transfer.md).
+// --json (default DIR/transfer.json) and the section for docs/benchmarks.md
+// to --md (DIR/transfer.md). --write-doc also puts that section into
+// docs/benchmarks.md (replacing its "Transfer" section) and the JSON into
+// docs/benchmarks-transfer.json; --from-json FILE makes them from a run
+// measured earlier instead of measuring.
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
@@ -60,8 +64,9 @@ const PILLBOX = join(TARGET, 'release/pillbox');
 const FIXTURES = join(TARGET, 'release/examples/worker_fixtures');
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const NPM_PACKAGES = ['next', 'jest', 'webpack', 'eslint', '@babel/core', 'react', 'react-dom'];
-// --quick: these packages only, from the same node_modules.
-const QUICK_PACKAGES = ['react', 'react-dom', 'scheduler', 'js-tokens', 'loose-envify'];
+// --quick: those of these packages that the node_modules holds (those of
+// this repository's own node_modules among them).
+const QUICK_PACKAGES = ['react', 'react-dom', 'scheduler', 'ajv', 'semver', 'yaml', 'ws'];
 const log = (...a) => console.error('transfer bench:', ...a);
 const work = join(dir, quick ? 'work-quick' : 'work');
 
@@ -147,18 +152,58 @@ function env(extra) {
 }
 
 let proxy;
+/** The proxy's log, asked on a fresh connection (no keep-alive race with its idle timeout). */
+async function proxyLog() {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const r = await client(proxy.url).call('GET', '/__proxy/log', { auth: false });
+      return r.json;
+    } catch (e) {
+      if (attempt >= 2) throw e;
+    }
+  }
+}
 /**
  * Runs `pillbox checkpoint ARGS --quiet`; returns its JSON, its wall time
  * and the requests it made (from the proxy's log).
  */
 async function pillbox(argv, extraEnv = {}) {
-  const mark = (await proxy.log()).length;
-  const t = performance.now();
+  const mark = (await proxyLog()).length;
+  const t = performance.timeOrigin + performance.now();
   const r = spawnSync(PILLBOX, ['checkpoint', ...argv, '--quiet'], { encoding: 'utf8', env: env(extraEnv), maxBuffer: 1 << 28 });
-  const wall = (performance.now() - t) / 1000;
+  const end = performance.timeOrigin + performance.now();
   if (r.status !== 0) throw new Error(`pillbox checkpoint ${argv.join(' ')} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  const requests = (await proxy.log()).slice(mark);
-  return { json: JSON.parse(r.stdout), wall_s: wall, requests };
+  const requests = (await proxyLog()).slice(mark);
+  return { json: JSON.parse(r.stdout), wall_s: (end - t) / 1000, requests, phases: phases(t, end, requests) };
+}
+
+/**
+ * Where a command's wall time went, from the requests' times: before the
+ * first request (reading, hashing), in requests, between requests (the
+ * client's own work, and waits), after the last (writing, renaming).
+ */
+function phases(start, end, requests) {
+  if (!requests.length) return { before_first_s: (end - start) / 1000, requests_s: 0, between_s: 0, longest_gap_s: 0, longest_gap_before: null, after_last_s: 0 };
+  const sorted = [...requests].sort((x, y) => x.start - y.start);
+  let between = 0;
+  let longest = 0;
+  let before = null;
+  let busyUntil = sorted[0].start;
+  let inRequests = 0;
+  for (const e of sorted) {
+    const gap = e.start - busyUntil;
+    if (gap > 0) {
+      between += gap;
+      if (gap > longest) { longest = gap; before = routeOf(e); }
+    }
+    inRequests += Math.max(0, e.end - Math.max(e.start, busyUntil));
+    busyUntil = Math.max(busyUntil, e.end);
+  }
+  const r3 = (x) => Math.round(x) / 1000;
+  return {
+    before_first_s: r3(sorted[0].start - start), requests_s: r3(inRequests), between_s: r3(between),
+    longest_gap_s: r3(longest), longest_gap_before: before, after_last_s: r3(end - busyUntil),
+  };
 }
 
 /** A route with its ids and digests replaced: `PUT /v1/pushes/{}/parts/{n}`. */
@@ -173,13 +218,20 @@ function whereTimeGoes(requests) {
       const [k, v] = part.split('=');
       worker[k] = k === 'wasm_memory' ? Math.max(worker[k] ?? 0, Number(v)) : (worker[k] ?? 0) + Number(v);
     }
-    const r = (routes[routeOf(e)] ??= { requests: 0, ms: 0, body_bytes: 0 });
+    const r = (routes[routeOf(e)] ??= { requests: 0, ms: 0, body_bytes: 0, worker_ms: {} });
     r.requests += 1;
     r.ms += e.ms;
     r.body_bytes += e.body_bytes;
+    for (const part of (e.timing ?? '').split(';').filter(Boolean)) {
+      const [k, v] = part.split('=');
+      if (k !== 'wasm_memory') r.worker_ms[k] = (r.worker_ms[k] ?? 0) + Number(v);
+    }
   }
   for (const k of Object.keys(worker)) if (k !== 'wasm_memory') worker[k] = Math.round(worker[k]);
-  for (const r of Object.values(routes)) r.ms = Math.round(r.ms);
+  for (const r of Object.values(routes)) {
+    r.ms = Math.round(r.ms);
+    for (const k of Object.keys(r.worker_ms)) r.worker_ms[k] = Math.round(r.worker_ms[k]);
+  }
   return { worker_ms: worker, routes };
 }
 
@@ -305,13 +357,13 @@ let api;
 
 async function baseline(bytes) {
   const t = performance.now();
-  const mark = (await proxy.log()).length;
+  const mark = (await proxyLog()).length;
   for (let at = 0; at < bytes.length; at += PART) {
     const r = await api.call('POST', '/v1/bench/baseline', { body: bytes.subarray(at, Math.min(at + PART, bytes.length)) });
     if (r.status >= 300) throw new Error(`baseline: ${r.status} ${r.bytes.toString('utf8').slice(0, 300)}`);
   }
   const wall = (performance.now() - t) / 1000;
-  return { wall_s: wall, mb_per_s: bytes.length / 1e6 / wall, ...whereTimeGoes((await proxy.log()).slice(mark)) };
+  return { wall_s: wall, mb_per_s: bytes.length / 1e6 / wall, ...whereTimeGoes((await proxyLog()).slice(mark)) };
 }
 
 /** Deletes the refs and packets, runs the clean-up; the store must then hold nothing. */
@@ -360,12 +412,12 @@ async function bench(ws) {
   out.baseline = await baseline(bytes0);
   log(`${ws.name}: baseline ${out.baseline.wall_s.toFixed(1)} s; the edge push (node client)`);
   {
-    const mark = (await proxy.log()).length;
+    const mark = (await proxyLog()).length;
     const t = performance.now();
     const r = await nodePush(api, entry, bytes0, { encoding: 'identity', partBytes: PART });
     const wall = (performance.now() - t) / 1000;
     if (r.complete?.status !== 201) throw new Error(`the edge push: ${r.complete?.status} ${r.complete?.bytes}`);
-    out.edge_push = { wall_s: wall, mb_per_s: p0.size / 1e6 / wall, sent: r.sent, ...whereTimeGoes((await proxy.log()).slice(mark)) };
+    out.edge_push = { wall_s: wall, mb_per_s: p0.size / 1e6 / wall, sent: r.sent, ...whereTimeGoes((await proxyLog()).slice(mark)) };
     out.edge_push.ratio_to_baseline = out.edge_push.mb_per_s / out.baseline.mb_per_s;
   }
   await sleep(4000); // after a long request (docs/transfer.md, "The stall")
@@ -378,7 +430,7 @@ async function bench(ws) {
   out.first_push = {
     wall_s: first.wall_s, upload_s: first.json.upload_seconds, bytes_sent: first.json.bytes_sent,
     wire_ratio: first.json.bytes_sent / p0.size, ratio_to_baseline: first.wall_s / out.baseline.wall_s,
-    delta: first.json.delta, ...whereTimeGoes(first.requests),
+    delta: first.json.delta, phases: first.phases, ...whereTimeGoes(first.requests),
   };
 
   // 2. The second push after a one-file edit; 4. its pull with the first as --base.
@@ -391,14 +443,14 @@ async function bench(ws) {
   const bound1 = 0.01 * p1.size + m1;
   out.second_push = {
     wall_s: second.wall_s, upload_s: second.json.upload_seconds, bytes_sent: second.json.bytes_sent, packet_bytes: p1.size,
-    manifest_bytes: m1, bound_bytes: Math.round(bound1), delta: second.json.delta, ...whereTimeGoes(second.requests),
+    manifest_bytes: m1, bound_bytes: Math.round(bound1), delta: second.json.delta, phases: second.phases, ...whereTimeGoes(second.requests),
   };
   log(`${ws.name}: pull with --base`);
   const pulled = join(work, `${ws.name}-1-pulled.pkt`);
   const pull = await pillbox(['pull', p1.digest, '--remote', proxy.url, '-o', pulled, '--base', pkt(0), '--no-cache'], host(`${ws.name}-puller`));
   out.pull = {
     wall_s: pull.wall_s, bytes_received: pull.json.bytes_received, bound_bytes: Math.round(bound1),
-    identical: spawnSync('cmp', ['-s', pulled, pkt(1)]).status === 0, delta: pull.json.delta, ...whereTimeGoes(pull.requests),
+    identical: spawnSync('cmp', ['-s', pulled, pkt(1)]).status === 0, delta: pull.json.delta, phases: pull.phases, ...whereTimeGoes(pull.requests),
   };
   rmSync(pulled);
 
@@ -413,7 +465,7 @@ async function bench(ws) {
     const now = readState(edge.state).d1;
     const added = Object.fromEntries(Object.keys(now).map((t) => [t, now[t] - (rows[t] ?? 0)]));
     rows = now;
-    turns.push({ wall_s: s.wall_s, bytes_sent: s.json.bytes_sent, chunks_sent: s.json.delta?.chunks_sent, rows_added: added, worker_ms: whereTimeGoes(s.requests).worker_ms });
+    turns.push({ wall_s: s.wall_s, bytes_sent: s.json.bytes_sent, chunks_sent: s.json.delta?.chunks_sent, rows_added: added, phases: s.phases, routes: whereTimeGoes(s.requests).routes });
   }
   const state = readState(edge.state);
   const stored = r2Stored(state.r2);
@@ -521,41 +573,168 @@ function table(results) {
     `| ${figure} | ${target || '—'} | ${cells.map((c, i) => (met ? `${c} ${pass(met[i])}` : c)).join(' | ')} |`).join('\n') + '\n';
 }
 
+// ---- the section in docs/benchmarks.md ----------------------------------
+
+const ms = (x) => (x >= 1000 ? `${(x / 1000).toFixed(2)} s` : `${Math.round(x)} ms`);
+
+/** A request series' Worker stages, largest first, and what the stages leave out. */
+function stagesText(worker) {
+  const { total = 0, wasm_memory: _, ...stages } = worker;
+  const named = Object.entries(stages).filter(([, v]) => v >= 1).sort((x, y) => y[1] - x[1]);
+  const other = total - named.reduce((n, [, v]) => n + v, 0);
+  return `${named.map(([k, v]) => `${k} ${ms(v)}`).join(', ')}${other >= 1 ? `, other ${ms(other)}` : ''} (Worker total ${ms(total)})`;
+}
+
+function phasesText(p) {
+  let t = `before the first request ${s(p.before_first_s)}, in requests ${s(p.requests_s)}, between requests ${s(p.between_s)}`;
+  if (p.longest_gap_s >= 1) t += ` (${s(p.longest_gap_s)} before \`${p.longest_gap_before}\`)`;
+  return `${t}, after the last ${s(Math.max(0, p.after_last_s))}`;
+}
+
+const routeText = (routes, name) => {
+  const r = routes[name];
+  return r ? `\`${name}\` ×${r.requests} ${ms(r.ms)}: ${stagesText(r.worker_ms)}` : null;
+};
+
+function docSection(results) {
+  const m = results.machine;
+  const list = results.workspaces;
+  const out = [];
+  const n = results.checkpoints;
+  out.push('## Transfer', '',
+    '`node bench/transfer.mjs` (after `cargo build --release -p pillbox` and `bash scripts/worker-build.sh`, which the',
+    'script runs itself): the real `pillbox` binary against the Worker under `wrangler dev --local` (workerd, local R2',
+    'and D1) with `BENCH_ROUTES=1`, every request through the recording proxy of `tests/e2e/proxy.mjs`, which keeps',
+    'each answer\'s `Pillbox-Timing` (the Worker\'s own timers) and when each request started and ended. One run,',
+    'the store emptied between workspaces (refs and packets deleted, then the scheduled clean-up). The workspaces:',
+    '',
+    '- **node_modules**: `npm install --no-save --ignore-scripts` of next, jest, webpack, eslint, @babel/core, react and',
+    `  react-dom${results.node_modules_from ? ' (here an install made so earlier, given with `--node-modules`)' : ''}, and a \`src/\` of 20 small modules;`,
+    '- **repo**: `git clone --no-local` of this repository (sources, `.git` with its real history and packfiles), packed',
+    '  with `--secrets exclude` (the adversarial corpus holds fake credentials);',
+    `- **rollout**: the same small \`src/\` and a ${results.rollout_mib} MiB Codex rollout from \`bench/genrollout.py\`, packed as`,
+    '  harness state (`--harness codex --thread … --codex-home …`).',
+    '',
+    'A one-file edit appends a line to one source file; a rollout turn appends about 16 KB (four lines: a user',
+    'message, a shell call, its output, the answer). The figures, per workspace:',
+    '',
+    '1. the first `push --ref` of the packet (wall time of the command, which verifies the packet first) against the',
+    '   baseline: the same bytes through the same Worker into R2, unverified (`POST /v1/bench/baseline`, parts of 32 MiB);',
+    '2. a second `push --ref` after a one-file edit (and a rollout turn), against 1% of the packet plus its',
+    '   `packet.json`;',
+    `3. ${n} successive \`save --ref\`, one or two files changed per turn (and a rollout turn): R2 bytes (every object`,
+    '   but the baseline\'s, from the local R2 state) against the unique content: every distinct body once, the rollout',
+    '   (only ever appended to) once at its final size, and every packet\'s `packet.json`; D1 rows of every table;',
+    '4. a `pull` of the second packet on a fresh host, `--no-cache`, with the first packet file as `--base`, compared',
+    '   with `cmp`;',
+    '5. the edge alone: the first packet pushed by the node client of `tests/e2e/transfer.mjs` (what `bench/edge.mjs`',
+    '   measures: fixed 256 KiB cuts, parts sent uncompressed), its throughput against the baseline\'s;',
+    '6. `save` against `pack` + `push`, and `restore` against `pull` + `unpack`, one turn each, on a restoring host that',
+    '   keeps its chunk cache (it restored the previous turn first).',
+    '',
+    `Machine: Linux ${m.kernel}, ${m.cores} cores (${m.cpu}), ${m.ram_gib} GiB RAM, node ${m.node}, shared with other`,
+    `builds. Date: ${results.date.slice(0, 16).replace('T', ' ')} UTC; ${Math.round(results.seconds)} s. Load average (1 min) at the start: ${m.load_start.toFixed(2)}, at the end: ${m.load_end.toFixed(2)}.`,
+    `Rerun: \`node bench/transfer.mjs [--node-modules DIR] [--dir DIR] --write-doc\` (workspaces cached under \`--dir\`,`,
+    'default `/tmp/pillbox-transfer-bench`; `--quick` for small workspaces and 3 saves). The measured run is',
+    '`docs/benchmarks-transfer.json`.',
+    '', results.table);
+
+  out.push('### Where the time and bytes go', '');
+  for (const w of list) {
+    out.push(`**${w.name}** (${mb(w.packet.bytes)}, ${w.packet.members} members, \`packet.json\` ${kb(w.packet.manifest_bytes)}):`, '');
+    const p2 = w.second_push;
+    out.push(`- second push, ${s(p2.wall_s)}: ${phasesText(p2.phases)}. ${routeText(p2.routes, 'POST /v1/pushes/{}/complete')}. `
+      + `Sent ${kb(p2.bytes_sent)}: the compressed \`packet.json\` ${kb(p2.routes['POST /v1/pushes']?.body_bytes ?? 0)}, `
+      + `recipes ${kb(p2.routes['POST /v1/pushes/{}/recipes']?.body_bytes ?? 0)}, parts ${kb(p2.routes['PUT /v1/pushes/{}/parts/{n}']?.body_bytes ?? 0)} `
+      + `(${p2.delta.missing_bodies} bodies missing, ${p2.delta.chunks_sent} chunks, ${kb(p2.delta.chunk_bytes)} before compression).`);
+    const p1 = w.first_push;
+    out.push(`- first push, ${s(p1.wall_s)}: ${phasesText(p1.phases)}. ${routeText(p1.routes, 'PUT /v1/pushes/{}/parts/{n}')} (summed: three parts at a time); ${routeText(p1.routes, 'POST /v1/pushes/{}/complete')}.`);
+    out.push(`- baseline, ${s(w.baseline.wall_s)}: ${routeText(w.baseline.routes, 'POST /v1/bench/baseline')}. `
+      + `The edge push, ${s(w.edge_push.wall_s)}: ${routeText(w.edge_push.routes, 'PUT /v1/pushes/{}/parts/{n}')} (one part at a time); ${routeText(w.edge_push.routes, 'POST /v1/pushes/{}/complete')}.`);
+    const c = w.checkpoints;
+    const users = c.turns.map((t) => t.rows_added.pack_users);
+    out.push(`- after ${c.packets} packets: R2 ${Object.entries(c.r2_by_prefix).map(([k, v]) => `${k}/ ${mb(v.bytes)} (${v.objects})`).join(', ')}; `
+      + `unique bodies ${mb(c.unique_body_bytes)}, \`packet.json\`s ${mb(c.manifest_bytes)}. `
+      + `D1 rows: ${Object.entries(c.d1_rows).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(', ')}. `
+      + `Rows added by each save: packets 1, packs 1, chunks ${Math.min(...c.turns.map((t) => t.rows_added.chunks))}–${Math.max(...c.turns.map((t) => t.rows_added.chunks))}, pack_users ${users.join(', ')}.`);
+    const sv = c.turns.map((t) => t.phases);
+    const med = (f) => [...sv.map(f)].sort((x, y) => x - y)[Math.floor((sv.length - 1) / 2)];
+    out.push(`- saves (medians): before the first request ${s(med((p) => p.before_first_s))}, in requests ${s(med((p) => p.requests_s))}, between requests ${s(med((p) => p.between_s))}; `
+      + `longest pause between requests over all saves ${s(Math.max(...sv.map((p) => p.longest_gap_s)))}.`);
+    out.push('');
+  }
+  return out.join('\n');
+}
+
+/** Replaces the "## Transfer" section of docs/benchmarks.md (up to the next "## "), or appends it. */
+function writeDoc(section) {
+  const file = join(ROOT, 'docs/benchmarks.md');
+  const doc = readFileSync(file, 'utf8');
+  const at = doc.indexOf('\n## Transfer\n');
+  let next = at < 0 ? -1 : doc.indexOf('\n## ', at + 1);
+  const before = at < 0 ? doc.replace(/\n*$/, '\n') : doc.slice(0, at + 1);
+  const after = next < 0 ? '' : doc.slice(next + 1);
+  // The "### Findings" that people wrote about the figures stay (to be
+  // read again against the new ones).
+  const old = at < 0 ? '' : doc.slice(at + 1, next < 0 ? doc.length : next + 1);
+  const findings = old.indexOf('### Findings\n');
+  const kept = findings < 0 ? '' : `\n${old.slice(findings).replace(/\n*$/, '\n')}`;
+  writeFileSync(file, `${before}\n${section.replace(/\n*$/, '\n')}${kept}${after ? `\n${after}` : ''}`);
+  log(`wrote the Transfer section of ${file}`);
+}
+
 // ---- the run --------------------------------------------------------------
 
-mkdirSync(dir, { recursive: true });
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-const started = new Date();
-const load0 = loadavg()[0];
-log('building (release)');
-run('cargo', ['build', '--release', '--quiet', '-p', 'pillbox']);
-run('cargo', ['build', '--release', '--quiet', '-p', 'packet-core', '--example', 'worker_fixtures']);
-buildWorker();
-const list = workspaces();
-edge = await startEdge({
-  BENCH_ROUTES: '1', MAX_SINGLE_UPLOAD_BYTES: String(64 * MIB), PART_SIZE_BYTES: String(PART), PUSH_PART_BYTES: String(PART), UPLOAD_TTL_HOURS: '0',
-}, { testScheduled: true });
-const results = {
-  quick, checkpoints, rollout_mib: rolloutMib, date: started.toISOString(),
-  machine: { kernel: release(), cores: cpus().length, cpu: cpus()[0]?.model, ram_gib: Math.round(totalmem() / 2 ** 30), node: process.version, load_start: load0 },
-  workspaces: [],
-};
-try {
-  proxy = await startProxy(edge.url);
-  api = client(proxy.url);
-  // Warm the isolate and the local stores once.
-  await api.call('POST', '/v1/bench/baseline', { body: Buffer.alloc(MIB) });
-  for (const ws of list) results.workspaces.push(await bench(ws));
-} finally {
-  await proxy?.stop();
-  await edge.stop();
+const fromJson = opt('from-json', null);
+let results;
+if (fromJson) {
+  results = JSON.parse(readFileSync(fromJson, 'utf8'));
+} else {
+  results = await measureAll();
+  writeFileSync(jsonOut, JSON.stringify(results, null, 1) + '\n');
+  log(`${results.seconds.toFixed(0)} s; wrote ${jsonOut}`);
 }
-results.machine.load_end = loadavg()[0];
-results.seconds = (Date.now() - started.getTime()) / 1000;
 results.targets = rows(results.workspaces).filter((r) => r[3]).map(([figure, target, , met]) => ({ figure, target, met: Object.fromEntries(results.workspaces.map((w, i) => [w.name, met[i]])) }));
 results.table = table(results);
-writeFileSync(jsonOut, JSON.stringify(results, null, 1) + '\n');
-writeFileSync(mdOut, results.table);
-log(`${results.seconds.toFixed(0)} s; wrote ${jsonOut} and ${mdOut}`);
-console.log(JSON.stringify(results, null, 1));
+writeFileSync(mdOut, `${docSection(results)}\n`);
+log(`wrote ${mdOut}`);
+if (args.includes('--write-doc')) {
+  writeDoc(docSection(results));
+  writeFileSync(join(ROOT, 'docs/benchmarks-transfer.json'), JSON.stringify(results, null, 1) + '\n');
+}
+if (!fromJson) console.log(JSON.stringify(results, null, 1));
+
+async function measureAll() {
+  mkdirSync(dir, { recursive: true });
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  const started = new Date();
+  const load0 = loadavg()[0];
+  log('building (release)');
+  run('cargo', ['build', '--release', '--quiet', '-p', 'pillbox']);
+  run('cargo', ['build', '--release', '--quiet', '-p', 'packet-core', '--example', 'worker_fixtures']);
+  buildWorker();
+  const list = workspaces();
+  edge = await startEdge({
+    BENCH_ROUTES: '1', MAX_SINGLE_UPLOAD_BYTES: String(64 * MIB), PART_SIZE_BYTES: String(PART), PUSH_PART_BYTES: String(PART), UPLOAD_TTL_HOURS: '0',
+  }, { testScheduled: true });
+  const out = {
+    quick, checkpoints, rollout_mib: rolloutMib, node_modules_from: nodeModulesFrom, date: started.toISOString(),
+    machine: { kernel: release(), cores: cpus().length, cpu: cpus()[0]?.model, ram_gib: Math.round(totalmem() / 2 ** 30), node: process.version, load_start: load0 },
+    workspaces: [],
+  };
+  try {
+    proxy = await startProxy(edge.url);
+    api = client(proxy.url);
+    // Warm the isolate and the local stores once.
+    await api.call('POST', '/v1/bench/baseline', { body: Buffer.alloc(MIB) });
+    for (const ws of list) out.workspaces.push(await bench(ws));
+  } finally {
+    await proxy?.stop();
+    await edge.stop();
+  }
+  rmSync(work, { recursive: true, force: true });
+  out.machine.load_end = loadavg()[0];
+  out.seconds = (Date.now() - started.getTime()) / 1000;
+  return out;
+}

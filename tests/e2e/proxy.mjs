@@ -5,8 +5,9 @@
 // spawnSync, which blocks their event loop). startProxy(target) returns
 // { url, log, fail, stop }:
 //   log()              every request so far: { method, path, status, body_bytes,
-//                      ms (until the answer's end), timing (the answer's
-//                      Pillbox-Timing header, with BENCH_ROUTES) }
+//                      start and end (epoch ms: the request's arrival, the
+//                      answer's last byte handed on), ms, timing (the
+//                      answer's Pillbox-Timing header, with BENCH_ROUTES) }
 //   fail(suffix, n)    the next n requests whose path ends with `suffix`
 //                      lose their connection once their body is read (the
 //                      store never sees them)
@@ -33,8 +34,8 @@ function serve(target) {
       res.end();
       return;
     }
-    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0, ms: 0, timing: null };
-    const started = performance.now();
+    const now = () => performance.timeOrigin + performance.now();
+    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0, start: now(), end: 0, ms: 0, timing: null };
     entries.push(entry);
     req.on('data', (d) => { entry.body_bytes += d.length; });
     const rule = failures.find((f) => f.times > 0 && url.pathname.endsWith(f.suffix));
@@ -53,7 +54,7 @@ function serve(target) {
     }, (answer) => {
       entry.status = answer.statusCode;
       entry.timing = answer.headers['pillbox-timing'] ?? null;
-      answer.once('end', () => { entry.ms = performance.now() - started; });
+      res.once('finish', () => { entry.end = now(); entry.ms = entry.end - entry.start; });
       res.writeHead(answer.statusCode, answer.rawHeaders);
       answer.pipe(res);
     });
