@@ -686,8 +686,17 @@ def main():
             svg_plot(plot, os.path.join(os.path.dirname(args.out), f"benchmarks-scaling-{key}.svg"),
                      f"time (s) against workspace {unit}, log-log")
     if args.out:
+        # The "Transfer" section is bench/transfer.mjs's: kept as it is.
+        transfer = ""
+        if os.path.exists(args.out):
+            with open(args.out) as f:
+                old = f.read()
+            at = old.find("\n## Transfer\n")
+            if at >= 0:
+                end = old.find("\n## ", at + 1)
+                transfer = old[at:] if end < 0 else old[at:end + 1]
         with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(lines) + "\n" + transfer)
     with open(os.path.join(data, "results.json"), "w") as f:
         json.dump({"results": results, "scaling": scaling_rows, "edge": edge}, f, indent=1)
     print("\n".join(lines))

@@ -61,7 +61,12 @@ if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
   bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 fi
 
-step "benchmark smoke run (tiny workspace, one repetition, no targets)"
+step "benchmark smoke runs (tiny workspaces, one repetition, no targets)"
 bash bench/run.sh --smoke
+# The transfer benchmark on small workspaces (this repository's own
+# node_modules, a clone of it, a 16 MiB rollout), three saves; its figures
+# are printed, not checked.
+node bench/transfer.mjs --quick --node-modules node_modules --dir "${TMPDIR:-/tmp}/pillbox-transfer-smoke" >/dev/null
+cat "${TMPDIR:-/tmp}/pillbox-transfer-smoke/transfer-quick.md"
 
 printf '\nall tests passed in %d s\n' $(( $(date +%s) - started ))

@@ -4,7 +4,10 @@
 // store. It runs in a process of its own (tests call the CLI with
 // spawnSync, which blocks their event loop). startProxy(target) returns
 // { url, log, fail, stop }:
-//   log()              every request so far: { method, path, status, body_bytes }
+//   log()              every request so far: { method, path, status, body_bytes,
+//                      start and end (epoch ms: the request's arrival, the
+//                      answer's last byte handed on), ms, timing (the
+//                      answer's Pillbox-Timing header, with BENCH_ROUTES) }
 //   fail(suffix, n)    the next n requests whose path ends with `suffix`
 //                      lose their connection once their body is read (the
 //                      store never sees them)
@@ -31,7 +34,8 @@ function serve(target) {
       res.end();
       return;
     }
-    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0 };
+    const now = () => performance.timeOrigin + performance.now();
+    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0, start: now(), end: 0, ms: 0, timing: null };
     entries.push(entry);
     req.on('data', (d) => { entry.body_bytes += d.length; });
     const rule = failures.find((f) => f.times > 0 && url.pathname.endsWith(f.suffix));
@@ -49,6 +53,8 @@ function serve(target) {
       headers: req.headers, agent: false,
     }, (answer) => {
       entry.status = answer.statusCode;
+      entry.timing = answer.headers['pillbox-timing'] ?? null;
+      res.once('finish', () => { entry.end = now(); entry.ms = entry.end - entry.start; });
       res.writeHead(answer.statusCode, answer.rawHeaders);
       answer.pipe(res);
     });
