@@ -1,4 +1,4 @@
-// Edge throughput (docs/benchmarks.md, "Edge: delta push"): the local
+// Edge throughput (docs/benchmarks.md, "Transfer", item 5 measures the same with bench/transfer.mjs): the local
 // Worker under `wrangler dev --local` with BENCH_ROUTES=1, in one run:
 //   (a) the baseline: the packet's bytes streamed through the Worker into
 //       R2 unverified (POST /v1/bench/baseline, in parts of 32 MiB);

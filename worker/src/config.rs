@@ -13,7 +13,7 @@ use crate::plan::{AVG_CHUNK, CHUNK_THRESHOLD, MAX_CHUNK, MIN_CHUNK};
 /// The most frames one push part may carry (the chunk batch's limit).
 pub const MAX_PART_FRAMES: u32 = pillbox_wire::chunks::BatchLimits::MAX_FRAMES;
 /// The largest zstd window a push part may use: the decoder keeps one
-/// window of decoded bytes in wasm memory (docs/benchmarks.md, "Edge").
+/// window of decoded bytes in wasm memory (docs/benchmarks.md, "Transfer").
 pub const ZSTD_MAX_WINDOW: u64 = 8 << 20;
 
 /// How long a multipart upload may stay unfinished by default, in hours.
@@ -37,7 +37,7 @@ pub enum PacketHasher {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameHasher {
     /// Small frames in wasm, the others by the runtime without a copy
-    /// into wasm (docs/benchmarks.md, "Edge").
+    /// into wasm (docs/benchmarks.md, "Transfer").
     Auto,
     /// Every frame in wasm (copied in).
     Core,

@@ -1,5 +1,5 @@
 //! Where a request's time goes, for the benchmark (docs/benchmarks.md,
-//! "Edge"): named totals of wall time, reported in a `Pillbox-Timing`
+//! "Transfer"): named totals of wall time, reported in a `Pillbox-Timing`
 //! response header only when `BENCH_ROUTES` is `1`. Local workerd's clock
 //! advances during computation, so CPU spent in wasm shows up too.
 
