@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { ROOT, TARGET, TOKEN, buildWorker, sha256, startEdge } from './edge.mjs';
+import { ROOT, TARGET, TOKEN, buildWorker, client, sha256, startEdge } from './edge.mjs';
 import { startProxy } from './proxy.mjs';
 
 const MIB = 1 << 20;
@@ -439,6 +439,60 @@ describe('save and restore', () => {
     assert.equal(refused.code, 5);
     assert.equal(refused.json.code, 'target_not_empty');
     assert.deepEqual(readdirSync(full), ['keep.txt']);
+  });
+});
+
+describe('many turns', () => {
+  // worker/src/compact.rs: a packet that would take its bodies from
+  // MERGE_AT small packs has them merged into one as it is stored.
+  const MERGE_AT = 8;
+
+  test('a packet saved after many small turns takes its bodies from a bounded number of packs, and reads back whole', { timeout: 300_000 }, async () => {
+    const ws = fresh('many-ws');
+    for (let i = 0; i < 12; i += 1) write(join(ws, `src/f${i}.rs`), text(40, `many${i}`));
+    const h = host('many');
+    const ref = 'sessions/delta/many';
+    const packsOf = (digest) => edge.d1(`SELECT pack FROM pack_users WHERE owner = '${digest}'`).map((x) => x.pack);
+    const saves = [];
+    for (let turn = 0; turn < 2 * MERGE_AT + 2; turn += 1) {
+      // Each turn adds a file of its own: every earlier pack stays in use.
+      write(join(ws, `turns/t${turn}.rs`), text(20, `turn${turn}`));
+      const s = ok(['save', ws, ...remote(), '--ref', ref], h);
+      saves.push({ digest: s.digest, packs: packsOf(s.digest), sent: s.bytes_sent });
+    }
+    const counts = saves.map((s) => s.packs.length);
+    // Without merging the n-th packet would use n packs.
+    assert.equal(counts[MERGE_AT - 2], MERGE_AT - 1, JSON.stringify(counts));
+    assert.ok(Math.max(...counts) < MERGE_AT, JSON.stringify(counts));
+    assert.ok(counts.at(-1) < counts.length / 2, JSON.stringify(counts));
+    // A merge is the store's work: the client sent only its turn.
+    assert.ok(Math.max(...saves.slice(1).map((s) => s.sent)) < 20_000, JSON.stringify(saves.map((s) => s.sent)));
+    // The latest merged pack holds its chunks' rows (the dedup hints follow
+    // the copy that later packets use).
+    const last = saves[2 * MERGE_AT - 2].digest;
+    assert.equal(counts[2 * MERGE_AT - 2], 1, JSON.stringify(counts));
+    const merged = edge.d1(`SELECT key, chunks FROM packs WHERE packet = '${last}' AND key IN (SELECT pack FROM pack_users WHERE owner = '${last}')`)[0];
+    assert.ok(merged.chunks > MERGE_AT, JSON.stringify(merged));
+    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM chunks WHERE pack = '${merged.key}'`), [{ n: merged.chunks }]);
+    // Every packet of the series reads back as pack writes it: the merged
+    // ones from their new pack, the older ones from theirs.
+    const local = fresh('many-last.tar');
+    const packed = ok(['pack', ws, '-o', local]);
+    assert.equal(packed.digest, saves.at(-1).digest);
+    for (const s of [saves[MERGE_AT - 2], saves[MERGE_AT - 1], saves.at(-1)]) {
+      const out = fresh('many-pulled.tar');
+      const pulled = ok(['pull', s.digest, ...remote(), '-o', out, '--no-cache'], host('many-reader'));
+      assert.equal(pulled.digest, s.digest);
+      const whole = await client(edge.url).call('GET', `/v1/packets/${s.digest}`);
+      assert.equal(whole.status, 200);
+      assert.ok(whole.bytes.equals(readFileSync(out)), 'GET and pull agree');
+    }
+    const pulledLast = fresh('many-last-pulled.tar');
+    ok(['pull', ref, ...remote(), '-o', pulledLast, '--no-cache'], host('many-reader-2'));
+    assert.ok(readFileSync(pulledLast).equals(readFileSync(local)));
+    const into = fresh('many-restored');
+    ok(['restore', ref, ...remote(), '--into', into], host('many-desk'));
+    assert.deepEqual(snapshot(into), snapshot(ws));
   });
 });
 

@@ -732,6 +732,38 @@ pub async fn complete_push(db: &D1Database, p: &NewPacket<'_>, push_id: &str) ->
     Ok(packet(db, p.digest).await?.is_some())
 }
 
+/// Points the rows of chunks a compaction copied into `pack` (sha256,
+/// offset, size) at their copy there, where their row named one of the
+/// packs `merged`: the copy is the one later packets use.
+pub async fn move_chunks(
+    db: &D1Database,
+    pack: &str,
+    chunks: &[(Digest, u64, u64)],
+    merged: &[String],
+) -> Result<()> {
+    let mut statements = Vec::new();
+    for group in chunks.chunks(JSON_ITEMS) {
+        let rows: Vec<(String, u64)> = group
+            .iter()
+            .map(|(d, o, _)| (d.hex().to_string(), *o))
+            .collect();
+        statements.push(
+            db.prepare(
+                "UPDATE chunks SET pack = ?1, \
+                 offset = (SELECT json_extract(value, '$[1]') FROM json_each(?2) WHERE json_extract(value, '$[0]') = chunks.sha256) \
+                 WHERE sha256 IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) \
+                 AND pack IN (SELECT value FROM json_each(?3)) AND EXISTS (SELECT 1 FROM packs WHERE key = ?1)",
+            )
+            .bind(&[
+                text(pack),
+                text(&serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())),
+                json_list(merged.iter().map(String::as_str)),
+            ])?,
+        );
+    }
+    run_batches(db, statements).await
+}
+
 /// Ends a push without storing anything: its rows go and the packs it
 /// used are left to the clean-up.
 pub async fn discard_push(db: &D1Database, push_id: &str) -> Result<()> {

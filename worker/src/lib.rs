@@ -24,6 +24,7 @@
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
 //! | [`layout`] | where a stored packet's bodies lie, in which packs (pure) |
+//! | [`compact`] | merging a new packet's small packs into one (pure) |
 //! | [`plan`] | a delta push: presence from bases, missing bodies, recipes, the new layout (pure) |
 //! | [`parts`] | what a received push part left behind (pure) |
 //! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
@@ -46,6 +47,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod compact;
 pub mod conditions;
 pub mod config;
 pub mod encoding;

@@ -16,10 +16,12 @@ use super::http::{
 };
 use super::packets::{already_stored, indexed, stored, too_large};
 use crate::assemble::{self, Packet, Provers, RebuildError};
+use crate::compact::{self, Compaction};
 use crate::config::Config;
 use crate::encoding::{self, Encoding};
 use crate::index::{self, NewPacket, NewStorage};
 use crate::ingest;
+use crate::layout::Layout;
 use crate::objects;
 use crate::parts::PartRecord;
 use crate::plan::{self, Bases, Plan, Uploaded};
@@ -424,6 +426,85 @@ fn lost(manifest: &Manifest, layout: &crate::layout::Layout, packs: &[u32]) -> V
     out
 }
 
+/// The layout to store a verified packet with: `layout` with its small
+/// packs merged into a new pack when [`compact::plan`] calls for it (and
+/// that pack's key and plan), else `layout` as it is. A merge that cannot
+/// be made (a read, a check or a write failed) leaves the layout as it is:
+/// the packet is stored either way.
+async fn compacted(
+    bucket: &Bucket,
+    db: &D1Database,
+    digest: &Digest,
+    layout: Layout,
+) -> (Layout, Option<(String, Compaction)>) {
+    let Some(c) = compact::plan(&layout) else {
+        return (layout, None);
+    };
+    match merge(bucket, db, digest, &c).await {
+        Ok(key) => (c.relayout(&layout, &key), Some((key, c))),
+        Err(e) => {
+            worker::console_warn!(
+                "{{\"event\":\"compaction_skipped\",\"digest\":\"{digest}\",\"why\":{:?}}}",
+                e
+            );
+            (layout, None)
+        }
+    }
+}
+
+/// Copies the chunks of `c` into a new pack, each checked by its sha256
+/// (its row is written first, so the clean-up finds it whatever happens).
+async fn merge(
+    bucket: &Bucket,
+    db: &D1Database,
+    digest: &Digest,
+    c: &Compaction,
+) -> Result<String, String> {
+    let mut reads = Vec::with_capacity(c.reads.len());
+    for (pack, range) in &c.reads {
+        let reader = store::read_range(bucket, pack, range.clone())
+            .await
+            .map_err(|e| store_text(&e))?
+            .ok_or_else(|| format!("{pack} is gone"))?;
+        let mut bytes = Vec::with_capacity((range.end - range.start) as usize);
+        while let Some(piece) = reader.next().await.map_err(|e| store_text(&e))? {
+            let start = bytes.len();
+            bytes.resize(start + piece.length() as usize, 0);
+            piece.copy_to(&mut bytes[start..]);
+        }
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(format!("{pack} is shorter than its layout says"));
+        }
+        reads.push(bytes);
+    }
+    let mut out = Vec::with_capacity(c.size as usize);
+    for p in &c.copies {
+        let piece = &reads[p.read][p.at as usize..(p.at + p.size) as usize];
+        if Digest::of(piece) != p.sha256 {
+            return Err(format!(
+                "a chunk of {} does not hash to its name",
+                c.reads[p.read].0
+            ));
+        }
+        out.extend_from_slice(piece);
+    }
+    let key = store::pack_key(&index::new_id(db).await.map_err(|e| e.to_string())?);
+    index::insert_pack(db, &key, c.size, c.copies.len() as u64, &digest.to_string())
+        .await
+        .map_err(|e| e.to_string())?;
+    objects::write_object(bucket, &key, out)
+        .await
+        .map_err(|p| p.error.message().to_string())?;
+    Ok(key)
+}
+
+fn store_text(e: &store::StoreError) -> String {
+    match e {
+        store::StoreError::Refused(e) => e.to_string(),
+        store::StoreError::Failed(t) => t.clone(),
+    }
+}
+
 /// `POST /v1/pushes/{id}/complete`
 pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
     let row = open_push(db, id).await?;
@@ -489,13 +570,14 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
             format!("the packet built from this push hashes to {found}, not {digest}"),
         )));
     }
+    let (layout, merged) = compacted(bucket, db, &digest, assembled.layout).await;
     let (layout_key, manifest_key) = (
         objects::layout_key(&digest, id),
         objects::manifest_key(&digest, id),
     );
-    objects::write_object(bucket, &layout_key, assembled.layout.encode()).await?;
+    objects::write_object(bucket, &layout_key, layout.encode()).await?;
     objects::write_object(bucket, &manifest_key, json.clone()).await?;
-    let packs: Vec<String> = assembled.layout.packs().to_vec();
+    let packs: Vec<String> = layout.packs().to_vec();
     let new = NewPacket {
         digest: &digest,
         size: offsets.size(),
@@ -520,7 +602,11 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         let gone: Vec<u32> = (0..packs.len() as u32)
             .filter(|&i| !present.contains(&packs[i as usize]))
             .collect();
-        return Err(incomplete(&lost(&manifest, &assembled.layout, &gone)));
+        return Err(incomplete(&lost(&manifest, &layout, &gone)));
+    }
+    if let Some((key, c)) = &merged {
+        // Dedup hints follow the copies, which stay longest; only a hint.
+        let _ = index::move_chunks(db, key, &c.chunks(), &c.merged).await;
     }
     super::log_findings(&digest, &provers.findings(&manifest));
     delete_objects(bucket, id, &parts).await;
