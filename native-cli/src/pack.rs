@@ -188,19 +188,16 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         found
     };
     let (manifest, digest, output, found) = if request.output == Path::new("-") {
-        let (entries, sources, found) = hash_all(planned, progress)?;
-        let found = with_hidden(found);
-        let blocking = secrets::blocking(&found, policy, &walk);
-        let (entries, sources) = if blocking.is_empty() {
-            (entries, sources)
-        } else {
-            left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
-            leave_out(entries, sources, &left_out)
-        };
-        let mut exclusions = walk.exclusion_records();
-        exclusions.extend(left_out.exclusions.iter().cloned());
-        let manifest = Manifest::build(entries, harness_descriptor, exclusions, &Limits::FORMAT)
-            .map_err(CliError::Unpackable)?;
+        let screened = hash_and_screen(
+            planned,
+            harness_descriptor,
+            &hidden,
+            &walk,
+            policy,
+            progress,
+        )?;
+        let (manifest, sources, found) = (screened.manifest, screened.sources, screened.found);
+        left_out = screened.left_out;
         progress.phase("write", manifest.totals.bytes);
         let stdout = io::stdout();
         let digest = write_packet(
@@ -347,22 +344,13 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
-    let session_log = harness.as_ref().map(|h| h.session_log.clone());
     let policy = &request.secrets;
-    let (entries, sources, mut found) = hash_all(planned, progress)?;
-    found.extend(hidden.iter().cloned());
-    let blocking = secrets::blocking(&found, policy, &walk);
-    let mut left_out = LeftOut::default();
-    let (entries, sources) = if blocking.is_empty() {
-        (entries, sources)
-    } else {
-        left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
-        leave_out(entries, sources, &left_out)
-    };
-    let mut exclusions = walk.exclusion_records();
-    exclusions.extend(left_out.exclusions.iter().cloned());
-    let manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
-        .map_err(CliError::Unpackable)?;
+    let Screened {
+        manifest,
+        sources,
+        found,
+        left_out,
+    } = hash_and_screen(planned, harness, &hidden, &walk, policy, progress)?;
     progress.phase("digest", manifest.packet_size());
     let digest = write_packet(&manifest, &sources, io::sink(), progress, "the digest")?;
     let mut by_member = vec![None; manifest.members.len()];
@@ -450,6 +438,51 @@ impl Bodies for WorkspaceBodies {
         self.source(index)
             .map_or_else(|_| PathBuf::from("the workspace"), |(s, _)| s.display())
     }
+}
+
+/// What [`hash_and_screen`] found: the manifest to write, each file
+/// member's source, every secret found, and what the policy left out.
+struct Screened {
+    manifest: Manifest,
+    sources: Vec<BodySource>,
+    found: Vec<Found>,
+    left_out: LeftOut,
+}
+
+/// Hashes every planned member (every file read twice, checked unchanged
+/// in between), holds what was found there and in `hidden` (the harness
+/// state's findings) to the secrets policy, and builds the manifest: the
+/// way of `pack -o -` and of `save`, which write nothing before the
+/// digest is known.
+fn hash_and_screen(
+    planned: Vec<Planned>,
+    harness: Option<packet_core::Harness>,
+    hidden: &[Found],
+    walk: &Walk,
+    policy: &SecretPolicy,
+    progress: &Progress,
+) -> Result<Screened> {
+    let session_log = harness.as_ref().map(|h| h.session_log.clone());
+    let (entries, sources, mut found) = hash_all(planned, progress)?;
+    found.extend(hidden.iter().cloned());
+    let blocking = secrets::blocking(&found, policy, walk);
+    let mut left_out = LeftOut::default();
+    let (entries, sources) = if blocking.is_empty() {
+        (entries, sources)
+    } else {
+        left_out = secrets::decide(blocking, policy, session_log.as_deref())?;
+        leave_out(entries, sources, &left_out)
+    };
+    let mut exclusions = walk.exclusion_records();
+    exclusions.extend(left_out.exclusions.iter().cloned());
+    let manifest = Manifest::build(entries, harness, exclusions, &Limits::FORMAT)
+        .map_err(CliError::Unpackable)?;
+    Ok(Screened {
+        manifest,
+        sources,
+        found,
+        left_out,
+    })
 }
 
 /// The entries and sources without the members `left_out` names.
