@@ -95,7 +95,10 @@ stop_server() {
 }
 
 step "packet store: wrangler dev on $remote (state in ${state#"$root"/})"
-CI=1 "$wrangler" d1 migrations apply pillbox-index --local --persist-to "$state" >"$state/migrations.log" 2>&1 ||
+# The Worker was built above: wrangler runs with no build command to repeat
+# (scripts/wrangler-prebuilt.sh says why).
+config="$(bash scripts/wrangler-prebuilt.sh)"
+CI=1 "$wrangler" d1 migrations apply pillbox-index --local --config "$config" --persist-to "$state" >"$state/migrations.log" 2>&1 ||
   { cat "$state/migrations.log" >&2; exit 1; }
 if store_is_up; then
   echo "main: a pillbox store already answers on $remote; using it (and leaving it running)" >&2
@@ -105,7 +108,7 @@ else
   # without a token, so that the inspector URL opens in a browser; writes,
   # listing and search still need the token. A deployed store keeps the
   # default, reads by token (docs/worker.md, "Access").
-  setsid "$wrangler" dev --local --ip 127.0.0.1 --port "$port" --persist-to "$state" \
+  setsid "$wrangler" dev --local --config "$config" --ip 127.0.0.1 --port "$port" --persist-to "$state" \
     --var READ_ACCESS:public \
     --show-interactive-dev-session=false --log-level warn \
     >"$state/wrangler.log" 2>&1 </dev/null &

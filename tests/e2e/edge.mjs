@@ -93,7 +93,10 @@ export async function startEdge(vars = {}, options = {}) {
   const scoped = options.tokens ? scopedTokens(options.tokens) : { tokens: {} };
   // Single quotes: the env file keeps the JSON's double quotes as they are.
   writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n${scoped.secret ? `PILLBOX_TOKENS='${scoped.secret}'\n` : ''}`);
-  const common = ['--persist-to', state];
+  // The Worker is built already (buildWorker): a config with no build
+  // command to run again (scripts/wrangler-prebuilt.sh says why).
+  const config = run('bash', ['scripts/wrangler-prebuilt.sh']).stdout.trim();
+  const common = ['--config', config, '--persist-to', state];
   run(WRANGLER, ['d1', 'migrations', 'apply', 'pillbox-index', '--local', ...common], { env: { ...process.env, CI: '1' } });
   const port = await freePort();
   const inspector = await freePort();
