@@ -356,7 +356,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
     let mut by_member = vec![None; manifest.members.len()];
     let mut files = sources.into_iter();
     for (slot, m) in by_member.iter_mut().zip(&manifest.members) {
-        if m.kind == Kind::File {
+        if m.kind() == Kind::File {
             *slot = files.next().map(|s| (s.source, m.path.clone()));
         }
     }
@@ -495,7 +495,7 @@ fn leave_out(
     let mut sources = sources.into_iter();
     let mut kept = Vec::with_capacity(entries.len());
     for e in entries {
-        let source = (e.kind == Kind::File).then(|| sources.next()).flatten();
+        let source = (e.kind() == Kind::File).then(|| sources.next()).flatten();
         if left_out.members.contains(&e.path) {
             continue;
         }
@@ -988,7 +988,7 @@ fn produce<W: Write>(
     let mut skipped_to = 0;
     let mut source_of = |index: usize| {
         for e in manifest.members.get(skipped_to..index).unwrap_or_default() {
-            if e.kind == Kind::File {
+            if e.kind() == Kind::File {
                 files.next();
             }
         }

@@ -240,7 +240,7 @@ pub fn read_packet_blocks(
         let digest = hasher.join();
         read?;
         let digest = digest.map_err(|_| hashing_stopped())?;
-        Ok(reader.finish_with_digest(digest)?)
+        Ok(reader.finish_with_digest(Some(digest))?)
     })
 }
 

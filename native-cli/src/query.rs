@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use packet_core::diff::Change;
-use packet_core::{Digest, Event, Findings, Kind, Manifest, Member, VerifiedPacket};
+use packet_core::{Digest, Event, Findings, Kind, Manifest, VerifiedPacket};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -94,7 +94,7 @@ pub fn inspect(
     let m = &read.manifest;
     Ok(InspectReport {
         schema: "pillbox.checkpoint.inspect/1",
-        format: m.format.clone(),
+        format: m.format.id().to_owned(),
         digest: read.digest.to_string(),
         size: read.size,
         totals: m.totals,
@@ -145,7 +145,6 @@ pub fn inspect_text(report: &InspectReport) -> String {
         let _ = writeln!(s, "# git {}{at} {}: {}", f.path, f.setting, f.why);
     }
     for e in &report.members {
-        let entry = member_from_report(e);
         let name = match e.kind {
             "dir" => format!("{}/", e.path),
             "symlink" => format!("{} -> {}", e.path, e.target.as_deref().unwrap_or("")),
@@ -154,29 +153,12 @@ pub fn inspect_text(report: &InspectReport) -> String {
         let _ = writeln!(
             s,
             "{} 0/0 {:>12} 1970-01-01 00:00 {}",
-            mode_string(&entry),
+            mode_string(e),
             e.size,
             name
         );
     }
     s
-}
-
-fn member_from_report(e: &MemberReport) -> Member {
-    let mode = u32::from_str_radix(&e.mode, 8).unwrap_or(0);
-    let kind = match e.kind {
-        "dir" => Kind::Dir,
-        "symlink" => Kind::Symlink,
-        _ => Kind::File,
-    };
-    Member {
-        path: e.path.clone(),
-        kind,
-        mode,
-        size: e.size,
-        sha256: None,
-        target: None,
-    }
 }
 
 /// The `pillbox.checkpoint.cat/1` object (printed on stderr or to `--report`).
@@ -227,10 +209,10 @@ pub fn cat(
                     }
                     .into());
                 };
-                if entry.kind != Kind::File {
+                if entry.kind() != Kind::File {
                     return Err(Refused::NotAFile {
                         member: member.to_owned(),
-                        kind: entry.kind.as_str(),
+                        kind: entry.kind().as_str(),
                     }
                     .into());
                 }
@@ -273,12 +255,12 @@ pub fn cat(
     Ok(CatReport {
         schema: "pillbox.checkpoint.cat/1",
         path: entry.path.clone(),
-        size: entry.size,
+        size: entry.size(),
         sha256: entry
-            .sha256
+            .sha256()
             .map(|d| d.hex().to_string())
             .unwrap_or_default(),
-        mode: format!("{:04o}", entry.mode),
+        mode: entry.mode().to_string(),
         packet_digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
     })

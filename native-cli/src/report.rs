@@ -1,6 +1,6 @@
 //! JSON shapes shared by several commands (proto/cli/*.schema.json).
 
-use packet_core::{exclude, Exclusion, Harness, Kind, Member};
+use packet_core::{exclude, Exclusion, Harness, Member};
 use serde::Serialize;
 
 /// Manifest totals: packet-core's own type, serialised as the manifest does.
@@ -122,26 +122,27 @@ impl From<&Member> for MemberReport {
     fn from(e: &Member) -> Self {
         MemberReport {
             path: e.path.clone(),
-            kind: e.kind.as_str(),
-            mode: format!("{:04o}", e.mode),
-            size: e.size,
-            sha256: e.sha256.map(|d| d.hex().to_string()),
-            target: e.target.clone(),
+            kind: e.kind().as_str(),
+            mode: e.mode().to_string(),
+            size: e.size(),
+            sha256: e.sha256().map(|d| d.hex().to_string()),
+            target: e.target().map(str::to_owned),
         }
     }
 }
 
-/// `drwxr-xr-x`-style permissions for a listing.
-pub fn mode_string(e: &Member) -> String {
+/// `drwxr-xr-x`-style permissions of a member as a report lists it.
+pub fn mode_string(e: &MemberReport) -> String {
     let t = match e.kind {
-        Kind::Dir => 'd',
-        Kind::Symlink => 'l',
-        Kind::File => '-',
+        "dir" => 'd',
+        "symlink" => 'l',
+        _ => '-',
     };
+    let mode = u32::from_str_radix(&e.mode, 8).unwrap_or(0);
     let mut s = String::with_capacity(10);
     s.push(t);
     for shift in [6, 3, 0] {
-        let bits = (e.mode >> shift) & 7;
+        let bits = (mode >> shift) & 7;
         s.push(if bits & 4 != 0 { 'r' } else { '-' });
         s.push(if bits & 2 != 0 { 'w' } else { '-' });
         s.push(if bits & 1 != 0 { 'x' } else { '-' });
@@ -156,10 +157,12 @@ mod tests {
     #[test]
     fn modes_render_like_ls() {
         let d = Member::dir("workspace");
-        assert_eq!(mode_string(&d), "drwxr-xr-x");
+        assert_eq!(mode_string(&(&d).into()), "drwxr-xr-x");
         let l = Member::symlink("workspace/l", "x");
-        assert_eq!(mode_string(&l), "lrwxrwxrwx");
+        assert_eq!(mode_string(&(&l).into()), "lrwxrwxrwx");
         let f = Member::file("workspace/f", 0, packet_core::Digest::of(b""), false);
-        assert_eq!(mode_string(&f), "-rw-r--r--");
+        assert_eq!(mode_string(&(&f).into()), "-rw-r--r--");
+        let x = Member::file("workspace/x", 0, packet_core::Digest::of(b""), true);
+        assert_eq!(mode_string(&(&x).into()), "-rwxr-xr-x");
     }
 }

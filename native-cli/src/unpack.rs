@@ -400,10 +400,10 @@ fn place(
                 }
                 Event::MemberStart { member: e, .. } => send(Op::Start(Member {
                     path: e.path.clone(),
-                    kind: e.kind,
-                    mode: e.mode,
-                    size: e.size,
-                    target: e.target.clone(),
+                    kind: e.kind(),
+                    mode: e.mode().bits(),
+                    size: e.size(),
+                    target: e.target().map(str::to_owned),
                 })),
                 Event::Data(bytes) => send(match block.offset_of(bytes) {
                     Some(at) => Op::Data(Arc::clone(block), at..at + bytes.len()),
@@ -493,7 +493,11 @@ fn confine_harness_symlinks(
     kind: packet_core::HarnessKind,
     plan: &RestorePlan,
 ) -> Result<()> {
-    for m in manifest.members.iter().filter(|m| m.kind == Kind::Symlink) {
+    for m in manifest
+        .members
+        .iter()
+        .filter(|m| m.kind() == Kind::Symlink)
+    {
         let Some(relative) = kind.relative_path(&m.path) else {
             continue;
         };
@@ -512,7 +516,7 @@ fn confine_harness_symlinks(
                 || p.strip_prefix(folder.as_str())
                     .is_some_and(|rest| rest.starts_with('/'))
         };
-        let target = m.target.as_deref().unwrap_or("");
+        let target = m.target().unwrap_or("");
         let resolved = packet_core::path::resolve_symlink_target(
             &m.path,
             target,

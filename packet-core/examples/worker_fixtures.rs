@@ -289,9 +289,9 @@ fn describe(mut source: impl Read) -> Result<serde_json::Value> {
             let e: &Member = &manifest.members[i];
             serde_json::json!({
                 "path": e.path,
-                "type": e.kind.as_str(),
-                "size": e.size,
-                "sha256": e.sha256.map(|d| d.to_string()),
+                "type": e.kind().as_str(),
+                "size": e.size(),
+                "sha256": e.sha256().map(|d| d.to_string()),
                 "header_offset": header_offset,
                 "data_offset": data_offset,
             })
@@ -360,7 +360,7 @@ fn write_large(path: &str, small: u64, big: u64, edited: u64, text: bool) -> Res
                     .find(|(p, _, _)| *p == entry.path)
                     .ok_or("lost a file")?;
                 let mut noise = Noise(*seed);
-                let mut left = entry.size;
+                let mut left = entry.size();
                 while left > 0 {
                     let n = left.min(MIB) as usize;
                     if text {

@@ -94,11 +94,11 @@ pub fn diff(a: &Manifest, b: &Manifest) -> Vec<Change> {
             Ordering::Equal => {
                 let (x, y) = (&ma[i], &mb[j]);
                 let fields = Fields {
-                    kind: x.kind != y.kind,
-                    mode: x.mode != y.mode,
-                    size: x.size != y.size,
-                    sha256: x.sha256 != y.sha256,
-                    target: x.target != y.target,
+                    kind: x.kind() != y.kind(),
+                    mode: x.mode() != y.mode(),
+                    size: x.size() != y.size(),
+                    sha256: x.sha256() != y.sha256(),
+                    target: x.target() != y.target(),
                 };
                 if fields.any() {
                     out.push(Change::Changed { a: i, b: j, fields });

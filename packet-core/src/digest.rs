@@ -131,9 +131,202 @@ impl Hasher {
     }
 }
 
+/// A SHA-256 that can stop and go on later, elsewhere: its state after
+/// any prefix is a few dozen bytes ([`HashState`]), so a store that hashed
+/// a body once can hash only what was appended to it.
+#[derive(Clone)]
+pub struct ResumableHasher {
+    state: [u32; 8],
+    /// Bytes hashed so far.
+    len: u64,
+    /// The bytes of the block not yet compressed.
+    pending: [u8; 64],
+}
+
+/// SHA-256's initial state (FIPS 180-4, 5.3.3).
+const INITIAL: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+impl Default for ResumableHasher {
+    fn default() -> Self {
+        ResumableHasher::new()
+    }
+}
+
+impl ResumableHasher {
+    /// A fresh hasher.
+    pub fn new() -> ResumableHasher {
+        ResumableHasher {
+            state: INITIAL,
+            len: 0,
+            pending: [0; 64],
+        }
+    }
+
+    /// Bytes hashed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was hashed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds bytes.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        let used = (self.len % 64) as usize;
+        self.len += bytes.len() as u64;
+        if used > 0 {
+            let n = (64 - used).min(bytes.len());
+            self.pending[used..used + n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if used + n < 64 {
+                return;
+            }
+            sha2::block_api::compress256(&mut self.state, &[self.pending]);
+        }
+        let (blocks, rest) = bytes.as_chunks::<64>();
+        sha2::block_api::compress256(&mut self.state, blocks);
+        self.pending[..rest.len()].copy_from_slice(rest);
+    }
+
+    /// The digest of everything added.
+    pub fn finish(mut self) -> Digest {
+        let bits = self.len.wrapping_mul(8);
+        let used = (self.len % 64) as usize;
+        let mut block = [0u8; 64];
+        block[..used].copy_from_slice(&self.pending[..used]);
+        block[used] = 0x80;
+        if used >= 56 {
+            sha2::block_api::compress256(&mut self.state, &[block]);
+            block = [0; 64];
+        }
+        block[56..].copy_from_slice(&bits.to_be_bytes());
+        sha2::block_api::compress256(&mut self.state, &[block]);
+        let mut out = [0u8; 32];
+        for (chunk, word) in out.chunks_exact_mut(4).zip(self.state) {
+            chunk.copy_from_slice(&word.to_be_bytes());
+        }
+        Digest(out)
+    }
+
+    /// Its state, to go on with later ([`ResumableHasher::resume`]).
+    pub fn state(&self) -> HashState {
+        let mut bytes = [0u8; HashState::MAX_LEN];
+        bytes[..8].copy_from_slice(&self.len.to_be_bytes());
+        for (chunk, word) in bytes[8..40].chunks_exact_mut(4).zip(self.state) {
+            chunk.copy_from_slice(&word.to_be_bytes());
+        }
+        let used = (self.len % 64) as usize;
+        bytes[40..40 + used].copy_from_slice(&self.pending[..used]);
+        HashState {
+            bytes,
+            len: 40 + used,
+        }
+    }
+
+    /// A hasher in the state `state` records.
+    pub fn resume(state: &HashState) -> ResumableHasher {
+        let b = &state.bytes;
+        let len = u64::from_be_bytes(b[..8].try_into().unwrap_or_default());
+        let mut words = [0u32; 8];
+        for (word, chunk) in words.iter_mut().zip(b[8..40].chunks_exact(4)) {
+            *word = u32::from_be_bytes(chunk.try_into().unwrap_or_default());
+        }
+        let mut pending = [0u8; 64];
+        let used = (len % 64) as usize;
+        pending[..used].copy_from_slice(&b[40..40 + used]);
+        ResumableHasher {
+            state: words,
+            len,
+            pending,
+        }
+    }
+}
+
+/// A [`ResumableHasher`]'s state after some prefix: the prefix's length,
+/// SHA-256's eight state words, and the bytes of its last, incomplete
+/// block. Encoded (big-endian) as `u64 length, 8 × u32, length % 64
+/// bytes`: 40 to 103 bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashState {
+    bytes: [u8; HashState::MAX_LEN],
+    len: usize,
+}
+
+impl HashState {
+    /// The longest encoding.
+    pub const MAX_LEN: usize = 40 + 63;
+
+    /// How many bytes were hashed.
+    pub fn hashed(&self) -> u64 {
+        u64::from_be_bytes(self.bytes[..8].try_into().unwrap_or_default())
+    }
+
+    /// Its encoding.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// Reads an encoding; `None` if it is not one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<HashState> {
+        if bytes.len() < 40 || bytes.len() > Self::MAX_LEN {
+            return None;
+        }
+        let hashed = u64::from_be_bytes(bytes[..8].try_into().ok()?);
+        if bytes.len() != 40 + (hashed % 64) as usize {
+            return None;
+        }
+        let mut out = [0u8; Self::MAX_LEN];
+        out[..bytes.len()].copy_from_slice(bytes);
+        Some(HashState {
+            bytes: out,
+            len: bytes.len(),
+        })
+    }
+}
+
+impl fmt::Debug for HashState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HashState({} bytes hashed)", self.hashed())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_resumable_hasher_is_sha256_however_it_is_fed_and_resumed() {
+        let data: alloc::vec::Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        for len in [0usize, 1, 55, 56, 63, 64, 65, 119, 128, 500, 1000] {
+            let want = Digest::of(&data[..len]);
+            for cut in [0, 1, 31, 63, 64, 65, len / 2, len] {
+                let cut = cut.min(len);
+                let mut h = ResumableHasher::new();
+                for piece in data[..cut].chunks(7) {
+                    h.update(piece);
+                }
+                let state = h.state();
+                assert_eq!(state.hashed(), cut as u64);
+                let again = HashState::from_bytes(state.as_bytes()).unwrap();
+                let mut h = ResumableHasher::resume(&again);
+                h.update(&data[cut..len]);
+                assert_eq!(h.finish(), want, "len {len}, cut {cut}");
+            }
+        }
+        assert!(HashState::from_bytes(&[0; 39]).is_none());
+        assert!(HashState::from_bytes(&[0; 41]).is_none());
+    }
 
     #[test]
     fn empty_is_the_digest_of_no_bytes() {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 /// What a person can do about most refusals: the packet itself is wrong.
 const REPACK: &str =
-    "the file is not a valid pillbox.session-packet/1: refuse it and repack from the source workspace";
+    "the file is not a valid session packet: refuse it and repack from the source workspace";
 /// ... about a packet whose members do not match its own manifest.
 const ALTERED: &str = "the packet was altered after it was packed: fetch it again from its source";
 /// ... about a packet over the format's limits.
@@ -138,6 +138,8 @@ error_codes! {
     MemberMismatch = "member_mismatch", ALTERED;
     /// A member's bytes do not hash to the manifest's sha256.
     MemberDigestMismatch = "member_digest_mismatch", ALTERED;
+    /// Two file members have the same sha256 but different sizes.
+    DigestSizeConflict = "digest_size_conflict", REPACK;
     /// A credential file was found among the members.
     CredentialInPacket = "credential_in_packet",
         "credential files are never carried in a packet: repack without it";

@@ -132,6 +132,179 @@ impl BodyScan {
     }
 }
 
+/// What one body holds, found by scanning its bytes alone: secrets by
+/// line and, for a repository configuration file, the git settings that
+/// run programs. Bodies with the same bytes and the same
+/// [`scan_class`] have the same findings, so a consumer that keeps bodies
+/// by their digest scans each once and keeps its findings beside it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BodyFindings {
+    /// `(line, rule id)` of each secret, by line.
+    pub secrets: Vec<(u64, &'static str)>,
+    /// `(line, setting, why)` of each git setting, by line.
+    pub git: Vec<(u64, String, &'static str)>,
+}
+
+impl BodyFindings {
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty() && self.git.is_empty()
+    }
+}
+
+/// What a body's findings depend on besides its bytes: `0` for an
+/// ordinary file, `1` for a git configuration file that is not a
+/// repository's, `3` for a repository configuration file (credential
+/// rules for git URLs, and the settings that run programs).
+pub fn scan_class(member_path: &str) -> u8 {
+    let relative = member_path.split_once('/').map_or("", |(_, rest)| rest);
+    u8::from(crate::secrets::is_git_config(relative))
+        | (u8::from(git::is_repository_config(relative)) << 1)
+}
+
+/// Scans one body as it comes, in pieces of any size, for
+/// [`BodyFindings`]. Its state can be kept and resumed
+/// ([`BodyScanner::snapshot`]), so a body that grew is scanned only from
+/// where its earlier version ended.
+#[derive(Debug)]
+pub struct BodyScanner {
+    detector: Detector,
+    config: Option<Vec<u8>>,
+}
+
+impl BodyScanner {
+    /// A scanner for the body of the member at `member_path`.
+    pub fn new(scanner: &Scanner, member_path: &str) -> BodyScanner {
+        let relative = member_path.split_once('/').map_or("", |(_, rest)| rest);
+        BodyScanner {
+            detector: scanner.detector(relative),
+            config: git::is_repository_config(relative).then(Vec::new),
+        }
+    }
+
+    /// A scanner in the state `snapshot` recorded, for a member of the same
+    /// [`scan_class`]; `None` if it is not such a snapshot.
+    pub fn resume(scanner: &Scanner, member_path: &str, snapshot: &[u8]) -> Option<BodyScanner> {
+        let relative = member_path.split_once('/').map_or("", |(_, rest)| rest);
+        let (config, detector) = match snapshot.split_first()? {
+            (0, rest) => (None, rest),
+            (1, rest) => {
+                let n = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+                (Some(rest.get(4..4 + n)?.to_vec()), rest.get(4 + n..)?)
+            }
+            _ => return None,
+        };
+        if config.is_some() != git::is_repository_config(relative) {
+            return None;
+        }
+        Some(BodyScanner {
+            detector: scanner.resume(relative, detector)?,
+            config,
+        })
+    }
+
+    /// The next bytes of the body.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.detector.feed(bytes);
+        if let Some(config) = &mut self.config {
+            if config.len() + bytes.len() <= CONFIG_MAX {
+                config.extend_from_slice(bytes);
+            } else {
+                self.config = None;
+            }
+        }
+    }
+
+    /// Its state after the bytes so far.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match &self.config {
+            Some(config) => {
+                out.push(1);
+                out.extend_from_slice(&(config.len() as u32).to_be_bytes());
+                out.extend_from_slice(config);
+            }
+            None => out.push(0),
+        }
+        out.extend_from_slice(&self.detector.snapshot());
+        out
+    }
+
+    /// What the body holds.
+    pub fn finish(self) -> BodyFindings {
+        let secrets = self
+            .detector
+            .finish()
+            .into_iter()
+            .map(|f| (f.line, f.rule.id))
+            .collect();
+        let git = self
+            .config
+            .map(|c| {
+                git::active_settings(&c)
+                    .into_iter()
+                    .map(|s| (s.line, s.key, s.why))
+                    .collect()
+            })
+            .unwrap_or_default();
+        BodyFindings { secrets, git }
+    }
+}
+
+impl Findings {
+    /// A packet's findings from its manifest and its bodies' findings, for
+    /// a consumer that scanned bodies one by one ([`BodyScanner`]) or kept
+    /// their findings: `body(i)` gives those of member `i`'s body (`None`
+    /// for a member without one, or whose body holds nothing). The same
+    /// findings a [`Reader`](crate::Reader) reports for the packet.
+    pub fn assemble(
+        manifest: &Manifest,
+        mut body: impl FnMut(usize) -> Option<BodyFindings>,
+    ) -> Findings {
+        let mut collector = Collector::new();
+        collector.manifest(manifest);
+        for (i, m) in manifest.members.iter().enumerate() {
+            let Some(found) = body(i) else { continue };
+            for (line, rule) in found.secrets {
+                collector.findings.secrets.push(SecretFinding {
+                    path: m.path.clone(),
+                    line: Some(line),
+                    rule,
+                });
+            }
+            for (line, setting, why) in found.git {
+                collector.findings.git.push(GitFinding {
+                    path: m.path.clone(),
+                    line: Some(line),
+                    setting,
+                    why,
+                });
+            }
+        }
+        collector.finish()
+    }
+
+    /// What the body of the member at `path` holds, as these findings
+    /// report it: the inverse of [`Findings::assemble`], for keeping a
+    /// packet's findings by body.
+    pub fn of_body(&self, path: &str) -> BodyFindings {
+        BodyFindings {
+            secrets: self
+                .secrets
+                .iter()
+                .filter(|f| f.path == path)
+                .filter_map(|f| Some((f.line?, f.rule)))
+                .collect(),
+            git: self
+                .git
+                .iter()
+                .filter(|f| f.path == path)
+                .filter_map(|f| Some((f.line?, f.setting.clone(), f.why)))
+                .collect(),
+        }
+    }
+}
+
 /// Collects the findings while a reader reads: fed the reader's own
 /// events, so every body is looked at in the same pass that hashes it.
 #[derive(Debug)]
@@ -167,7 +340,7 @@ impl Collector {
     /// rule names, and executable hooks.
     pub(crate) fn manifest(&mut self, manifest: &Manifest) {
         for m in &manifest.members {
-            if m.kind == Kind::Dir {
+            if m.kind() == Kind::Dir {
                 continue;
             }
             let relative = m.relative_path();
@@ -180,7 +353,7 @@ impl Collector {
                     });
                 }
             }
-            if m.kind == Kind::File && m.mode == 0o755 && git::is_hook(relative) {
+            if m.kind() == Kind::File && m.mode().is_executable() && git::is_hook(relative) {
                 self.findings.git.push(GitFinding {
                     path: m.path.clone(),
                     line: None,
@@ -192,11 +365,11 @@ impl Collector {
     }
 
     pub(crate) fn start(&mut self, member: &Member) {
-        self.current = (member.kind == Kind::File).then(|| {
+        self.current = (member.kind() == Kind::File).then(|| {
             let relative = member.relative_path();
             Current {
                 path: member.path.clone(),
-                size: member.size,
+                size: member.size(),
                 fed: 0,
                 detector: None,
                 config: git::is_repository_config(relative).then(Vec::new),
@@ -344,7 +517,7 @@ mod tests {
             let mut scan = BodyScan::new(manifest);
             for (i, m) in manifest.members.iter().enumerate() {
                 let at = read.data_offsets[i] as usize;
-                let body = &built.bytes[at..at + m.size as usize];
+                let body = &built.bytes[at..at + m.size() as usize];
                 for chunk in body.chunks(piece.min(body.len().max(1))) {
                     scan.body(manifest, i, chunk);
                 }
@@ -355,5 +528,40 @@ mod tests {
             scan.body(manifest, manifest.members.len(), b"x");
             assert_eq!(&scan.finish(manifest), found, "pieces of {piece}");
         }
+
+        // Body by body, each scanned on its own, stopped anywhere and
+        // resumed from its snapshot: the same findings, assembled.
+        let scanner = Scanner::new();
+        for cut in [0usize, 1, 9, 17, 40, usize::MAX] {
+            let mut bodies: Vec<Option<BodyFindings>> = Vec::new();
+            for (i, m) in manifest.members.iter().enumerate() {
+                let Some(b) = m.body() else {
+                    bodies.push(None);
+                    continue;
+                };
+                let at = read.data_offsets[i] as usize;
+                let body = &built.bytes[at..at + b.size as usize];
+                let cut = cut.min(body.len());
+                let mut first = BodyScanner::new(&scanner, &m.path);
+                for piece in body[..cut].chunks(3) {
+                    first.feed(piece);
+                }
+                let snapshot = first.snapshot();
+                let mut resumed = BodyScanner::resume(&scanner, &m.path, &snapshot).unwrap();
+                resumed.feed(&body[cut..]);
+                let got = resumed.finish();
+                assert_eq!(got, found.of_body(&m.path), "{} cut at {cut}", m.path);
+                bodies.push(Some(got));
+            }
+            let assembled = Findings::assemble(manifest, |i| bodies[i].clone());
+            assert_eq!(&assembled, found, "cut at {cut}");
+        }
+        // A snapshot is refused for a member of another class, and garbage
+        // is no snapshot.
+        let config = BodyScanner::new(&scanner, "workspace/.git/config").snapshot();
+        assert!(BodyScanner::resume(&scanner, "workspace/a.txt", &config).is_none());
+        assert!(BodyScanner::resume(&scanner, "workspace/a.txt", b"\0\x09").is_none());
+        assert_eq!(scan_class("workspace/a.txt"), 0);
+        assert_eq!(scan_class("workspace/.git/config"), 3);
     }
 }

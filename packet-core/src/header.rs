@@ -23,6 +23,9 @@ pub const PAX_HEADER_NAME: &str = "././@PaxHeader";
 /// format's maximum length, with their record framing.
 pub const MAX_PAX_BYTES: u64 = 2 * 4096 + 64;
 
+/// The most bytes a member's header can declare: 11 octal digits.
+pub const MAX_MEMBER_BYTES: u64 = 0o77_777_777_777;
+
 pub(crate) const TYPE_FILE: u8 = b'0';
 pub(crate) const TYPE_SYMLINK: u8 = b'2';
 pub(crate) const TYPE_DIR: u8 = b'5';

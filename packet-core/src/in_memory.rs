@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use crate::digest::Digest;
 use crate::error::WriteError;
 use crate::limits::Limits;
-use crate::manifest::{Exclusion, Harness, Manifest, Member};
+use crate::manifest::{Exclusion, Format, Harness, Manifest, Member};
 use crate::path;
 use crate::writer::{Step, Writer};
 
@@ -90,12 +90,26 @@ pub fn build(
     exclusions: Vec<Exclusion>,
     limits: &Limits,
 ) -> Result<Built, WriteError> {
+    build_as(Format::CURRENT, sources, harness, exclusions, limits)
+}
+
+/// [`build`] in a given version of the format: a /1 packet, for the read
+/// path of packets written before /2.
+pub fn build_as(
+    format: Format,
+    sources: &[Source],
+    harness: Option<Harness>,
+    exclusions: Vec<Exclusion>,
+    limits: &Limits,
+) -> Result<Built, WriteError> {
     // Sorted as the manifest sorts its members, so that the body of
     // `manifest.members[i]` is `sorted[i].body()`.
     let mut sorted: Vec<&Source> = sources.iter().collect();
     sorted.sort_by(|a, b| path::compare(a.path(), b.path()));
     let members = sorted.iter().map(|s| s.member()).collect();
-    let manifest = Manifest::build(members, harness, exclusions, limits)?;
+    let mut manifest = Manifest::assemble(members, harness, exclusions);
+    manifest.format = format;
+    manifest.validate(limits)?;
     let mut bytes = Vec::with_capacity(manifest.packet_size() as usize);
     let mut writer = Writer::new(&manifest);
     let digest = loop {
@@ -119,6 +133,11 @@ pub fn build(
 /// A small valid packet (a workspace with a file, a directory and a
 /// symlink), for examples and smoke tests.
 pub fn sample_packet() -> Vec<u8> {
+    sample().map(|b| b.bytes).unwrap_or_default()
+}
+
+/// [`sample_packet`] with its manifest and digest.
+pub fn sample() -> Result<Built, WriteError> {
     let sources = [
         Source::Dir {
             path: "workspace".into(),
@@ -142,6 +161,4 @@ pub fn sample_packet() -> Vec<u8> {
         },
     ];
     build(&sources, None, Vec::new(), &Limits::FORMAT)
-        .map(|b| b.bytes)
-        .unwrap_or_default()
 }

@@ -1,8 +1,9 @@
 //! # packet-core
 //!
-//! The one implementation of the `pillbox.session-packet/1` format: a
-//! deterministic, content-addressed POSIX ustar file that carries an AI
-//! coding agent's workspace and, optionally, its harness state. The
+//! The one implementation of the `pillbox.session-packet/2` format (and
+//! the reader of `/1`): a deterministic POSIX ustar file that carries an
+//! AI coding agent's workspace and, optionally, its harness state, named
+//! by the SHA-256 of its manifest, which determines every other byte. The
 //! specification is `docs/session-packet.md`; this crate is its code.
 //!
 //! `no_std` + `alloc`, no I/O: consumers (the CLI, the Worker, the browser
@@ -34,6 +35,8 @@
 //!     })?;
 //! }
 //! let packet = reader.finish()?;
+//! // A packet is named by its manifest's exact bytes.
+//! assert_eq!(packet.digest, packet_core::Digest::of(&built.manifest.to_canonical_json()));
 //! assert_eq!(packet.digest, built.digest);
 //! assert_eq!(packet.size, built.bytes.len() as u64);
 //! assert_eq!(packet.manifest.members.len(), 2);
@@ -49,11 +52,12 @@
 //! | item | what it is |
 //! |---|---|
 //! | [`Reader`], [`ReaderOptions`], [`Event`], [`VerifiedPacket`], [`reader::verify`] | packet bytes in chunks → verified members |
+//! | [`assembled`] | a /2 packet verified from its manifest and its bodies' proofs, wherever the bodies are kept |
 //! | [`Writer`], [`WriterOptions`], [`Step`] | a manifest and bodies → packet bytes |
-//! | [`Manifest`], [`Member`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
+//! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Format`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
 //! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
-//! | [`Digest`], [`Hasher`] | SHA-256 and the `sha256:<hex>` form |
+//! | [`Digest`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form, and a hash that stops and goes on later |
 //! | [`Limits`], [`Kind`] | the format's limits and member types |
 //! | [`offsets`] | where each member's header and body lie, and the format's bytes of any range |
 //! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
@@ -69,6 +73,7 @@
 
 extern crate alloc;
 
+pub mod assembled;
 pub mod diff;
 mod digest;
 mod error;
@@ -86,12 +91,16 @@ mod scan;
 pub mod secrets;
 mod writer;
 
-pub use digest::{Digest, Hasher, HexDigest};
+pub use digest::{Digest, HashState, Hasher, HexDigest, ResumableHasher};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
-pub use findings::{BodyScan, Findings, GitFinding, SecretFinding, HOOK_WHY};
+pub use findings::{
+    scan_class, BodyFindings, BodyScan, BodyScanner, Findings, GitFinding, SecretFinding, HOOK_WHY,
+};
 pub use header::Kind;
 pub use limits::Limits;
-pub use manifest::{Exclusion, Harness, HarnessKind, Manifest, Member, Totals, FORMAT_ID};
+pub use manifest::{
+    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, Mode, Totals, FORMAT_ID,
+};
 pub use reader::{Event, HashedElsewhere, PacketHash, Reader, ReaderOptions, VerifiedPacket};
 pub use writer::{Step, Writer, WriterOptions};
 

@@ -1,5 +1,7 @@
 //! The format's limits (docs/session-packet.md, "Limits").
 
+use crate::manifest::Format;
+
 /// Upper bounds a reader enforces before it reads any body.
 ///
 /// [`Limits::FORMAT`] holds the format's maximums; a consumer may tighten
@@ -18,10 +20,11 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The format's maximums: 1 GiB, 250,000 members, 4096-byte paths,
-    /// 64 MiB of manifest.
+    /// The format's maximums: 16 GiB (1 GiB for a /1 packet, see
+    /// [`Limits::for_format`]), 250,000 members, 4096-byte paths, 64 MiB of
+    /// manifest.
     pub const FORMAT: Limits = Limits {
-        max_packet_bytes: 1 << 30,
+        max_packet_bytes: Format::V2.max_packet_bytes(),
         max_members: 250_000,
         max_path_bytes: 4096,
         max_manifest_bytes: 64 << 20,
@@ -34,6 +37,18 @@ impl Limits {
             max_members: self.max_members.min(Self::FORMAT.max_members),
             max_path_bytes: self.max_path_bytes.min(Self::FORMAT.max_path_bytes),
             max_manifest_bytes: self.max_manifest_bytes.min(Self::FORMAT.max_manifest_bytes),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits, clamped to the format's maximums and to those of
+    /// version `format` (a /1 packet is at most 1 GiB).
+    pub fn for_format(self, format: Format) -> Limits {
+        let clamped = self.clamped();
+        Limits {
+            max_packet_bytes: clamped.max_packet_bytes.min(format.max_packet_bytes()),
+            ..clamped
         }
     }
 }

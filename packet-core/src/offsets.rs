@@ -104,7 +104,7 @@ pub fn header_bytes(member: &Member) -> Vec<u8> {
 }
 
 fn has_body(member: &Member) -> bool {
-    member.kind == Kind::File && member.size > 0
+    member.kind() == Kind::File && member.size() > 0
 }
 
 impl Offsets {
@@ -119,7 +119,7 @@ impl Offsets {
             headers.push(at);
             at = at.saturating_add(header::encoded_len(&m.header_spec()));
             data.push(at);
-            at = at.saturating_add(header::padded(m.size));
+            at = at.saturating_add(header::padded(m.size()));
         }
         Offsets {
             manifest_len,
@@ -229,14 +229,14 @@ impl Offsets {
                         let (h, d) = (self.headers[i], self.data[i]);
                         if at < d {
                             (h, d, Some(member))
-                        } else if at < d + member.size {
+                        } else if at < d + member.size() {
                             return Err(Misuse::new(alloc::format!(
                                 "offset {at} is inside a member's body, not bytes the format writes"
                             ))
                             .at_path(&member.path));
                         } else {
                             let next = self.headers.get(i + 1).copied().unwrap_or(self.size);
-                            (d + member.size, next, None)
+                            (d + member.size(), next, None)
                         }
                     }
                 }
@@ -290,10 +290,10 @@ impl Iterator for Pieces<'_> {
                 Some(i) => {
                     let member = &self.manifest.members[i];
                     let d = o.data[i];
-                    if at >= d && at < d + member.size && has_body(member) {
+                    if at >= d && at < d + member.size() && has_body(member) {
                         Piece::Body {
                             index: i,
-                            range: at - d..(d + member.size).min(self.end) - d,
+                            range: at - d..(d + member.size()).min(self.end) - d,
                         }
                     } else {
                         // A header, padding or the end marker: up to the

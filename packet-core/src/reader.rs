@@ -38,6 +38,8 @@ use crate::findings::{Collector, Findings};
 use crate::header::{self, Fields, HeaderSpec, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
 use crate::manifest::stream::ManifestStream;
+#[cfg(test)]
+use crate::manifest::Format;
 use crate::manifest::{Manifest, Member};
 use crate::path::{self, MANIFEST_PATH};
 
@@ -46,17 +48,11 @@ use crate::path::{self, MANIFEST_PATH};
 pub struct ReaderOptions {
     /// Limits to enforce (clamped to the format's).
     pub limits: Limits,
-    /// The digest the whole packet must have, checked when the reader
-    /// finishes, whoever hashed the packet.
+    /// The digest the packet must have (docs/session-packet.md §9): for a
+    /// /2 packet, its `packet.json`'s, checked as soon as that is read and
+    /// before any other member; for a /1 packet, the whole file's, checked
+    /// when the reader finishes, whoever hashed the packet.
     pub expected_digest: Option<Digest>,
-    /// Skip hashing member bodies. Only for a second read of a packet whose
-    /// members were all verified in a first read: when this read's whole
-    /// packet digest equals the digest of that first read, the bodies are
-    /// the same bytes, so hashing them again proves nothing. Every other
-    /// check (headers, order, sizes, padding, end marker) still runs. A
-    /// caller that sets this MUST set `expected_digest` to the first read's
-    /// digest.
-    pub skip_member_digests: bool,
 }
 
 /// Something the reader found, reported while it reads the chunk holding
@@ -87,8 +83,9 @@ pub enum Event<'a> {
     },
 }
 
-/// A packet read to its end: every check passed and its digest is known
-/// (and equal to the expected one, when one was given).
+/// A packet read to its end, or assembled from bodies
+/// ([`crate::assembled`]): every check passed and its digest is known (and
+/// equal to the expected one, when one was given).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VerifiedPacket {
@@ -131,6 +128,7 @@ impl PacketHash for Hasher {
 
 /// The caller hashes the same bytes elsewhere (another thread, a platform
 /// digest stream) and hands the digest to [`Reader::finish_with_digest`].
+/// Only a /1 packet needs it ([`Reader::whole_hash_needed`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HashedElsewhere;
 
@@ -149,6 +147,11 @@ pub struct Reader<H: PacketHash = Hasher> {
     parser: Parser,
     failed: Option<Error>,
     collector: Collector,
+    /// Whether the whole packet is still being hashed: until `packet.json`
+    /// shows a /2 packet, which its manifest names.
+    whole_hash: bool,
+    /// The SHA-256 of `packet.json`'s bytes, once read.
+    manifest_digest: Digest,
 }
 
 impl Reader {
@@ -161,7 +164,12 @@ impl Reader {
     /// expected digest was given, if the packet's digest differs.
     pub fn finish(self) -> Result<VerifiedPacket, Error> {
         let (ended, hash) = self.end()?;
-        ended.with_digest(hash.finish())
+        let digest = if ended.manifest.format.named_by_manifest() {
+            ended.manifest_digest
+        } else {
+            hash.finish()
+        };
+        ended.with_digest(digest)
     }
 }
 
@@ -171,13 +179,25 @@ impl Reader<HashedElsewhere> {
         Reader::with_hash(options, HashedElsewhere)
     }
 
-    /// Ends the input, `digest` being the whole packet's, computed by the
-    /// caller over exactly the bytes fed. Fails if the packet is
-    /// incomplete or, when an expected digest was given, if `digest`
-    /// differs from it.
-    pub fn finish_with_digest(self, digest: Digest) -> Result<VerifiedPacket, Error> {
+    /// Ends the input. `whole` is the whole packet's digest, computed by
+    /// the caller over exactly the bytes fed: a /1 packet's name, which it
+    /// needs; a /2 packet is named by its manifest and does not consult it
+    /// ([`Reader::whole_hash_needed`]). Fails if the packet is incomplete,
+    /// if a /1 packet's whole digest is not given or, when an expected
+    /// digest was given, if the packet's digest differs from it.
+    pub fn finish_with_digest(self, whole: Option<Digest>) -> Result<VerifiedPacket, Error> {
         let (ended, _) = self.end()?;
-        ended.with_digest(digest)
+        match (ended.manifest.format.named_by_manifest(), whole) {
+            (true, _) => {
+                let digest = ended.manifest_digest;
+                ended.with_digest(digest)
+            }
+            (false, Some(d)) => ended.with_digest(d),
+            (false, None) => Err(Error::new(
+                ErrorCode::PacketDigestMismatch,
+                "a pillbox.session-packet/1 is named by the hash of the whole file, and it was not computed",
+            )),
+        }
     }
 }
 
@@ -194,7 +214,19 @@ impl<H: PacketHash> Reader<H> {
             parser: Parser::new(),
             failed: None,
             collector: Collector::new(),
+            whole_hash: true,
+            manifest_digest: Digest::EMPTY,
         }
+    }
+
+    /// Whether the caller of a [`Reader<HashedElsewhere>`] must hash the
+    /// whole packet: `None` until `packet.json` is read, then `Some(true)`
+    /// for a /1 packet (named by the whole file) and `Some(false)` for a /2
+    /// packet (named by its manifest).
+    pub fn whole_hash_needed(&self) -> Option<bool> {
+        self.manifest
+            .as_ref()
+            .map(|m| !m.format.named_by_manifest())
     }
 
     /// The manifest, once [`Event::Manifest`] has been reported.
@@ -245,7 +277,27 @@ impl<H: PacketHash> Reader<H> {
             input = rest;
             let event = match found {
                 None => continue,
-                Some(Found::Manifest(manifest)) => {
+                Some(Found::Manifest(manifest, json_digest)) => {
+                    if manifest.format.named_by_manifest() {
+                        self.whole_hash = false;
+                        self.manifest_digest = json_digest;
+                        if let Some(expected) =
+                            self.options.expected_digest.filter(|e| *e != json_digest)
+                        {
+                            // Before any member is read: the manifest names
+                            // every other byte of the packet.
+                            let e = Error::new(
+                                ErrorCode::PacketDigestMismatch,
+                                alloc::format!(
+                                    "expected {expected}, this packet's manifest is {json_digest}"
+                                ),
+                            )
+                            .at_path(MANIFEST_PATH)
+                            .at_offset(BLOCK as u64);
+                            self.failed = Some(e.clone());
+                            break Err(e.into());
+                        }
+                    }
                     self.data_offsets.reserve_exact(manifest.members.len());
                     self.collector.manifest(&manifest);
                     Event::Manifest(self.manifest.insert(*manifest))
@@ -278,7 +330,9 @@ impl<H: PacketHash> Reader<H> {
                 break Err(e);
             }
         };
-        self.packet_hash.update(&chunk[..chunk.len() - input.len()]);
+        if self.whole_hash {
+            self.packet_hash.update(&chunk[..chunk.len() - input.len()]);
+        }
         result
     }
 
@@ -297,6 +351,7 @@ impl<H: PacketHash> Reader<H> {
                     manifest_range: BLOCK as u64..BLOCK as u64 + self.parser.manifest_len,
                     expected: self.options.expected_digest,
                     findings: self.collector.finish(),
+                    manifest_digest: self.manifest_digest,
                 },
                 self.packet_hash,
             )),
@@ -329,6 +384,7 @@ struct Ended {
     manifest_range: Range<u64>,
     expected: Option<Digest>,
     findings: Findings,
+    manifest_digest: Digest,
 }
 
 impl Ended {
@@ -359,8 +415,9 @@ pub fn verify(bytes: &[u8], options: ReaderOptions) -> Result<VerifiedPacket, Er
 
 /// What one step of the parser found in the bytes it consumed.
 enum Found<'m> {
-    /// Boxed: a manifest is much larger than the other findings.
-    Manifest(alloc::boxed::Box<Manifest>),
+    /// Boxed: a manifest is much larger than the other findings. With the
+    /// SHA-256 of its bytes.
+    Manifest(alloc::boxed::Box<Manifest>, Digest),
     MemberStart {
         index: usize,
         member: &'m Member,
@@ -389,7 +446,7 @@ enum State {
         index: usize,
         remaining: u64,
         /// The manifest's sha256 of the body.
-        expected: Option<Digest>,
+        expected: Digest,
         /// Where the body starts (errors point there).
         data_offset: u64,
         /// Padding after the body.
@@ -429,6 +486,8 @@ struct Parser {
     /// next step, which consumes nothing.
     pending_end: Option<usize>,
     body_hasher: Hasher,
+    /// `packet.json`'s bytes, hashed as they arrive.
+    manifest_hasher: Hasher,
 }
 
 impl Parser {
@@ -449,6 +508,7 @@ impl Parser {
             next_index: 0,
             pending_end: None,
             body_hasher: Hasher::new(),
+            manifest_hasher: Hasher::new(),
         }
     }
 
@@ -510,6 +570,7 @@ impl Parser {
                 if let Some(stream) = &mut self.manifest_text {
                     stream.feed(text);
                 }
+                self.manifest_hasher.update(text);
                 if self.manifest_padding_nonzero.is_none() {
                     if let Some(i) = header::first_nonzero(padding) {
                         let at = self.manifest_read + text.len() as u64 + i as u64;
@@ -539,7 +600,11 @@ impl Parser {
                         .finish(&options.limits, size)
                         .map_err(|e| e.at_offset(body_start))?;
                     self.state = State::Header;
-                    (n, Some(Found::Manifest(alloc::boxed::Box::new(manifest))))
+                    let digest = core::mem::take(&mut self.manifest_hasher).finish();
+                    (
+                        n,
+                        Some(Found::Manifest(alloc::boxed::Box::new(manifest), digest)),
+                    )
                 }
             }
             State::Body {
@@ -550,25 +615,20 @@ impl Parser {
                 padding,
             } => {
                 let n = (remaining.min(input.len() as u64)) as usize;
-                let check = !options.skip_member_digests;
-                if check {
-                    self.body_hasher.update(&input[..n]);
-                }
+                self.body_hasher.update(&input[..n]);
                 let remaining = remaining - n as u64;
                 if remaining == 0 {
                     let hasher = core::mem::take(&mut self.body_hasher);
-                    if check {
+                    {
                         let got = hasher.finish();
-                        if Some(got) != expected {
+                        if got != expected {
                             // At the body's first byte, whatever the chunking.
                             let mut e = Error::new(
                                 ErrorCode::MemberDigestMismatch,
                                 alloc::format!(
                                     "the bytes hash to {}, the manifest says {}",
                                     got.hex(),
-                                    expected
-                                        .map(|d| alloc::string::ToString::to_string(&d.hex()))
-                                        .unwrap_or_default()
+                                    expected.hex()
                                 ),
                             )
                             .at_offset(data_offset);
@@ -861,11 +921,11 @@ impl Parser {
         let mismatch = |what: alloc::string::String| {
             Error::new(ErrorCode::MemberMismatch, what).at_path(&member.path)
         };
-        if kind != member.kind {
+        if kind != member.kind() {
             return Err(mismatch(alloc::format!(
                 "the archive has a {}, the manifest a {}",
                 kind.as_str(),
-                member.kind.as_str()
+                member.kind().as_str()
             )));
         }
         if !kind.allows_mode(raw.mode) {
@@ -879,18 +939,18 @@ impl Parser {
             )
             .at_path(&member.path));
         }
-        if raw.mode != member.mode {
+        if raw.mode != member.mode().bits() {
             return Err(mismatch(alloc::format!(
-                "the archive has mode {:o}, the manifest {:o}",
+                "the archive has mode {:o}, the manifest {}",
                 raw.mode,
-                member.mode
+                member.mode()
             )));
         }
-        if raw.size != member.size {
+        if raw.size != member.size() {
             return Err(mismatch(alloc::format!(
                 "the header declares {} bytes, the manifest {}",
                 raw.size,
-                member.size
+                member.size()
             )));
         }
         if kind == Kind::Symlink {
@@ -905,7 +965,7 @@ impl Parser {
                 }
                 None => raw.linkname,
             };
-            if Some(target_bytes) != member.target.as_deref().map(str::as_bytes) {
+            if Some(target_bytes) != member.target().map(str::as_bytes) {
                 return Err(mismatch(alloc::format!(
                     "the archive's link target {:?} differs from the manifest's",
                     alloc::string::String::from_utf8_lossy(target_bytes)
@@ -914,7 +974,7 @@ impl Parser {
         }
         if let Some(p) = &pax {
             let unneeded_path = p.path.is_some() && !header::needs_pax_path(&member.path);
-            let target = member.target.as_deref().unwrap_or("");
+            let target = member.target().unwrap_or("");
             let unneeded_link = p.linkpath.is_some()
                 && (kind != Kind::Symlink || !header::needs_pax_linkpath(target));
             if unneeded_path || unneeded_link {
@@ -953,17 +1013,17 @@ impl Parser {
         } else {
             self.block_start
         };
-        if kind == Kind::File && member.size > 0 {
+        if let Some(body) = member.body() {
             self.body_hasher = Hasher::new();
             self.state = State::Body {
                 index,
-                remaining: member.size,
-                expected: member.sha256,
+                remaining: body.size,
+                expected: body.sha256,
                 data_offset,
-                padding: header::padded(member.size) - member.size,
+                padding: header::padded(body.size) - body.size,
             };
         } else {
-            if kind == Kind::File && member.sha256 != Some(Digest::EMPTY) {
+            if member.sha256().is_some_and(|d| d != Digest::EMPTY) {
                 return Err(Error::new(
                     ErrorCode::MemberDigestMismatch,
                     "the file is empty but the manifest's sha256 is not that of no bytes",
@@ -1002,7 +1062,8 @@ mod tests {
             for c in bytes.chunks(chunk) {
                 r.feed(c)?;
             }
-            r.finish_with_digest(Digest::of(bytes))
+            let whole = (r.whole_hash_needed() == Some(true)).then(|| Digest::of(bytes));
+            r.finish_with_digest(whole)
         } else {
             let mut r = Reader::new(options);
             for c in bytes.chunks(chunk) {
@@ -1012,46 +1073,109 @@ mod tests {
         }
     }
 
+    fn sample_as(format: Format) -> crate::in_memory::Built {
+        let sample = crate::in_memory::sample().unwrap();
+        let sources: Vec<crate::in_memory::Source> = sample
+            .manifest
+            .members
+            .iter()
+            .zip(
+                &read_in_chunks(&sample.bytes, 1 << 20, false, None)
+                    .unwrap()
+                    .data_offsets,
+            )
+            .map(|(m, &at)| match &m.entry {
+                crate::manifest::Entry::Dir => crate::in_memory::Source::Dir {
+                    path: m.path.clone(),
+                },
+                crate::manifest::Entry::Symlink { target } => crate::in_memory::Source::Symlink {
+                    path: m.path.clone(),
+                    target: target.clone(),
+                },
+                crate::manifest::Entry::File {
+                    size, executable, ..
+                } => crate::in_memory::Source::File {
+                    path: m.path.clone(),
+                    contents: sample.bytes[at as usize..(at + size) as usize].to_vec(),
+                    executable: *executable,
+                },
+            })
+            .collect();
+        crate::in_memory::build_as(format, &sources, None, Vec::new(), &Limits::FORMAT).unwrap()
+    }
+
     #[test]
     fn offsets_point_at_the_member_bodies_and_packet_json() {
-        let bytes = sample_packet();
-        let digest = Digest::of(&bytes);
-        for chunk in [1, 7, 512, 100_000] {
-            for elsewhere in [false, true] {
-                let read = read_in_chunks(&bytes, chunk, elsewhere, Some(digest)).unwrap();
-                assert_eq!(read.size, bytes.len() as u64);
-                assert_eq!(read.digest, digest);
-                assert_eq!(read.data_offsets.len(), read.manifest.members.len());
-                for (m, &offset) in read.manifest.members.iter().zip(&read.data_offsets) {
-                    if let Some(sha) = m.sha256 {
-                        let body = &bytes[offset as usize..(offset + m.size) as usize];
-                        assert_eq!(Digest::of(body), sha, "{}", m.path);
+        for format in Format::ALL {
+            let built = sample_as(format);
+            let bytes = built.bytes;
+            let digest = built.digest;
+            for chunk in [1, 7, 512, 100_000] {
+                for elsewhere in [false, true] {
+                    let read = read_in_chunks(&bytes, chunk, elsewhere, Some(digest)).unwrap();
+                    assert_eq!(read.size, bytes.len() as u64);
+                    assert_eq!(read.digest, digest);
+                    assert_eq!(read.manifest.format, format);
+                    assert_eq!(read.data_offsets.len(), read.manifest.members.len());
+                    for (m, &offset) in read.manifest.members.iter().zip(&read.data_offsets) {
+                        if let Some(sha) = m.sha256() {
+                            let body = &bytes[offset as usize..(offset + m.size()) as usize];
+                            assert_eq!(Digest::of(body), sha, "{}", m.path);
+                        }
                     }
+                    let range =
+                        read.manifest_range.start as usize..read.manifest_range.end as usize;
+                    assert_eq!(&bytes[range], read.manifest.to_canonical_json().as_slice());
                 }
-                let range = read.manifest_range.start as usize..read.manifest_range.end as usize;
-                assert_eq!(&bytes[range], read.manifest.to_canonical_json().as_slice());
             }
         }
     }
 
     #[test]
-    fn the_whole_digest_is_checked_whoever_hashes() {
-        let bytes = sample_packet();
+    fn a_packet_is_named_by_its_manifest_in_2_and_by_its_file_in_1() {
+        let v2 = sample_as(Format::V2);
+        assert_eq!(v2.digest, Digest::of(&v2.manifest.to_canonical_json()));
+        assert_eq!(v2.digest, v2.manifest.json_digest());
+        let v1 = sample_as(Format::V1);
+        assert_eq!(v1.digest, Digest::of(&v1.bytes));
         let other = Digest::of(b"another packet");
-        for elsewhere in [false, true] {
-            let e = read_in_chunks(&bytes, 1000, elsewhere, Some(other)).unwrap_err();
-            assert_eq!(e.code(), ErrorCode::PacketDigestMismatch);
-            let read = read_in_chunks(&bytes, 1000, elsewhere, None).unwrap();
-            assert_eq!(read.digest, Digest::of(&bytes));
+        for built in [&v1, &v2] {
+            for elsewhere in [false, true] {
+                let e = read_in_chunks(&built.bytes, 1000, elsewhere, Some(other)).unwrap_err();
+                assert_eq!(e.code(), ErrorCode::PacketDigestMismatch);
+                let read = read_in_chunks(&built.bytes, 1000, elsewhere, None).unwrap();
+                assert_eq!(read.digest, built.digest);
+            }
         }
-        // A digest handed in that is not the expected one.
-        let mut r = Reader::hashed_elsewhere(ReaderOptions {
-            expected_digest: Some(Digest::of(&bytes)),
+        // A /2 packet's wrong name is refused at packet.json, before any
+        // other member is read.
+        let mut r = Reader::new(ReaderOptions {
+            expected_digest: Some(other),
             ..Default::default()
         });
-        r.feed(&bytes).unwrap();
-        let e = r.finish_with_digest(other).unwrap_err();
+        let mut events = 0;
+        let e = r
+            .feed_with(&v2.bytes, |_| {
+                events += 1;
+                Ok::<(), Error>(())
+            })
+            .unwrap_err();
         assert_eq!(e.code(), ErrorCode::PacketDigestMismatch);
+        assert_eq!((e.offset(), events), (Some(512), 0));
+        // A /1 packet's whole digest handed in that is not the expected one,
+        // or none at all.
+        for (whole, code) in [
+            (Some(other), ErrorCode::PacketDigestMismatch),
+            (None, ErrorCode::PacketDigestMismatch),
+        ] {
+            let mut r = Reader::hashed_elsewhere(ReaderOptions {
+                expected_digest: Some(v1.digest),
+                ..Default::default()
+            });
+            r.feed(&v1.bytes).unwrap();
+            assert_eq!(r.whole_hash_needed(), Some(true));
+            assert_eq!(r.finish_with_digest(whole).unwrap_err().code(), code);
+        }
     }
 
     /// Once a chunk is fed, every member whose last byte it held has
@@ -1065,7 +1189,7 @@ mod tests {
             .members
             .iter()
             .zip(&read.data_offsets)
-            .map(|(m, &at)| at + m.size)
+            .map(|(m, &at)| at + m.size())
             .collect();
         let mut r = Reader::new(ReaderOptions::default());
         let mut ended = 0;
@@ -1128,7 +1252,8 @@ mod tests {
         let manifest_end = BLOCK as u64 + header::padded(r.manifest().unwrap().canonical_len());
         assert_eq!(r.offset(), manifest_end);
         // The rest reads on.
+        let json = r.manifest().unwrap().to_canonical_json();
         r.feed(&bytes[manifest_end as usize..]).unwrap();
-        assert_eq!(r.finish().unwrap().digest, Digest::of(&bytes));
+        assert_eq!(r.finish().unwrap().digest, Digest::of(&json));
     }
 }

@@ -26,7 +26,8 @@
 //!             packet.extend_from_slice(body);
 //!         }
 //!         Step::Done(digest) => {
-//!             assert_eq!(digest, Some(Digest::of(&packet)));
+//!             // A /2 packet is named by its manifest's exact bytes.
+//!             assert_eq!(digest, Some(Digest::of(&manifest.to_canonical_json())));
 //!             break;
 //!         }
 //!     }
@@ -56,7 +57,9 @@ pub enum Step<'w> {
         /// Offset of the body's first byte in the packet.
         offset: u64,
     },
-    /// The packet is complete; the packet digest, if the writer computed it.
+    /// The packet is complete; the packet digest: a /2 packet's (its
+    /// manifest's) always, a /1 packet's (its whole file's) if the writer
+    /// hashed the output.
     Done(Option<Digest>),
 }
 
@@ -80,8 +83,9 @@ pub fn write_manifest_member(manifest: &Manifest, sink: &mut impl json::Sink) ->
 /// Options for [`Writer`].
 #[derive(Clone, Copy, Debug)]
 pub struct WriterOptions {
-    /// Hash the whole packet (off when the caller hashes the output itself,
-    /// e.g. on another thread).
+    /// Hash the whole packet, for a /1 packet's digest (off when the caller
+    /// hashes the output itself, e.g. on another thread). A /2 packet's
+    /// digest is its manifest's, which the writer always computes.
     pub packet_digest: bool,
     /// Hash each body and check it against the manifest, which catches a
     /// file that changed between hashing and writing.
@@ -122,6 +126,8 @@ pub struct Writer<'m> {
     pending_padding: usize,
     body_hasher: Option<Hasher>,
     packet_hasher: Option<Hasher>,
+    /// A /2 packet's digest, once its manifest is written.
+    manifest_digest: Option<Digest>,
 }
 
 impl<'m> Writer<'m> {
@@ -142,7 +148,9 @@ impl<'m> Writer<'m> {
             remaining: 0,
             pending_padding: 0,
             body_hasher: None,
-            packet_hasher: options.packet_digest.then(Hasher::new),
+            packet_hasher: (options.packet_digest && !manifest.format.named_by_manifest())
+                .then(Hasher::new),
+            manifest_digest: None,
         }
     }
 
@@ -150,7 +158,8 @@ impl<'m> Writer<'m> {
     /// member's header: for a caller that lays the packet out before every
     /// digest is known and writes `packet.json` last, with
     /// [`write_manifest_member`]. The manifest's JSON is never held in
-    /// memory. It computes no packet digest, whatever `options` say.
+    /// memory. It computes no /1 packet digest, whatever `options` say; a
+    /// /2 packet's is its manifest's.
     #[doc(hidden)]
     pub fn after_manifest(manifest: &'m Manifest, options: WriterOptions) -> Writer<'m> {
         let mut writer = Self::with_options(
@@ -162,6 +171,10 @@ impl<'m> Writer<'m> {
         );
         writer.state = State::Header(0);
         writer.offset = BLOCK as u64 + header::padded(manifest.canonical_len());
+        writer.manifest_digest = manifest
+            .format
+            .named_by_manifest()
+            .then(|| manifest.json_digest());
         writer
     }
 
@@ -188,6 +201,9 @@ impl<'m> Writer<'m> {
                 self.buf.reserve(BLOCK + len as usize);
                 header::encode(&HeaderSpec::manifest(len), &mut self.buf);
                 json::write_manifest(self.manifest, &mut self.buf);
+                if self.manifest.format.named_by_manifest() {
+                    self.manifest_digest = Some(Digest::of(&self.buf[BLOCK..]));
+                }
                 self.pending_padding = (header::padded(len) - len) as usize;
                 self.next_header(0)
             }
@@ -212,7 +228,7 @@ impl<'m> Writer<'m> {
                 }
                 if let Some(hasher) = self.body_hasher.take() {
                     let got = hasher.finish();
-                    if Some(got) != member.sha256 {
+                    if Some(got) != member.sha256() {
                         return Err(Error::new(
                             ErrorCode::MemberDigestMismatch,
                             "the file changed while it was being packed (its bytes no longer match the digest taken before writing)",
@@ -221,12 +237,14 @@ impl<'m> Writer<'m> {
                         .into());
                     }
                 }
-                self.pending_padding = header::padded(member.size) as usize - member.size as usize;
+                self.pending_padding =
+                    header::padded(member.size()) as usize - member.size() as usize;
                 self.next_header(index + 1)
             }
             State::End | State::Done => {
                 self.state = State::Done;
-                Ok(Step::Done(self.packet_hasher.take().map(Hasher::finish)))
+                let whole = self.packet_hasher.take().map(Hasher::finish);
+                Ok(Step::Done(self.manifest_digest.or(whole)))
             }
         }
     }
@@ -239,15 +257,15 @@ impl<'m> Writer<'m> {
         match self.manifest.members.get(index) {
             Some(member) => {
                 header::encode(&member.header_spec(), &mut self.buf);
-                if member.kind == Kind::File && member.size > 0 {
+                if member.kind() == Kind::File && member.size() > 0 {
                     self.state = State::AnnounceBody(index);
-                    self.remaining = member.size;
+                    self.remaining = member.size();
                     self.body_hasher = self.options.verify_bodies.then(Hasher::new);
                 } else {
                     self.state = State::Header(index + 1);
-                    if member.kind == Kind::File && self.options.verify_bodies {
+                    if member.kind() == Kind::File && self.options.verify_bodies {
                         // An empty file: its digest is that of no bytes.
-                        if member.sha256 != Some(Digest::EMPTY) {
+                        if member.sha256() != Some(Digest::EMPTY) {
                             return Err(Error::new(
                                 ErrorCode::MemberDigestMismatch,
                                 "the file changed while it was being packed",

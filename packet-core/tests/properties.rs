@@ -394,8 +394,8 @@ proptest! {
         prop_assert!(listed[0].3 == b.manifest.to_canonical_json());
         for (entry, (path, mode, link, body)) in b.manifest.members.iter().zip(&listed[1..]) {
             prop_assert_eq!(&entry.path, path);
-            prop_assert_eq!(entry.mode, *mode);
-            prop_assert_eq!(&entry.target, link);
+            prop_assert_eq!(entry.mode().bits(), *mode);
+            prop_assert_eq!(entry.target(), link.as_deref());
             prop_assert!(body.as_slice() == contents_of(&sources, &entry.path));
         }
     }

@@ -15,7 +15,7 @@
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use packet_core::in_memory::{build, Source};
-use packet_core::{reader, Digest, ErrorCode as C, Limits, Manifest, Member, ReaderOptions};
+use packet_core::{reader, Digest, ErrorCode as C, Limits, Manifest, ReaderOptions};
 
 const A: &str = "workspace/a.txt";
 const BLOCK: usize = 512;
@@ -289,8 +289,13 @@ fn limits_from_reader_options() {
     assert_eq!(loose.clamped(), Limits::FORMAT);
 }
 
+/// The packet's name: a /2 packet's is its manifest's.
+fn name_of(p: &[u8]) -> Digest {
+    reader::verify(p, ReaderOptions::default()).unwrap().digest
+}
+
 #[test]
-fn a_digest_computed_elsewhere_is_still_compared_with_the_expected_one() {
+fn a_digest_computed_elsewhere_is_not_needed_by_a_2_packet() {
     let p = base_packet();
     let read_elsewhere = |bytes: &[u8], expected: Option<Digest>| {
         let mut r = packet_core::Reader::hashed_elsewhere(ReaderOptions {
@@ -298,17 +303,19 @@ fn a_digest_computed_elsewhere_is_still_compared_with_the_expected_one() {
             ..Default::default()
         });
         r.feed(bytes)?;
-        r.finish_with_digest(Digest::of(bytes))
+        assert_eq!(r.whole_hash_needed(), Some(false));
+        r.finish_with_digest(None)
     };
     let e = read_elsewhere(&p, Some(Digest::of(b"other"))).unwrap_err();
     assert_eq!(e.code(), C::PacketDigestMismatch);
-    let v = read_elsewhere(&p, Some(Digest::of(&p))).unwrap();
-    assert_eq!(v.digest, Digest::of(&p));
-    assert_eq!(read_elsewhere(&p, None).unwrap().digest, Digest::of(&p));
-    // Member digests are still checked, before the packet's.
+    let v = read_elsewhere(&p, Some(name_of(&p))).unwrap();
+    assert_eq!(v.digest, name_of(&p));
+    assert_ne!(v.digest, Digest::of(&p));
+    assert_eq!(read_elsewhere(&p, None).unwrap().digest, name_of(&p));
+    // Member digests are still checked.
     let mut bad = p.clone();
     bad[find(&p, A).0 + BLOCK] ^= 1;
-    let e = read_elsewhere(&bad, Some(Digest::of(&p))).unwrap_err();
+    let e = read_elsewhere(&bad, Some(name_of(&p))).unwrap_err();
     assert_eq!(e.code(), C::MemberDigestMismatch);
 }
 
@@ -320,35 +327,23 @@ fn the_expected_digest_is_checked() {
         ..Default::default()
     };
     assert_eq!(refuse_with(&p, wrong).code(), C::PacketDigestMismatch);
-    let right = ReaderOptions {
+    // The whole file's hash does not name a /2 packet.
+    let whole = ReaderOptions {
         expected_digest: Some(Digest::of(&p)),
         ..Default::default()
     };
+    assert_eq!(refuse_with(&p, whole).code(), C::PacketDigestMismatch);
+    let right = ReaderOptions {
+        expected_digest: Some(name_of(&p)),
+        ..Default::default()
+    };
     let v = reader::verify(&p, right).unwrap();
-    assert_eq!(v.digest, Digest::of(&p));
     assert_eq!(v.size, p.len() as u64);
-    let d = Digest::of(&p);
+    let d = name_of(&p);
     assert_eq!(d.to_string().parse::<Digest>().unwrap(), d);
 }
 
 // ---------------------------------------------------------------- the manifest API
-
-#[test]
-fn a_mode_the_format_does_not_know_is_refused_by_the_manifest_api() {
-    let mut e = Member::file("workspace/x", 0, Digest::of(b""), false);
-    e.mode = 0o4644;
-    let err = Manifest::build(
-        vec![Member::dir("workspace"), e],
-        None,
-        vec![],
-        &Limits::FORMAT,
-    )
-    .unwrap_err();
-    assert_eq!(
-        (err.code(), err.path()),
-        (C::ModeNotCanonical, Some("workspace/x"))
-    );
-}
 
 #[test]
 fn more_members_than_the_format_allows() {

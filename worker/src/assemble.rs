@@ -131,7 +131,7 @@ impl Provers {
         Provers {
             pending: members
                 .iter()
-                .map(|&i| (i, (None, manifest.members[i].size)))
+                .map(|&i| (i, (None, manifest.members[i].size())))
                 .collect(),
             scan: BodyScan::new(manifest),
             copied: Vec::new(),
@@ -166,7 +166,7 @@ impl Provers {
         if *left == 0 {
             if let Some((Some(h), _)) = self.pending.remove(&member) {
                 let got = timing::timed(Stage::Hash, h.finish()).await?;
-                if Some(got) != manifest.members[member].sha256 {
+                if Some(got) != manifest.members[member].sha256() {
                     return Err(RebuildError::Body(member));
                 }
             }

@@ -36,7 +36,7 @@ pub struct ChunkRef {
 
 /// Whether a member has body bytes in the packet.
 pub fn has_body(member: &Member) -> bool {
-    member.kind == Kind::File && member.size > 0
+    member.kind() == Kind::File && member.size() > 0
 }
 
 /// A stored packet's layout.
@@ -59,8 +59,8 @@ impl Layout {
                 b.push(ChunkRef {
                     pack,
                     offset: offsets.data_offsets()[i],
-                    size: m.size,
-                    sha256: m.sha256.unwrap_or(Digest::EMPTY),
+                    size: m.size(),
+                    sha256: m.sha256().unwrap_or(Digest::EMPTY),
                 });
             }
             b.end_member();
@@ -142,7 +142,7 @@ impl Layout {
                 let sha256 = if n > 1 {
                     r.digest()?
                 } else {
-                    m.sha256.unwrap_or(Digest::EMPTY)
+                    m.sha256().unwrap_or(Digest::EMPTY)
                 };
                 if pack as usize >= packs || size == 0 {
                     return Err(Corrupt::new(format!(
@@ -158,7 +158,7 @@ impl Layout {
                     sha256,
                 });
             }
-            if total != if has_body(m) { m.size } else { 0 } || (has_body(m) && n == 0) {
+            if total != if has_body(m) { m.size() } else { 0 } || (has_body(m) && n == 0) {
                 return Err(Corrupt::new(format!(
                     "the layout's chunks for {} do not add up to its size",
                     m.path
@@ -297,7 +297,9 @@ mod tests {
         longer.push(0);
         assert!(Layout::decode(&longer, &m).is_err());
         let mut bigger = m.clone();
-        bigger.members[2].size = 301;
+        if let packet_core::Entry::File { size, .. } = &mut bigger.members[2].entry {
+            *size = 301;
+        }
         assert!(Layout::decode(&bytes, &bigger).is_err());
     }
 }

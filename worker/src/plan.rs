@@ -52,7 +52,7 @@ impl Bases {
     pub fn add(&mut self, manifest: &Manifest, layout: &Layout) {
         let map: Vec<u32> = layout.packs().iter().map(|p| self.intern(p)).collect();
         for (i, m) in manifest.members.iter().enumerate() {
-            let Some(sha) = m.sha256.filter(|_| has_body(m)) else {
+            let Some(sha) = m.sha256().filter(|_| has_body(m)) else {
                 continue;
             };
             if self.bodies.contains_key(&sha) {
@@ -170,16 +170,16 @@ impl Plan {
         let mut plan = Plan::default();
         let mut seen = HashSet::new();
         for m in manifest.members.iter().filter(|m| has_body(m)) {
-            let Some(sha) = m.sha256 else { continue };
-            if !seen.insert(sha) || bases.holds_body(&sha, m.size) {
+            let Some(sha) = m.sha256() else { continue };
+            if !seen.insert(sha) || bases.holds_body(&sha, m.size()) {
                 continue;
             }
             plan.missing.push(MissingBody {
                 sha256: sha,
-                size: m.size,
+                size: m.size(),
             });
-            if m.size <= CHUNK_THRESHOLD {
-                plan.wanted.insert(sha, m.size as u32);
+            if m.size() <= CHUNK_THRESHOLD {
+                plan.wanted.insert(sha, m.size() as u32);
             }
         }
         plan
@@ -446,7 +446,7 @@ pub fn assemble(
         }
     };
     for (i, m) in manifest.members.iter().enumerate() {
-        let Some(sha) = m.sha256.filter(|_| has_body(m)) else {
+        let Some(sha) = m.sha256().filter(|_| has_body(m)) else {
             b.end_member();
             continue;
         };
@@ -455,10 +455,10 @@ pub fn assemble(
                 let pack = b.pack(bases.pack_key(c.pack));
                 b.push(ChunkRef { pack, ..*c });
             }
-        } else if m.size <= CHUNK_THRESHOLD {
+        } else if m.size() <= CHUNK_THRESHOLD {
             // One chunk, checked against its name when it arrived (or when
             // the base that holds it was stored).
-            if let Some(u) = uploaded.get(&sha).filter(|u| u.size == m.size) {
+            if let Some(u) = uploaded.get(&sha).filter(|u| u.size == m.size()) {
                 let pack = b.pack(&u.pack);
                 b.push(ChunkRef {
                     pack,
@@ -466,7 +466,7 @@ pub fn assemble(
                     size: u.size,
                     sha256: sha,
                 });
-            } else if let Some(c) = bases.chunk(&sha).filter(|c| c.size == m.size) {
+            } else if let Some(c) = bases.chunk(&sha).filter(|c| c.size == m.size()) {
                 let pack = b.pack(bases.pack_key(c.pack));
                 b.push(ChunkRef { pack, ..*c });
             } else {
@@ -526,13 +526,13 @@ pub fn recipes_of(manifest: &Manifest, layout: &Layout) -> Recipes {
     let mut recipes = Vec::new();
     for (i, m) in manifest.members.iter().enumerate() {
         let chunks = layout.chunks(i);
-        let Some(sha) = m.sha256.filter(|_| chunks.len() > 1) else {
+        let Some(sha) = m.sha256().filter(|_| chunks.len() > 1) else {
             continue;
         };
         if seen.insert(sha) {
             recipes.push(Recipe {
                 sha256: sha.hex().to_string(),
-                size: m.size,
+                size: m.size(),
                 chunks: chunks
                     .iter()
                     .map(|c| RecipeChunk {

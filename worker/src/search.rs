@@ -49,8 +49,8 @@ pub fn matches(member: &Member, key: &SearchKey) -> bool {
     match key {
         SearchKey::Path(p) => member.path == *p,
         SearchKey::Sha256(hex) => member
-            .sha256
-            .filter(|_| member.kind == Kind::File)
+            .sha256()
+            .filter(|_| member.kind() == Kind::File)
             .is_some_and(|d| d.hex().to_string() == *hex),
     }
 }
@@ -82,11 +82,11 @@ pub fn search_match(digest: &str, member: &Member) -> SearchMatch {
     SearchMatch {
         digest: digest.to_string(),
         path: member.path.clone(),
-        kind: member.kind.as_str().to_string(),
-        size: member.size,
+        kind: member.kind().as_str().to_string(),
+        size: member.size(),
         sha256: member
-            .sha256
-            .filter(|_| member.kind == Kind::File)
+            .sha256()
+            .filter(|_| member.kind() == Kind::File)
             .map(|d| d.to_string()),
     }
 }

@@ -442,7 +442,6 @@ async fn pump(
     let mut reader: Reader<HashedElsewhere> = Reader::hashed_elsewhere(ReaderOptions {
         limits,
         expected_digest: Some(expected),
-        ..Default::default()
     });
     let mut hash = PacketHash::new(hasher)?;
     let mut buf = Vec::new();
@@ -450,7 +449,7 @@ async fn pump(
     let last = loop {
         let Some(chunk) = timing::timed(source_stage, source.next()).await? else {
             // The body ended early: the core says what is missing.
-            let ended = reader.finish_with_digest(hash.finish().await?);
+            let ended = reader.finish_with_digest(Some(hash.finish().await?));
             return Err(ended.map_or_else(StoreError::Refused, |_| {
                 StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
             }));
@@ -473,7 +472,7 @@ async fn pump(
         }
     };
     let verified = reader
-        .finish_with_digest(hash.finish().await?)
+        .finish_with_digest(Some(hash.finish().await?))
         .map_err(StoreError::Refused)?;
     if source.next().await?.is_some() {
         // More bytes than announced: the fixed-length sink would refuse them.

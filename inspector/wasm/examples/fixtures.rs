@@ -28,7 +28,6 @@ use packet_core::in_memory::{build, Built, Source};
 use packet_core::raw::{encode_header, padded, HeaderSpec, BLOCK};
 use packet_core::{
     reader, Exclusion, Harness, HarnessKind, Kind, Limits, Manifest, Member, ReaderOptions, Totals,
-    FORMAT_ID,
 };
 
 const THREAD: &str = "019ad3c2-7a10-7c41-9e55-2b8f3c4d5e6f";
@@ -222,10 +221,10 @@ fn raw_packet(manifest: &Manifest, members: &[HeaderSpec<'_>]) -> Vec<u8> {
 }
 
 fn unchecked_manifest(members: Vec<Member>) -> Manifest {
-    let count = |k: Kind| members.iter().filter(|e| e.kind == k).count() as u64;
+    let count = |k: Kind| members.iter().filter(|e| e.kind() == k).count() as u64;
     Manifest {
         exclusions: vec![],
-        format: FORMAT_ID.into(),
+        format: packet_core::Format::CURRENT,
         harness: None,
         totals: Totals {
             bytes: 0,

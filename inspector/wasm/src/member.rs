@@ -25,18 +25,18 @@ impl MemberCheck {
             .members
             .get(index)
             .ok_or_else(|| Failure::bug(format!("no member {index}")))?;
-        match (member.kind, member.sha256) {
+        match (member.kind(), member.sha256()) {
             (Kind::File, Some(expected)) => Ok(MemberCheck {
                 path: member.path.clone(),
                 expected,
-                size: member.size,
+                size: member.size(),
                 seen: 0,
                 hasher: Hasher::new(),
             }),
             _ => Err(Failure::bug(format!(
                 "{} has no body: it is a {}",
                 member.path,
-                member.kind.as_str()
+                member.kind().as_str()
             ))),
         }
     }

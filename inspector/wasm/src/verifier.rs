@@ -79,8 +79,12 @@ impl Verifier {
             }
             Ok::<(), Error>(())
         })?;
-        if let Some(h) = &mut self.packet_hash {
-            h.update(chunk);
+        // A /2 packet is named by its manifest: the whole file is hashed
+        // only for a /1 packet.
+        if self.reader.whole_hash_needed() != Some(false) {
+            if let Some(h) = &mut self.packet_hash {
+                h.update(chunk);
+            }
         }
         Ok(self.progress())
     }
@@ -108,7 +112,9 @@ impl Verifier {
                 "this verifier was made withExternalDigest: end it with finishWithDigest",
             ));
         };
-        Ok(Packet::from(self.reader.finish_with_digest(hash.finish())?))
+        Ok(Packet::from(
+            self.reader.finish_with_digest(Some(hash.finish()))?,
+        ))
     }
 
     /// Ends the input of a verifier made by
@@ -120,7 +126,7 @@ impl Verifier {
                 "this verifier hashes the packet itself: end it with finish",
             ));
         }
-        Ok(Packet::from(self.reader.finish_with_digest(digest)?))
+        Ok(Packet::from(self.reader.finish_with_digest(Some(digest))?))
     }
 }
 

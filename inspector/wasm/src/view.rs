@@ -78,11 +78,11 @@ impl MemberView {
         MemberView {
             index,
             path: entry.path.clone(),
-            kind: entry.kind.as_str(),
-            mode: format!("{:04o}", entry.mode),
-            size: entry.size,
-            sha256: entry.sha256.map(|d| d.hex().to_string()),
-            target: entry.target.clone(),
+            kind: entry.kind().as_str(),
+            mode: entry.mode().to_string(),
+            size: entry.size(),
+            sha256: entry.sha256().map(|d| d.hex().to_string()),
+            target: entry.target().map(str::to_owned),
             data_offset,
         }
     }
@@ -160,7 +160,7 @@ impl ReportView {
         let manifest = &packet.manifest;
         let t = manifest.totals;
         ReportView {
-            format: manifest.format.clone(),
+            format: manifest.format.id().to_owned(),
             digest: packet.digest.to_string(),
             size: packet.size,
             harness: manifest.harness.as_ref().map(|h| HarnessView {

@@ -86,7 +86,7 @@ impl Sources {
             return Some(s.clone());
         }
         let entry = manifest.members.get(index)?;
-        if entry.kind != Kind::File {
+        if entry.kind() != Kind::File {
             return None;
         }
         walked_source(
@@ -378,10 +378,11 @@ fn phase_one(
 /// Puts phase 1's digests in place of the placeholders.
 fn fill_in_digests(manifest: &mut Manifest, digests: Vec<Option<Digest>>) -> Result<()> {
     for (member, digest) in manifest.members.iter_mut().zip(digests) {
-        if member.kind != Kind::File || member.size == 0 {
-            continue;
+        if let packet_core::Entry::File { size, sha256, .. } = &mut member.entry {
+            if *size > 0 {
+                *sha256 = digest.ok_or_else(|| bug("a file was not read"))?;
+            }
         }
-        member.sha256 = Some(digest.ok_or_else(|| bug("a file was not read"))?);
     }
     Ok(())
 }
@@ -1092,6 +1093,6 @@ mod tests {
         .unwrap();
         assert_eq!(Digest::of(&bytes), digest);
         let small = manifest.find("workspace/small.txt").unwrap().1;
-        assert_eq!(small.sha256, Some(Digest::of(b"small")));
+        assert_eq!(small.sha256(), Some(Digest::of(b"small")));
     }
 }

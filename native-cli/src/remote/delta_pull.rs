@@ -239,10 +239,10 @@ pub fn plan(
                 let b = bases.len();
                 base.report = report.bases.len();
                 for (member, &at) in m.members.iter().zip(&offsets) {
-                    if let Some(d) = member.sha256.filter(|_| member.size > 0) {
+                    if let Some(d) = member.sha256().filter(|_| member.size() > 0) {
                         in_base.entry(d).or_insert((b, at));
-                        if member.size > THRESHOLD {
-                            base_large.push((b, member.path.clone(), at, member.size));
+                        if member.size() > THRESHOLD {
+                            base_large.push((b, member.path.clone(), at, member.size()));
                         }
                     }
                 }
@@ -266,9 +266,9 @@ pub fn plan(
     let mut bodies: Vec<(Digest, u64, String)> = Vec::new();
     let mut seen = HashSet::new();
     for m in &manifest.members {
-        if let Some(d) = m.sha256.filter(|_| m.size > 0) {
+        if let Some(d) = m.sha256().filter(|_| m.size() > 0) {
             if seen.insert(d) {
-                bodies.push((d, m.size, m.path.clone()));
+                bodies.push((d, m.size(), m.path.clone()));
             }
         }
     }
@@ -410,7 +410,7 @@ impl Plan {
         let offsets = Offsets::of(&self.manifest);
         let mut body_at: HashMap<Digest, u64> = HashMap::new();
         for (m, &at) in self.manifest.members.iter().zip(offsets.data_offsets()) {
-            if let Some(d) = m.sha256 {
+            if let Some(d) = m.sha256() {
                 body_at.entry(d).or_insert(at);
             }
         }
@@ -454,7 +454,7 @@ impl Plan {
         let mut seen = HashSet::new();
         // Packet order: the bodies as the manifest lists them.
         for m in &self.manifest.members {
-            let Some(list) = m.sha256.and_then(|d| self.pieces.get(&d)) else {
+            let Some(list) = m.sha256().and_then(|d| self.pieces.get(&d)) else {
                 continue;
             };
             for p in list {
@@ -754,7 +754,7 @@ impl<'p> Rebuilt<'p> {
                 Step::Bytes(b) => self.out.extend_from_slice(b),
                 Step::Body { index, .. } => {
                     let sha = self.plan.manifest.members[index]
-                        .sha256
+                        .sha256()
                         .ok_or_else(|| CliError::Bug("a body without a sha256".into()))?;
                     let pieces = self
                         .plan

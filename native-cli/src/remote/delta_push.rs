@@ -194,7 +194,7 @@ fn unique_body_bytes(manifest: &Manifest) -> u64 {
     manifest
         .members
         .iter()
-        .filter_map(|m| m.sha256.filter(|_| m.size > 0).map(|d| (d, m.size)))
+        .filter_map(|m| m.sha256().filter(|_| m.size() > 0).map(|d| (d, m.size())))
         .filter(|(d, _)| seen.insert(*d))
         .map(|(_, s)| s)
         .sum()
@@ -284,9 +284,9 @@ fn plan(
     let mut bodies: Vec<(usize, Digest, u64)> = Vec::new();
     let mut seen = HashSet::new();
     for (index, m) in request.manifest.members.iter().enumerate() {
-        if let Some(d) = m.sha256 {
-            if m.size > 0 && missing.contains(&d) && seen.insert(d) {
-                bodies.push((index, d, m.size));
+        if let Some(d) = m.sha256() {
+            if m.size() > 0 && missing.contains(&d) && seen.insert(d) {
+                bodies.push((index, d, m.size()));
             }
         }
     }
@@ -698,7 +698,7 @@ mod tests {
         };
         let packed = crate::pack::pack_in_memory(&request, &Progress::new(true)).unwrap();
         let (index, member) = packed.manifest.find("workspace/big.bin").unwrap();
-        let large = [(index, member.sha256.unwrap(), member.size)];
+        let large = [(index, member.sha256().unwrap(), member.size())];
         assert!(cut_all(&packed.bodies, &large, &Progress::new(true)).is_ok());
         let mut changed = big.clone();
         changed[300_000] ^= 1;

@@ -128,7 +128,7 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
     let bodies = PacketBodies::open(
         &file,
         read.data_offsets.clone(),
-        read.manifest.members.iter().map(|m| m.size).collect(),
+        read.manifest.members.iter().map(|m| m.size()).collect(),
     )?;
     let packet = Verified {
         manifest: &read.manifest,

@@ -16,7 +16,7 @@
 mod common;
 
 use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
-use packet_core::{Digest, Harness, HarnessKind, Kind, Member};
+use packet_core::{Digest, Entry, Harness, HarnessKind, Kind, Member};
 
 const SEEDS: &[&[u8]] = &[
     include_bytes!("../../../tests/vectors/packets/symlinks.packet"),
@@ -109,7 +109,7 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
         let dirs: Vec<String> = m
             .members
             .iter()
-            .filter(|e| e.kind == Kind::Dir)
+            .filter(|e| e.kind() == Kind::Dir)
             .map(|e| e.path.clone())
             .collect();
         let dir = dirs
@@ -157,26 +157,37 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                 bodies.swap(i, j);
             }
             6 if n > 0 => {
+                // The manifest can only state canonical modes; a file's
+                // execute bit flips.
                 let e = &mut m.members[rng.below(n)];
-                e.mode = [0o644, 0o755, 0o777, 0o4755, 0o1777, 0][rng.below(6)];
+                if let Entry::File { executable, .. } = &mut e.entry {
+                    *executable = !*executable;
+                }
             }
             7 if n > 0 => {
                 let i = rng.below(n);
                 let e = &mut m.members[i];
-                e.kind = [Kind::File, Kind::Dir, Kind::Symlink][rng.below(3)];
-                if e.kind == Kind::Symlink && e.target.is_none() {
-                    e.target = Some(TARGETS[rng.below(TARGETS.len())].into());
-                }
+                e.entry = match rng.below(3) {
+                    0 => Entry::File {
+                        size: bodies[i].len() as u64,
+                        sha256: Digest::of(&bodies[i]),
+                        executable: false,
+                    },
+                    1 => Entry::Dir,
+                    _ => Entry::Symlink {
+                        target: TARGETS[rng.below(TARGETS.len())].into(),
+                    },
+                };
             }
             8 if n > 0 => {
                 let i = rng.below(n);
-                if m.members[i].kind == Kind::File {
+                if let Entry::File { size, sha256, .. } = &mut m.members[i].entry {
                     bodies[i].push(rng.next() as u8);
                     if rng.below(2) == 0 {
-                        m.members[i].size = bodies[i].len() as u64;
+                        *size = bodies[i].len() as u64;
                     }
                     if rng.below(2) == 0 {
-                        m.members[i].sha256 = Some(Digest::of(&bodies[i]));
+                        *sha256 = Digest::of(&bodies[i]);
                     }
                 }
             }
@@ -222,8 +233,8 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
     }
     bodies.resize(m.members.len(), Vec::new());
     for (i, e) in m.members.iter().enumerate() {
-        if e.kind == Kind::File && bodies[i].len() as u64 != e.size && rng.below(2) == 0 {
-            bodies[i].resize(e.size.min(1 << 16) as usize, 0);
+        if e.kind() == Kind::File && bodies[i].len() as u64 != e.size() && rng.below(2) == 0 {
+            bodies[i].resize(e.size().min(1 << 16) as usize, 0);
         }
     }
     Some(common::encode_raw(&m, &bodies))

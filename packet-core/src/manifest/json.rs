@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer};
 use crate::digest::Digest;
 use crate::error::{Error, ErrorCode};
 use crate::header::Kind;
-use crate::manifest::{Exclusion, Harness, Manifest, Member, Totals, FORMAT_ID};
+use crate::manifest::{Entry, Exclusion, Format, Harness, Manifest, Member, Totals};
 use crate::path::MANIFEST_PATH;
 use crate::scan;
 
@@ -34,6 +34,12 @@ pub trait Sink {
 impl Sink for Vec<u8> {
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for crate::digest::Hasher {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
     }
 }
 
@@ -93,7 +99,7 @@ pub(crate) fn write_manifest(m: &Manifest, out: &mut impl Sink) {
         out.put(b"],");
     }
     out.put(b"\"format\":");
-    string(&m.format, out);
+    string(m.format.id(), out);
     if let Some(h) = &m.harness {
         out.put(b",\"harness\":");
         write_harness(h, out);
@@ -156,35 +162,29 @@ fn write_harness(h: &Harness, out: &mut impl Sink) {
 /// Writes the canonical JSON of one member object.
 pub(crate) fn write_member(e: &Member, out: &mut impl Sink) {
     out.put(b"{\"mode\":\"");
-    let mode = [
-        b'0',
-        b'0' + ((e.mode >> 6) & 7) as u8,
-        b'0' + ((e.mode >> 3) & 7) as u8,
-        b'0' + (e.mode & 7) as u8,
-    ];
-    out.put(&mode);
+    out.put(e.mode().as_str().as_bytes());
     out.put(b"\",\"path\":");
     string(&e.path, out);
-    if let Some(sha) = &e.sha256 {
-        out.put(b",\"sha256\":\"");
-        let mut hex = [0u8; 64];
-        for (i, b) in sha.0.iter().enumerate() {
-            hex[2 * i] = HEX[usize::from(b >> 4)];
-            hex[2 * i + 1] = HEX[usize::from(b & 15)];
+    match &e.entry {
+        Entry::File { size, sha256, .. } => {
+            out.put(b",\"sha256\":\"");
+            let mut hex = [0u8; 64];
+            for (i, b) in sha256.0.iter().enumerate() {
+                hex[2 * i] = HEX[usize::from(b >> 4)];
+                hex[2 * i + 1] = HEX[usize::from(b & 15)];
+            }
+            out.put(&hex);
+            out.put(b"\",\"size\":");
+            number(*size, out);
         }
-        out.put(&hex);
-        out.put(b"\"");
-    }
-    if e.kind == Kind::File {
-        out.put(b",\"size\":");
-        number(e.size, out);
-    }
-    if let Some(t) = &e.target {
-        out.put(b",\"target\":");
-        string(t, out);
+        Entry::Symlink { target } => {
+            out.put(b",\"target\":");
+            string(target, out);
+        }
+        Entry::Dir => {}
     }
     out.put(b",\"type\":");
-    string(e.kind.as_str(), out);
+    string(e.kind().as_str(), out);
     out.put(b"}");
 }
 
@@ -276,22 +276,21 @@ fn string(s: &str, out: &mut impl Sink) {
 /// member-set rules are the caller's next step.
 pub(crate) fn parse_canonical(bytes: &[u8]) -> Result<Manifest, Error> {
     let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
-        Error::new(
-            ErrorCode::ManifestInvalid,
-            alloc::format!("packet.json: {e}"),
-        )
-        .at_path(MANIFEST_PATH)
+        let text = alloc::string::ToString::to_string(&e);
+        match text.strip_prefix(MODE_FAULT) {
+            // A member whose mode does not fit its type: the rule of §4,
+            // with its own code, found while the member was parsed.
+            Some(rest) => {
+                let (path, message) = rest.split_once(MODE_FAULT).unwrap_or(("", rest));
+                Error::new(ErrorCode::ModeNotCanonical, String::from(message)).at_path(path)
+            }
+            None => Error::new(
+                ErrorCode::ManifestInvalid,
+                alloc::format!("packet.json: {text}"),
+            )
+            .at_path(MANIFEST_PATH),
+        }
     })?;
-    if manifest.format != FORMAT_ID {
-        return Err(Error::new(
-            ErrorCode::ManifestInvalid,
-            alloc::format!(
-                "format is {:?}, this reader understands {FORMAT_ID:?}",
-                manifest.format
-            ),
-        )
-        .at_path(MANIFEST_PATH));
-    }
     if !is_canonical(&manifest, bytes) {
         return Err(Error::new(
             ErrorCode::ManifestNotCanonical,
@@ -384,6 +383,26 @@ pub(super) fn members<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Member>, D:
     d.deserialize_seq(Members)
 }
 
+/// Marks a member parse failure that is a mode not canonical for its
+/// type (not a shape error): `MODE_FAULT path MODE_FAULT message`. The
+/// marker is a control character, which no path and no serde message
+/// holds.
+const MODE_FAULT: &str = "\u{1}";
+
+/// Deserialises the manifest's `format`: one of the versions a reader
+/// accepts.
+pub(super) fn format<'de, D: Deserializer<'de>>(d: D) -> Result<Format, D::Error> {
+    use serde::de::Error as _;
+    let id = String::deserialize(d)?;
+    Format::from_id(&id).ok_or_else(|| {
+        D::Error::custom(alloc::format!(
+            "format is {id:?}, this reader understands {:?} and {:?}",
+            Format::V1.id(),
+            Format::V2.id()
+        ))
+    })
+}
+
 fn member_from_raw(r: RawMember) -> Result<Member, String> {
     let kind = match r.kind.as_str() {
         "file" => Kind::File,
@@ -420,20 +439,32 @@ fn member_from_raw(r: RawMember) -> Result<Member, String> {
             r.path
         ));
     }
-    let sha256 = match r.sha256 {
-        Some(h) => Some(
-            Digest::from_hex(&h)
+    if !kind.allows_mode(mode) {
+        return Err(alloc::format!(
+            "{MODE_FAULT}{}{MODE_FAULT}mode {mode:o} is not canonical for a {} (files 644 or 755, directories 755, symlinks 777)",
+            r.path,
+            kind.as_str()
+        ));
+    }
+    let entry = match (kind, r.size, r.sha256, r.target) {
+        (Kind::File, Some(size), Some(hex), None) => Entry::File {
+            size,
+            sha256: Digest::from_hex(&hex)
                 .map_err(|e| alloc::format!("member {:?}: {}", r.path, e.message()))?,
-        ),
-        None => None,
+            executable: mode == 0o755,
+        },
+        (Kind::Dir, None, None, None) => Entry::Dir,
+        (Kind::Symlink, None, None, Some(target)) => Entry::Symlink { target },
+        _ => {
+            return Err(alloc::format!(
+                "member {:?}: its fields do not belong to its type",
+                r.path
+            ))
+        }
     };
     Ok(Member {
         path: r.path,
-        kind,
-        mode,
-        size: r.size.unwrap_or(0),
-        sha256,
-        target: r.target,
+        entry,
     })
 }
 
@@ -451,7 +482,7 @@ mod tests {
                 pattern: odd.clone(),
                 rule: String::from("user"),
             }],
-            format: String::from(FORMAT_ID),
+            format: Format::CURRENT,
             harness: Some(Harness {
                 kind: HarnessKind::Codex,
                 model: Some(odd.clone()),

@@ -17,25 +17,149 @@ use crate::header::{self, HeaderSpec, Kind, BLOCK};
 use crate::limits::Limits;
 use crate::path::{self, MANIFEST_PATH};
 
-/// The format id, the value of the manifest's `format` key.
-pub const FORMAT_ID: &str = "pillbox.session-packet/1";
+/// The format id of the packets this crate writes: the value of the
+/// manifest's `format` key.
+pub const FORMAT_ID: &str = Format::CURRENT.id();
+
+/// The versions of the format, named by the manifest's `format` key.
+///
+/// The two share every byte rule (docs/session-packet.md §1 to §8); they
+/// differ in what names a packet (§9) and in the size limit (§8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Format {
+    /// `pillbox.session-packet/1`: named by the SHA-256 of the whole file;
+    /// at most 1 GiB. Read, never written.
+    V1,
+    /// `pillbox.session-packet/2`: named by the SHA-256 of `packet.json`'s
+    /// exact bytes, which determine every other byte of the packet.
+    V2,
+}
+
+impl Format {
+    /// The version this crate writes.
+    pub const CURRENT: Format = Format::V2;
+
+    /// Every version a reader accepts, oldest first.
+    pub const ALL: [Format; 2] = [Format::V1, Format::V2];
+
+    /// The manifest's `format` value.
+    pub const fn id(self) -> &'static str {
+        match self {
+            Format::V1 => "pillbox.session-packet/1",
+            Format::V2 => "pillbox.session-packet/2",
+        }
+    }
+
+    /// The version whose id is `id`.
+    pub fn from_id(id: &str) -> Option<Format> {
+        Self::ALL.into_iter().find(|f| f.id() == id)
+    }
+
+    /// Whether the packet digest is the SHA-256 of `packet.json` alone
+    /// (/2) rather than of the whole file (/1).
+    pub const fn named_by_manifest(self) -> bool {
+        matches!(self, Format::V2)
+    }
+
+    /// The largest packet of this version, in bytes, headers and end
+    /// marker included: 1 GiB for /1, 16 GiB for /2.
+    pub const fn max_packet_bytes(self) -> u64 {
+        match self {
+            Format::V1 => 1 << 30,
+            Format::V2 => 1 << 34,
+        }
+    }
+}
+
+/// A member's permission bits, one of the format's canonical modes
+/// (docs/session-packet.md §4): a file's `0644` or `0755`, a directory's
+/// `0755`, a symlink's `0777`. Follows from the member's [`Entry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode(u32);
+
+impl Mode {
+    /// A regular file's.
+    pub const FILE: Mode = Mode(0o644);
+    /// An executable file's (owner-execute was set on the source).
+    pub const EXECUTABLE: Mode = Mode(0o755);
+    /// A directory's.
+    pub const DIR: Mode = Mode(0o755);
+    /// A symlink's.
+    pub const SYMLINK: Mode = Mode(0o777);
+
+    /// The permission bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The manifest's four octal digits: `"0644"`, `"0755"` or `"0777"`.
+    pub const fn as_str(self) -> &'static str {
+        match self.0 {
+            0o644 => "0644",
+            0o755 => "0755",
+            _ => "0777",
+        }
+    }
+
+    /// The mode whose manifest form is `text` (`"0644"`, `"0755"`,
+    /// `"0777"`).
+    pub fn parse(text: &str) -> Option<Mode> {
+        [Mode::FILE, Mode::EXECUTABLE, Mode::SYMLINK]
+            .into_iter()
+            .find(|m| m.as_str() == text)
+    }
+
+    /// Whether the owner-execute bit is set.
+    pub const fn is_executable(self) -> bool {
+        self.0 & 0o100 != 0
+    }
+}
+
+impl core::fmt::Display for Mode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a member is, with exactly the facts its type has: a file has a
+/// size, a digest and an execute bit; a directory nothing more; a symlink
+/// its target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file.
+    File {
+        /// Its body's size in bytes.
+        size: u64,
+        /// Its body's SHA-256.
+        sha256: Digest,
+        /// Mode 0755 rather than 0644.
+        executable: bool,
+    },
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink {
+        /// Its target, verbatim.
+        target: String,
+    },
+}
 
 /// One member as the manifest lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// Canonical member path.
     pub path: String,
-    /// Type.
-    pub kind: Kind,
-    /// Permission bits: 0o644 or 0o755 for files, 0o755 for directories,
-    /// 0o777 for symlinks.
-    pub mode: u32,
-    /// Body size (files only; zero otherwise).
+    /// Its type and the facts that type has.
+    pub entry: Entry,
+}
+
+/// A file's body as the manifest names it: its size and its SHA-256.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Body {
+    /// Its SHA-256.
+    pub sha256: Digest,
+    /// Its size in bytes.
     pub size: u64,
-    /// Body digest (files only).
-    pub sha256: Option<Digest>,
-    /// Link target (symlinks only).
-    pub target: Option<String>,
 }
 
 impl Member {
@@ -43,11 +167,7 @@ impl Member {
     pub fn dir(path: impl Into<String>) -> Member {
         Member {
             path: path.into(),
-            kind: Kind::Dir,
-            mode: 0o755,
-            size: 0,
-            sha256: None,
-            target: None,
+            entry: Entry::Dir,
         }
     }
 
@@ -55,11 +175,11 @@ impl Member {
     pub fn file(path: impl Into<String>, size: u64, sha256: Digest, executable: bool) -> Member {
         Member {
             path: path.into(),
-            kind: Kind::File,
-            mode: if executable { 0o755 } else { 0o644 },
-            size,
-            sha256: Some(sha256),
-            target: None,
+            entry: Entry::File {
+                size,
+                sha256,
+                executable,
+            },
         }
     }
 
@@ -67,11 +187,64 @@ impl Member {
     pub fn symlink(path: impl Into<String>, target: impl Into<String>) -> Member {
         Member {
             path: path.into(),
-            kind: Kind::Symlink,
-            mode: 0o777,
-            size: 0,
-            sha256: None,
-            target: Some(target.into()),
+            entry: Entry::Symlink {
+                target: target.into(),
+            },
+        }
+    }
+
+    /// Its type.
+    pub const fn kind(&self) -> Kind {
+        match self.entry {
+            Entry::File { .. } => Kind::File,
+            Entry::Dir => Kind::Dir,
+            Entry::Symlink { .. } => Kind::Symlink,
+        }
+    }
+
+    /// Its mode.
+    pub const fn mode(&self) -> Mode {
+        match self.entry {
+            Entry::File {
+                executable: true, ..
+            } => Mode::EXECUTABLE,
+            Entry::File { .. } => Mode::FILE,
+            Entry::Dir => Mode::DIR,
+            Entry::Symlink { .. } => Mode::SYMLINK,
+        }
+    }
+
+    /// The size its header declares: a file's body size, zero for the
+    /// other types.
+    pub const fn size(&self) -> u64 {
+        match self.entry {
+            Entry::File { size, .. } => size,
+            Entry::Dir | Entry::Symlink { .. } => 0,
+        }
+    }
+
+    /// A file's SHA-256.
+    pub const fn sha256(&self) -> Option<Digest> {
+        match self.entry {
+            Entry::File { sha256, .. } => Some(sha256),
+            Entry::Dir | Entry::Symlink { .. } => None,
+        }
+    }
+
+    /// A symlink's target.
+    pub fn target(&self) -> Option<&str> {
+        match &self.entry {
+            Entry::Symlink { target } => Some(target),
+            Entry::File { .. } | Entry::Dir => None,
+        }
+    }
+
+    /// A file's body, when it has bytes in the packet (a file of at least
+    /// one byte).
+    pub const fn body(&self) -> Option<Body> {
+        match self.entry {
+            Entry::File { size, sha256, .. } if size > 0 => Some(Body { sha256, size }),
+            _ => None,
         }
     }
 
@@ -79,10 +252,10 @@ impl Member {
     pub(crate) fn header_spec(&self) -> HeaderSpec<'_> {
         HeaderSpec {
             path: &self.path,
-            kind: self.kind,
-            mode: self.mode,
-            size: self.size,
-            target: self.target.as_deref().unwrap_or(""),
+            kind: self.kind(),
+            mode: self.mode().bits(),
+            size: self.size(),
+            target: self.target().unwrap_or(""),
         }
     }
 
@@ -273,13 +446,13 @@ impl Totals {
             ..Totals::default()
         };
         for m in members {
-            match m.kind {
-                Kind::File => {
+            match m.entry {
+                Entry::File { size, .. } => {
                     t.files += 1;
-                    t.bytes = t.bytes.saturating_add(m.size);
+                    t.bytes = t.bytes.saturating_add(size);
                 }
-                Kind::Dir => t.directories += 1,
-                Kind::Symlink => t.symlinks += 1,
+                Entry::Dir => t.directories += 1,
+                Entry::Symlink { .. } => t.symlinks += 1,
             }
         }
         t
@@ -294,8 +467,9 @@ pub struct Manifest {
     /// Exclusion rules that applied, sorted by (rule, pattern).
     #[serde(default, deserialize_with = "json::present")]
     pub exclusions: Vec<Exclusion>,
-    /// Always [`FORMAT_ID`].
-    pub format: String,
+    /// The format version.
+    #[serde(deserialize_with = "json::format")]
+    pub format: Format,
     /// Harness state carried, if any.
     #[serde(default, deserialize_with = "json::present")]
     pub harness: Option<Harness>,
@@ -334,7 +508,7 @@ impl Manifest {
         exclusions.sort();
         Manifest {
             exclusions,
-            format: String::from(FORMAT_ID),
+            format: Format::CURRENT,
             harness,
             totals: Totals::of(&members),
             members,
@@ -346,6 +520,14 @@ impl Manifest {
         let mut out = Vec::with_capacity(self.canonical_len() as usize);
         json::write_manifest(self, &mut out);
         out
+    }
+
+    /// The SHA-256 of the canonical JSON, without holding it: a /2
+    /// packet's digest (docs/session-packet.md §9).
+    pub fn json_digest(&self) -> Digest {
+        let mut hasher = crate::digest::Hasher::new();
+        json::write_manifest(self, &mut hasher);
+        hasher.finish()
     }
 
     /// The length of the canonical JSON, without writing it.
@@ -405,7 +587,7 @@ pub(crate) fn packet_size(manifest_len: u64, members: &[Member]) -> u64 {
     for m in members {
         total = total
             .saturating_add(header::encoded_len(&m.header_spec()))
-            .saturating_add(header::padded(m.size));
+            .saturating_add(header::padded(m.size()));
     }
     total.saturating_add(2 * BLOCK as u64)
 }

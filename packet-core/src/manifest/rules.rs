@@ -8,9 +8,9 @@ use core::cmp::Ordering;
 
 use crate::error::{Error, ErrorCode};
 use crate::exclude::{credential_rule, InPacket};
-use crate::header::Kind;
+use crate::header::{self, Kind};
 use crate::limits::Limits;
-use crate::manifest::{packet_size, HarnessKind, Manifest, Member, Totals};
+use crate::manifest::{packet_size, Entry, HarnessKind, Manifest, Member, Totals};
 use crate::path::{self, Root, HARNESS_ROOT, MANIFEST_PATH, WORKSPACE_ROOT};
 
 impl Manifest {
@@ -22,7 +22,7 @@ impl Manifest {
         limits: &Limits,
         manifest_len: u64,
     ) -> Result<(), Error> {
-        let limits = limits.clamped();
+        let limits = limits.for_format(self.format);
         self.check_member_count(&limits)?;
         let mut ancestors: Vec<&Member> = Vec::new();
         let mut previous: Option<&str> = None;
@@ -53,7 +53,7 @@ impl Manifest {
             match path::parent(&member.path) {
                 None => {
                     // A root: `workspace` or `harness`, always a directory.
-                    if member.kind != Kind::Dir {
+                    if member.kind() != Kind::Dir {
                         return Err(Error::new(
                             ErrorCode::MemberParentMissing,
                             "a root must be a directory",
@@ -72,8 +72,8 @@ impl Manifest {
                         ancestors.pop();
                     }
                     match ancestors.last() {
-                        Some(top) if top.path == parent && top.kind == Kind::Dir => {}
-                        Some(top) if top.kind == Kind::Symlink => {
+                        Some(top) if top.path == parent && top.kind() == Kind::Dir => {}
+                        Some(top) if top.kind() == Kind::Symlink => {
                             return Err(Error::new(
                                 ErrorCode::MemberBelowSymlink,
                                 alloc::format!("lies below the symlink {:?}", top.path),
@@ -106,6 +106,7 @@ impl Manifest {
         }
         self.check_symlinks_through_symlinks(&limits)?;
         self.check_collisions()?;
+        self.check_bodies()?;
         self.check_harness(has_harness)?;
         self.check_exclusions()?;
         if Totals::of(&self.members) != self.totals {
@@ -123,7 +124,7 @@ impl Manifest {
     /// checks them before it reads a byte of any file (a sparse file of
     /// terabytes is refused for its size, not hashed first).
     pub fn check_limits(&self, limits: &Limits) -> Result<(), Error> {
-        let limits = limits.clamped();
+        let limits = limits.for_format(self.format);
         self.check_member_count(&limits)?;
         self.check_size(&limits, self.canonical_len())
     }
@@ -157,13 +158,15 @@ impl Manifest {
     }
 
     fn check_symlinks_through_symlinks(&self, limits: &Limits) -> Result<(), Error> {
-        for member in self.members.iter().filter(|e| e.kind == Kind::Symlink) {
-            let target = member.target.as_deref().unwrap_or("");
+        for member in &self.members {
+            let Entry::Symlink { target } = &member.entry else {
+                continue;
+            };
             let resolved =
                 path::resolve_symlink_target(&member.path, target, limits.max_path_bytes)?;
             for dir in &resolved.through {
                 if let Some((_, hop)) = self.find(dir) {
-                    if hop.kind == Kind::Symlink {
+                    if hop.kind() == Kind::Symlink {
                         return Err(Error::new(
                             ErrorCode::SymlinkThroughSymlink,
                             alloc::format!(
@@ -218,6 +221,43 @@ impl Manifest {
         Ok(())
     }
 
+    /// One sha256 names one body: two files that give the same digest with
+    /// different sizes cannot both be what they say, and a consumer that
+    /// keeps each body once, by its digest, would serve one of them wrong.
+    fn check_bodies(&self) -> Result<(), Error> {
+        let mut bodies: Vec<(&crate::digest::Digest, u64, usize)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| match &m.entry {
+                Entry::File { size, sha256, .. } => Some((sha256, *size, i)),
+                _ => None,
+            })
+            .collect();
+        bodies.sort_unstable();
+        // Of the conflicts, name the member that comes first in archive order.
+        let conflict = bodies
+            .windows(2)
+            .filter(|pair| pair[0].0 == pair[1].0 && pair[0].1 != pair[1].1)
+            .map(|pair| (pair[1].2, pair[0].2))
+            .min();
+        if let Some((later, other)) = conflict {
+            let (a, b) = (&self.members[other], &self.members[later]);
+            return Err(Error::new(
+                ErrorCode::DigestSizeConflict,
+                alloc::format!(
+                    "{:?} and {:?} have the same sha256 but sizes {} and {}",
+                    a.path,
+                    b.path,
+                    a.size(),
+                    b.size()
+                ),
+            )
+            .at_path(&b.path));
+        }
+        Ok(())
+    }
+
     fn check_harness(&self, has_harness_root: bool) -> Result<(), Error> {
         let Some(h) = &self.harness else {
             if has_harness_root {
@@ -259,7 +299,7 @@ impl Manifest {
         let log_ok = h.kind.relative_path(&h.session_log).is_some()
             && self
                 .find(&h.session_log)
-                .is_some_and(|(_, m)| m.kind == Kind::File);
+                .is_some_and(|(_, m)| m.kind() == Kind::File);
         if !log_ok {
             return Err(invalid(alloc::format!(
                 "rollout {:?} is not a file member under \"{kind_root}/\"",
@@ -344,44 +384,25 @@ fn is_ancestor(dir: &str, path: &str) -> bool {
 /// type, credentials.
 fn check_member(member: &Member, limits: &Limits) -> Result<(), Error> {
     let path = path::check_member_path_str(&member.path, limits.max_path_bytes)?;
-    if !member.kind.allows_mode(member.mode) {
-        return Err(Error::new(
-            ErrorCode::ModeNotCanonical,
-            alloc::format!(
-                "mode {:o} is not canonical for a {} (files 644 or 755, directories 755, symlinks 777)",
-                member.mode,
-                member.kind.as_str()
-            ),
-        )
-        .at_path(path));
+    match &member.entry {
+        Entry::File { size, .. } => {
+            let most = limits.max_packet_bytes.min(header::MAX_MEMBER_BYTES);
+            if *size > most {
+                return Err(Error::new(
+                    ErrorCode::LimitSize,
+                    alloc::format!(
+                        "{size} bytes is more than a member may hold ({most} bytes: the packet limit, or the most a ustar header can declare)"
+                    ),
+                )
+                .at_path(path));
+            }
+        }
+        Entry::Symlink { target } => {
+            path::resolve_symlink_target(path, target, limits.max_path_bytes)?;
+        }
+        Entry::Dir => {}
     }
-    let file = member.kind == Kind::File;
-    if file != member.sha256.is_some()
-        || (!file && member.size != 0)
-        || (member.kind == Kind::Symlink) != member.target.is_some()
-    {
-        return Err(Error::new(
-            ErrorCode::ManifestInvalid,
-            "size and sha256 belong to files, target to symlinks",
-        )
-        .at_path(path));
-    }
-    if member.size > limits.max_packet_bytes {
-        return Err(Error::new(
-            ErrorCode::LimitSize,
-            alloc::format!(
-                "{} bytes is more than the packet limit of {}",
-                member.size,
-                limits.max_packet_bytes
-            ),
-        )
-        .at_path(path));
-    }
-    if member.kind == Kind::Symlink {
-        let target = member.target.as_deref().unwrap_or("");
-        path::resolve_symlink_target(path, target, limits.max_path_bytes)?;
-    }
-    if member.kind != Kind::Dir {
+    if member.kind() != Kind::Dir {
         let refused = credential_rule(member.relative_path())
             .filter(|rule| rule.in_packet == InPacket::Refused);
         if let Some(rule) = refused {

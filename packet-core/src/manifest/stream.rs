@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use crate::error::Error;
 use crate::limits::Limits;
-use crate::manifest::{json, Manifest, Member, FORMAT_ID};
+use crate::manifest::{json, Manifest, Member};
 
 /// Where the members array starts. In canonical JSON it cannot occur
 /// inside a string (a `"` inside a string is always escaped) and it is
@@ -223,7 +223,7 @@ fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<Manifest> {
     text.extend_from_slice(prefix);
     text.extend_from_slice(suffix);
     let manifest: Manifest = serde_json::from_slice(&text).ok()?;
-    (manifest.format == FORMAT_ID && json::is_canonical(&manifest, &text)).then_some(manifest)
+    json::is_canonical(&manifest, &text).then_some(manifest)
 }
 
 /// The exact text: the prefix, each member's canonical text (which is the

@@ -13,7 +13,7 @@ use crate::git;
 /// Whether a path below its root is a git configuration file: a
 /// repository's (see [`git::is_repository_config`]) or a user's
 /// (`.gitconfig`, `.config/git/config`).
-pub(super) fn is_git_config(relative: &str) -> bool {
+pub(crate) fn is_git_config(relative: &str) -> bool {
     let lower = |s: &str| s.eq_ignore_ascii_case(relative) || ends_with_component(relative, s);
     git::is_repository_config(relative) || lower(".gitconfig") || lower(".config/git/config")
 }

@@ -29,6 +29,8 @@
 mod git_config;
 mod rules;
 
+pub(crate) use git_config::is_git_config;
+
 use alloc::vec::Vec;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
@@ -225,6 +227,129 @@ impl Detector {
         if !self.findings.contains(&finding) {
             self.findings.push(finding);
         }
+    }
+}
+
+/// The first byte of a detector's snapshot (its encoding's version).
+const SNAPSHOT_VERSION: u8 = 1;
+
+impl Detector {
+    /// Its state after the bytes fed so far, as bytes: a store that scanned
+    /// a body once keeps it, and scans only what is appended later
+    /// ([`Scanner::resume`]). At most a few kilobytes (the tail, pending
+    /// anchors, findings), plus a git configuration file's bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.tail.len());
+        out.push(SNAPSHOT_VERSION);
+        out.extend_from_slice(&self.fed.to_be_bytes());
+        out.extend_from_slice(&self.lines.to_be_bytes());
+        put_bytes(&mut out, &self.tail);
+        out.extend_from_slice(&(self.deferred.len() as u32).to_be_bytes());
+        for &(at, anchor) in &self.deferred {
+            out.extend_from_slice(&at.to_be_bytes());
+            out.push(anchor.index());
+        }
+        out.extend_from_slice(&(self.findings.len() as u32).to_be_bytes());
+        for f in &self.findings {
+            out.extend_from_slice(&f.line.to_be_bytes());
+            let rule = SECRET_RULES.iter().position(|r| r.id == f.rule.id);
+            out.push(rule.unwrap_or(0) as u8);
+        }
+        match &self.git_config {
+            Some(config) => {
+                out.push(1);
+                put_bytes(&mut out, config);
+            }
+            None => out.push(0),
+        }
+        out
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Reads a snapshot's fields in order.
+struct Snapshot<'a>(&'a [u8]);
+
+impl<'a> Snapshot<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_be_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+impl Scanner {
+    /// A detector for the file at `relative` in the state `snapshot`
+    /// recorded ([`Detector::snapshot`]); `None` if it is not a snapshot,
+    /// or not one of a file of that kind.
+    pub fn resume(&self, relative: &str, snapshot: &[u8]) -> Option<Detector> {
+        let mut r = Snapshot(snapshot);
+        if r.u8()? != SNAPSHOT_VERSION {
+            return None;
+        }
+        let fed = r.u64()?;
+        let lines = r.u64()?;
+        let tail = r.bytes()?;
+        if tail.len() > TAIL || tail.len() as u64 > fed || count_lines(tail) > lines {
+            return None;
+        }
+        let tail = tail.to_vec();
+        let mut deferred = Vec::new();
+        for _ in 0..r.u32()? {
+            let at = r.u64()?;
+            let anchor = Anchor::from_index(r.u8()?)?;
+            if at > fed || at < fed - tail.len() as u64 {
+                return None;
+            }
+            deferred.push((at, anchor));
+        }
+        let mut findings = Vec::new();
+        for _ in 0..r.u32()? {
+            let line = r.u64()?;
+            let rule = SECRET_RULES.get(usize::from(r.u8()?))?;
+            findings.push(Finding { rule, line });
+        }
+        let git_config = match r.u8()? {
+            0 => None,
+            1 => Some(r.bytes()?.to_vec()),
+            _ => return None,
+        };
+        if !r.0.is_empty() || git_config.is_some() != git_config::is_git_config(relative) {
+            return None;
+        }
+        Some(Detector {
+            scanner: self.clone(),
+            git_config,
+            fed,
+            lines,
+            tail,
+            deferred,
+            findings,
+        })
     }
 }
 

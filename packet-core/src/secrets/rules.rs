@@ -64,6 +64,38 @@ pub(super) enum Anchor {
     Npm,
 }
 
+impl Anchor {
+    /// Every anchor, in a fixed order (a detector's snapshot names them by
+    /// their place here).
+    const ALL: [Anchor; 15] = [
+        Anchor::GitHub,
+        Anchor::GitHubPat,
+        Anchor::GitLab,
+        Anchor::SlackBot,
+        Anchor::SlackUser,
+        Anchor::SlackApp,
+        Anchor::SlackWebhook,
+        Anchor::OpenAiMarker,
+        Anchor::Anthropic,
+        Anchor::Stripe,
+        Anchor::Aws,
+        Anchor::PrivateKey,
+        Anchor::HuggingFace,
+        Anchor::GoogleApi,
+        Anchor::Npm,
+    ];
+
+    /// Its place in [`Anchor::ALL`].
+    pub(super) fn index(self) -> u8 {
+        Self::ALL.iter().position(|&a| a == self).unwrap_or(0) as u8
+    }
+
+    /// The anchor at `index` in [`Anchor::ALL`].
+    pub(super) fn from_index(index: u8) -> Option<Anchor> {
+        Self::ALL.get(usize::from(index)).copied()
+    }
+}
+
 /// The anchors the search looks for. None is a prefix, a suffix or a part
 /// of another (a test holds this), so a leftmost-first search finds them
 /// all.

@@ -365,36 +365,32 @@ pub async fn member(
         .manifest
         .find(path)
         .ok_or_else(|| Problem::not_found(format!("packet {digest} has no member {path:?}")))?;
-    if member.kind != packet_core::Kind::File {
+    if member.kind() != packet_core::Kind::File {
         let mut p = Problem::new(
             404,
             "not_a_file",
-            format!("{path:?} is a {}, it has no bytes", member.kind.as_str()),
+            format!("{path:?} is a {}, it has no bytes", member.kind().as_str()),
             "read the manifest for directories and symlink targets",
         );
         p.error.refusal.details.path = Some(member.path.clone().into());
         return Err(p);
     }
-    let sha = member.sha256.unwrap_or(Digest::EMPTY).to_string();
+    let sha = member.sha256().unwrap_or(Digest::EMPTY).to_string();
     let headers = Headers::new();
     set(&headers, "content-type", "application/octet-stream")?;
     set(&headers, "cache-control", IMMUTABLE)?;
     attachment(&headers)?;
     set(&headers, "etag", &etag(&sha))?;
     set(&headers, "pillbox-member-sha256", &sha)?;
-    set(
-        &headers,
-        "pillbox-member-mode",
-        &format!("{:04o}", member.mode),
-    )?;
+    set(&headers, "pillbox-member-mode", member.mode().as_str())?;
     set(&headers, "accept-ranges", "bytes")?;
-    let answer = range::answer(header(req, "range").as_deref(), member.size);
+    let answer = range::answer(header(req, "range").as_deref(), member.size());
     let (status, start, length) = match answer {
-        RangeAnswer::Full => (200, 0, member.size),
+        RangeAnswer::Full => (200, 0, member.size()),
         RangeAnswer::Partial { start, end } => (206, start, end - start + 1),
-        RangeAnswer::Unsatisfiable => return range_not_satisfiable("member", member.size),
+        RangeAnswer::Unsatisfiable => return range_not_satisfiable("member", member.size()),
     };
-    if let Some(cr) = answer.content_range(member.size) {
+    if let Some(cr) = answer.content_range(member.size()) {
         set(&headers, "content-range", &cr)?;
     }
     set(&headers, "content-length", &length.to_string())?;

@@ -552,7 +552,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
                         "the chunks of {} do not make a body that hashes to its sha256 {}",
                         member.path,
                         member
-                            .sha256
+                            .sha256()
                             .map(|d| d.hex().to_string())
                             .unwrap_or_default()
                     ),

@@ -71,7 +71,7 @@ pub fn check(bytes: &[u8]) {
             e.path
         );
         keys.push(path::portable_key(&e.path));
-        if let Some(t) = &e.target {
+        if let Some(t) = &e.target() {
             let r =
                 path::resolve_symlink_target(&e.path, t, 4096).expect("an accepted link resolves");
             assert_eq!(path::root_of(&r.resolved), path::root_of(&e.path));
@@ -122,7 +122,7 @@ pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
     out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
     for (i, e) in manifest.members.iter().enumerate() {
         encode_member_header(e, &mut out);
-        if e.kind == Kind::File {
+        if e.kind() == Kind::File {
             let body = bodies.get(i).map(Vec::as_slice).unwrap_or(&[]);
             out.extend_from_slice(body);
             out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
