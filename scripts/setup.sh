@@ -8,10 +8,10 @@
 #       curl and GNU tar
 #   bash scripts/setup.sh --for test   all of that, and what only the tests
 #       use: clippy, rustfmt, the wasm32v1-none target, cargo-fuzz, Chromium
-#       and chromedriver, hyperfine, GNU time, zstd, Python's jsonschema, and
-#       the real agent CLIs for the harness tests (tests/harness: Codex,
-#       Claude Code, OpenCode from npm, about 355 MB to download and 1 GB on
-#       disk)
+#       and chromedriver, hyperfine, GNU time, zstd, Python's jsonschema and
+#       openapi-spec-validator, and the real agent CLIs for the harness
+#       tests (tests/harness: Codex, Claude Code, OpenCode from npm, about
+#       355 MB to download and 1 GB on disk)
 #   bash scripts/setup.sh              the same as --for test
 #
 # Needs: the Rust toolchain (rustup), node 20 + npm, python 3.11, gcc, git.
@@ -35,6 +35,7 @@ esac
 WASM_BINDGEN_VERSION=0.2.130
 WORKER_BUILD_VERSION=0.8.7
 CARGO_FUZZ_VERSION=0.13.2
+OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
@@ -74,7 +75,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-step "npm packages (wrangler, esbuild, and the tests' ajv, playwright-core, yaml)"
+step "npm packages (wrangler, esbuild, and the tests' ajv, playwright-core, yaml, @redocly/cli, openapi-typescript, openapi-fetch, typescript)"
 if [ -f package-lock.json ]; then
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     npm ci --no-audit --no-fund
@@ -100,6 +101,10 @@ if [ "$job" = test ]; then
 
   step "python packages"
   python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
+  # An independent validator of proto/openapi.yaml (tests/openapi).
+  if ! python3 -m openapi_spec_validator --version 2>/dev/null | grep -qx "openapi-spec-validator $OPENAPI_SPEC_VALIDATOR_VERSION"; then
+    python3 -m pip install --quiet "openapi-spec-validator==$OPENAPI_SPEC_VALIDATOR_VERSION"
+  fi
 
   step "the agent CLIs for the harness tests (tests/harness)"
   # `npm install` with the lockfile rather than `npm ci`: each CLI lists a

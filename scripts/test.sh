@@ -34,6 +34,9 @@ step "native tests: core, vectors, CLI, inspector bindings, Worker logic"
 cargo test --locked
 cargo test -p pillbox-worker --locked
 
+step "the API document: strict YAML, openapi-spec-validator, Redocly's lint, a TypeScript client generated from it compiles"
+node --test tests/openapi/
+
 step "wasm tests under node: vectors, refusals, adversarial corpus, inspector bindings"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 cargo test -p packet-core --target wasm32-unknown-unknown --locked --test vectors --test refusals --test adversarial_wasm

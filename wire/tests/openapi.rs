@@ -26,6 +26,8 @@ use pillbox_wire::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
 use yaml_rust2::{Yaml, YamlLoader};
 
 // ---- the document -----------------------------------------------------------
@@ -33,8 +35,51 @@ use yaml_rust2::{Yaml, YamlLoader};
 fn document() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../proto/openapi.yaml");
     let text = std::fs::read_to_string(path).expect("read proto/openapi.yaml");
-    let docs = YamlLoader::load_from_str(&text).expect("proto/openapi.yaml is YAML");
-    json_of(&docs[0])
+    strict_yaml(&text).unwrap_or_else(|e| panic!("proto/openapi.yaml: {e}"))
+}
+
+/// One YAML document as JSON, refusing what a lenient reader lets through
+/// and other OpenAPI tools do not: a key twice in one mapping, and a node
+/// with no value at all. The second is how an unquoted comma in a flow
+/// mapping goes wrong: in `{ description: a, b. }` the comma ends the
+/// value `a` and `b.` is a key of its own, with no value. (An explicit
+/// `null` is a value.)
+fn strict_yaml(text: &str) -> Result<Value, String> {
+    /// The nodes with no value, each named by the scalar before it (the
+    /// key whose value is missing) and that scalar's line.
+    #[derive(Default)]
+    struct Empty {
+        before: Option<(String, usize)>,
+        found: Vec<String>,
+    }
+    impl MarkedEventReceiver for Empty {
+        fn on_event(&mut self, event: Event, mark: Marker) {
+            if let Event::Scalar(value, style, _, tag) = event {
+                if value.is_empty() && style == TScalarStyle::Plain && tag.is_none() {
+                    self.found.push(match &self.before {
+                        Some((key, line)) => format!("{key:?} (line {line})"),
+                        None => format!("line {}", mark.line()),
+                    });
+                }
+                self.before = Some((value, mark.line()));
+            }
+        }
+    }
+    let mut empty = Empty::default();
+    Parser::new_from_str(text)
+        .load(&mut empty, true)
+        .map_err(|e| format!("not YAML: {e}"))?;
+    if !empty.found.is_empty() {
+        return Err(format!(
+            "no value after {} (in a flow mapping, quote a text that holds a comma)",
+            empty.found.join(", ")
+        ));
+    }
+    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    match docs.as_slice() {
+        [doc] => Ok(json_of(doc)),
+        _ => Err(format!("{} YAML documents, not one", docs.len())),
+    }
 }
 
 /// The YAML document as JSON (OpenAPI 3.1 is JSON Schema, written in YAML).
@@ -920,6 +965,28 @@ fn read_access_has_the_documents_values() {
         })
         .collect();
     assert_eq!(ours, documented);
+}
+
+#[test]
+fn the_document_reader_refuses_split_and_repeated_keys() {
+    assert_eq!(
+        strict_yaml("a: { description: \"As GET, without a body.\", b: null }\n"),
+        Ok(serde_json::json!({ "a": { "description": "As GET, without a body.", "b": null } }))
+    );
+    for (text, expect) in [
+        (
+            "a: { description: As GET, without a body. }\n",
+            "no value after \"without a body.\" (line 1)",
+        ),
+        ("a:\n  b:\n  c: 1\n", "no value after \"b\" (line 2)"),
+        ("a: 1\nb: { c }\n", "no value after \"c\" (line 2)"),
+        ("a:\n  - 1\n  -\n", "no value after \"1\" (line 2)"),
+        ("a: 1\nb: 2\na: 3\n", "duplicated key"),
+        ("a: { b: 1, b: 2 }\n", "duplicated key"),
+    ] {
+        let refused = strict_yaml(text).expect_err(text);
+        assert!(refused.contains(expect), "{text:?}: {refused}");
+    }
 }
 
 #[test]
