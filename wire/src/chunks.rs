@@ -1,21 +1,29 @@
-//! The chunk batch (`application/x-pillbox-chunks`, docs/transfer.md): the
-//! body of `PUT /v1/pushes/{id}/parts/{n}` and of the answer to
-//! `POST /v1/packets/{digest}/chunks`. Chunks named by their SHA-256, back
-//! to back, after a table that lists them:
+//! The chunk batch (`application/x-pillbox-chunks`, docs/transfer.md,
+//! "Units"): chunks named by their SHA-256, each compressed on its own, back
+//! to back after a table that lists them. The body of a push part, the end
+//! of a push's create body, and the answer to
+//! `POST /v1/packets/{digest}/chunks` (frames sent as the store keeps them).
 //!
 //! ```text
-//! "PBCHUNK1"  u32 count  count × (32-byte sha256, u32 size)  the frames' bytes, in table order
+//! "PBCHUNK2"  u32 count
+//! count × (32-byte sha256, u32 raw size, u32 stored size, u8 encoding)
+//! the frames' stored bytes, in table order
 //! ```
 //!
-//! Integers are big-endian. [`encode`] writes a batch; [`Decoder`] reads one
-//! as it streams in, in pieces of any size, holding only the table. The
-//! decoder checks the shape and the [`BatchLimits`]; whether each frame's
-//! bytes hash to its name is the caller's check (it sees every byte).
+//! Integers are big-endian. `encoding` is 0 (identity: stored size = raw
+//! size) or 1 (one zstd frame: 1 ≤ stored size < raw size, and decoding it
+//! gives exactly the raw size). At most 65,536 frames of at most 1 MiB raw.
+//!
+//! [`encode`] writes a batch; [`Decoder`] reads one as it streams in, in
+//! pieces of any size, holding only the table; it checks the shape and the
+//! [`BatchLimits`] before a frame's bytes are seen. Decompressing a zstd
+//! frame (to exactly its raw size, never more) and hashing the raw bytes
+//! against the name are the consumer's checks: it sees every byte.
 //!
 //! ```
-//! use pillbox_wire::chunks::{encode, BatchLimits, Decoded, Decoder};
+//! use pillbox_wire::chunks::{encode, BatchLimits, Decoded, Decoder, Frame};
 //!
-//! let batch = encode(&[b"first chunk", b"second"]);
+//! let batch = encode(&[(Frame::identity(b"first chunk"), &b"first chunk"[..]), (Frame::identity(b"second"), &b"second"[..])]);
 //! let mut decoder = Decoder::new(BatchLimits::DOWNLOAD);
 //! let (mut frames, mut input) = (vec![Vec::new(); 2], &batch[..]);
 //! loop {
@@ -30,31 +38,95 @@
 //! }
 //! decoder.finish()?;
 //! assert_eq!(frames, [b"first chunk".to_vec(), b"second".to_vec()]);
-//! # Ok::<(), pillbox_wire::chunks::BatchError>(())
+//! # Ok::<(), pillbox_wire::binary::DecodeError>(())
 //! ```
 
-use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use packet_core::Digest;
+
+use crate::binary::{digest_at, u32_at, DecodeError, DecodeErrorKind as K, Field};
+use crate::chunking::MAX_CHUNK;
 
 /// The media type of a chunk batch.
 pub const MEDIA_TYPE: &str = "application/x-pillbox-chunks";
 /// The first 8 bytes of every batch.
-pub const MAGIC: &[u8; 8] = b"PBCHUNK1";
-/// Bytes of one table entry: a SHA-256 and a size.
-pub const ENTRY_BYTES: usize = 36;
+pub const MAGIC: &[u8; 8] = b"PBCHUNK2";
+/// Bytes of one table entry: sha256, raw size, stored size, encoding.
+pub const ENTRY_BYTES: usize = 41;
 /// Bytes before the table: the magic and the frame count.
 pub const HEAD_BYTES: usize = 12;
 
+/// How a frame's bytes are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Encoding {
+    /// As they are.
+    Identity,
+    /// One zstd frame.
+    Zstd,
+}
+
+impl Encoding {
+    /// Its byte in the table.
+    pub const fn byte(self) -> u8 {
+        match self {
+            Encoding::Identity => 0,
+            Encoding::Zstd => 1,
+        }
+    }
+
+    /// The encoding of a table byte.
+    pub const fn from_byte(b: u8) -> Option<Encoding> {
+        match b {
+            0 => Some(Encoding::Identity),
+            1 => Some(Encoding::Zstd),
+            _ => None,
+        }
+    }
+}
+
 /// One frame as the table lists it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Frame {
-    /// The SHA-256 its bytes must have.
+    /// The SHA-256 its raw bytes must have.
     pub sha256: Digest,
-    /// How many bytes it has (at least one).
-    pub size: u32,
+    /// How many raw bytes it has (1 to 1 MiB).
+    pub raw_size: u32,
+    /// How many bytes it has as sent and stored.
+    pub stored_size: u32,
+    /// How those are encoded.
+    pub encoding: Encoding,
+}
+
+impl Frame {
+    /// A frame of `bytes` as they are.
+    pub fn identity(bytes: &[u8]) -> Frame {
+        Frame {
+            sha256: Digest::of(bytes),
+            raw_size: bytes.len() as u32,
+            stored_size: bytes.len() as u32,
+            encoding: Encoding::Identity,
+        }
+    }
+
+    /// A frame of `raw` bytes named `sha256`, stored as a zstd frame of
+    /// `stored` bytes.
+    pub fn zstd(sha256: Digest, raw: u32, stored: u32) -> Frame {
+        Frame {
+            sha256,
+            raw_size: raw,
+            stored_size: stored,
+            encoding: Encoding::Zstd,
+        }
+    }
+
+    /// Whether the stored size fits the encoding.
+    pub const fn stored_size_fits(&self) -> bool {
+        match self.encoding {
+            Encoding::Identity => self.stored_size == self.raw_size,
+            Encoding::Zstd => self.stored_size >= 1 && self.stored_size < self.raw_size,
+        }
+    }
 }
 
 /// What a batch may hold.
@@ -62,133 +134,78 @@ pub struct Frame {
 pub struct BatchLimits {
     /// Most frames.
     pub max_frames: u32,
-    /// Largest frame, in bytes.
+    /// Largest frame, raw bytes.
     pub max_frame_bytes: u32,
-    /// Largest sum of the frames' sizes.
-    pub max_bytes: u64,
+    /// Largest sum of the frames' stored sizes (what travels).
+    pub max_stored_bytes: u64,
+    /// Largest sum of the frames' raw sizes (what decoding produces).
+    pub max_raw_bytes: u64,
 }
 
 impl BatchLimits {
-    /// The format's limits: 65,536 frames of at most 1 MiB.
+    /// The format's limit on frames: 65,536.
     pub const MAX_FRAMES: u32 = 65_536;
-    /// The format's largest frame: 1 MiB.
-    pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+    /// The format's largest frame: 1 MiB raw.
+    pub const MAX_FRAME_BYTES: u32 = MAX_CHUNK;
 
-    /// A download (`POST /v1/packets/{digest}/chunks`): 65,536 frames,
-    /// 1 MiB each, 64 MiB in all.
+    /// A download (`POST /v1/packets/{digest}/chunks`): 65,536 frames of
+    /// 1 MiB, 64 MiB in all, stored or raw.
     pub const DOWNLOAD: BatchLimits = BatchLimits {
         max_frames: Self::MAX_FRAMES,
         max_frame_bytes: Self::MAX_FRAME_BYTES,
-        max_bytes: 64 << 20,
+        max_stored_bytes: 64 << 20,
+        max_raw_bytes: 64 << 20,
     };
 
-    /// The format's limits with at most `max_bytes` of frames (a push part).
-    pub const fn with_max_bytes(max_bytes: u64) -> BatchLimits {
+    /// The format's frame limits with at most `stored` bytes as sent and
+    /// `raw` bytes once decoded (a push part, a push's create body).
+    pub const fn upload(stored: u64, raw: u64) -> BatchLimits {
         BatchLimits {
-            max_bytes,
+            max_stored_bytes: stored,
+            max_raw_bytes: raw,
             ..Self::DOWNLOAD
         }
     }
-}
 
-/// Why a batch was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchErrorKind {
-    /// It does not start with [`MAGIC`].
-    Magic,
-    /// More frames than the limit.
-    Frames,
-    /// A frame is empty or over the size limit.
-    FrameSize,
-    /// The frames add up to more than the limit.
-    Size,
-    /// It ended before the table or a frame did.
-    Truncated,
-    /// Bytes follow the last frame.
-    Trailing,
-}
-
-impl BatchErrorKind {
-    /// The stable code the API and the CLI show.
-    pub const fn code(self) -> &'static str {
-        match self {
-            BatchErrorKind::Magic => "chunk_batch_magic",
-            BatchErrorKind::Frames => "chunk_batch_frames",
-            BatchErrorKind::FrameSize => "chunk_batch_frame_size",
-            BatchErrorKind::Size => "chunk_batch_size",
-            BatchErrorKind::Truncated => "chunk_batch_truncated",
-            BatchErrorKind::Trailing => "chunk_batch_trailing",
-        }
+    /// The most bytes a batch within these limits has, table included.
+    pub const fn max_batch_bytes(&self) -> u64 {
+        HEAD_BYTES as u64 + ENTRY_BYTES as u64 * self.max_frames as u64 + self.max_stored_bytes
     }
 }
 
-/// A refused batch: what is wrong, at which byte of the (decoded) batch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BatchError {
-    /// What is wrong.
-    pub kind: BatchErrorKind,
-    /// The offset in the batch where it was found.
-    pub offset: u64,
-    /// What was found, for a person.
-    pub message: String,
+fn err(kind: K, offset: u64, message: alloc::string::String) -> DecodeError {
+    DecodeError::new(kind, offset, message)
 }
-
-impl BatchError {
-    fn new(kind: BatchErrorKind, offset: u64, message: String) -> BatchError {
-        BatchError {
-            kind,
-            offset,
-            message,
-        }
-    }
-
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        self.kind.code()
-    }
-}
-
-impl fmt::Display for BatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at byte {}: {}",
-            self.code(),
-            self.offset,
-            self.message
-        )
-    }
-}
-
-impl core::error::Error for BatchError {}
 
 /// Appends a batch's head and table for `frames` to `out`; the frames'
-/// bytes follow, in the same order.
+/// stored bytes follow, in the same order.
 pub fn encode_table(frames: &[Frame], out: &mut Vec<u8>) {
     out.reserve(HEAD_BYTES + ENTRY_BYTES * frames.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(frames.len() as u32).to_be_bytes());
     for f in frames {
         out.extend_from_slice(&f.sha256.0);
-        out.extend_from_slice(&f.size.to_be_bytes());
+        out.extend_from_slice(&f.raw_size.to_be_bytes());
+        out.extend_from_slice(&f.stored_size.to_be_bytes());
+        out.push(f.encoding.byte());
     }
 }
 
-/// A whole batch of these chunks, named by their SHA-256.
-pub fn encode(chunks: &[&[u8]]) -> Vec<u8> {
-    let frames: Vec<Frame> = chunks
-        .iter()
-        .map(|c| Frame {
-            sha256: Digest::of(c),
-            size: c.len() as u32,
-        })
-        .collect();
+/// A whole batch: each frame and its stored bytes.
+pub fn encode(frames: &[(Frame, &[u8])]) -> Vec<u8> {
+    let table: Vec<Frame> = frames.iter().map(|(f, _)| *f).collect();
     let mut out = Vec::new();
-    encode_table(&frames, &mut out);
-    for c in chunks {
-        out.extend_from_slice(c);
+    encode_table(&table, &mut out);
+    for (_, bytes) in frames {
+        out.extend_from_slice(bytes);
     }
     out
+}
+
+/// A whole batch of these chunks, each as it is (identity).
+pub fn encode_identity(chunks: &[&[u8]]) -> Vec<u8> {
+    let frames: Vec<(Frame, &[u8])> = chunks.iter().map(|c| (Frame::identity(c), *c)).collect();
+    encode(&frames)
 }
 
 /// What [`Decoder::decode`] found.
@@ -199,7 +216,7 @@ pub enum Decoded<'a> {
     NeedInput,
     /// The table is complete: [`Decoder::table`] lists the frames.
     Table,
-    /// Bytes of frame `index`, in order; `last` when they end it.
+    /// Stored bytes of frame `index`, in order; `last` when they end it.
     Data {
         /// Index into [`Decoder::table`].
         index: usize,
@@ -221,35 +238,46 @@ enum State {
 }
 
 /// Reads a batch as it streams in ([`Decoder::decode`], then
-/// [`Decoder::finish`] at the end of the input).
+/// [`Decoder::finish`] at the end of the input). It holds the table (41
+/// bytes a frame as read, a few more as [`Frame`]s) and one field.
 #[derive(Debug)]
 pub struct Decoder {
     limits: BatchLimits,
     state: State,
-    /// The head or the table entry being read.
-    partial: Vec<u8>,
+    field: Field,
     count: u32,
     table: Vec<Frame>,
-    /// The frame being read and how many of its bytes are still to come.
+    /// The frame being read and how many of its stored bytes are to come.
     frame: usize,
     remaining: u32,
-    total: u64,
+    stored: u64,
+    raw: u64,
     offset: u64,
+    /// Where this batch starts in the body it is part of.
+    base: u64,
 }
 
 impl Decoder {
     /// A decoder that refuses batches beyond `limits`.
     pub fn new(limits: BatchLimits) -> Decoder {
+        Decoder::at(limits, 0)
+    }
+
+    /// A decoder of a batch that starts `base` bytes into a larger body
+    /// (a push's create body): offsets in refusals count from the body.
+    pub fn at(limits: BatchLimits, base: u64) -> Decoder {
         Decoder {
             limits,
             state: State::Head,
-            partial: Vec::with_capacity(ENTRY_BYTES),
+            field: Field::default(),
             count: 0,
             table: Vec::new(),
             frame: 0,
             remaining: 0,
-            total: 0,
-            offset: 0,
+            stored: 0,
+            raw: 0,
+            offset: base,
+            base,
         }
     }
 
@@ -258,12 +286,22 @@ impl Decoder {
         &self.table
     }
 
-    /// The sum of the frames' sizes, once the table is complete.
-    pub fn frame_bytes(&self) -> u64 {
-        self.total
+    /// Whether the table is complete.
+    pub fn has_table(&self) -> bool {
+        matches!(self.state, State::Frames | State::Done)
     }
 
-    /// Bytes of the batch read so far.
+    /// The sum of the frames' stored sizes, once the table is complete.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored
+    }
+
+    /// The sum of the frames' raw sizes, once the table is complete.
+    pub fn raw_bytes(&self) -> u64 {
+        self.raw
+    }
+
+    /// Bytes read so far (from the start of the body it is part of).
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -272,30 +310,28 @@ impl Decoder {
     /// used (call again with the rest). Every byte of a batch is used
     /// exactly once; an empty `input` returns [`Decoded::NeedInput`] (or
     /// [`Decoded::Done`] after the last frame).
-    pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<(Decoded<'a>, usize), BatchError> {
+    pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<(Decoded<'a>, usize), DecodeError> {
         match self.state {
             State::Head => {
-                let used = self.fill(input, HEAD_BYTES);
-                if self.partial.len() < HEAD_BYTES {
+                let at = self.offset - self.field.len() as u64;
+                let (used, whole) = self.field.fill(input, HEAD_BYTES);
+                self.offset += used as u64;
+                let Some(head) = whole else {
                     return Ok((Decoded::NeedInput, used));
-                }
-                if &self.partial[..8] != MAGIC {
-                    return Err(BatchError::new(
-                        BatchErrorKind::Magic,
-                        0,
-                        "the body does not start with PBCHUNK1".into(),
+                };
+                if &head[..8] != MAGIC {
+                    return Err(err(
+                        K::BatchMagic,
+                        at,
+                        "the batch does not start with PBCHUNK2".into(),
                     ));
                 }
-                let count = u32::from_be_bytes([
-                    self.partial[8],
-                    self.partial[9],
-                    self.partial[10],
-                    self.partial[11],
-                ]);
+                let count = u32_at(head, 8);
+                self.field.clear();
                 if count > self.limits.max_frames {
-                    return Err(BatchError::new(
-                        BatchErrorKind::Frames,
-                        8,
+                    return Err(err(
+                        K::BatchFrames,
+                        at + 8,
                         alloc::format!(
                             "{count} frames, at most {} are allowed",
                             self.limits.max_frames
@@ -303,71 +339,88 @@ impl Decoder {
                     ));
                 }
                 self.count = count;
-                self.partial.clear();
+                // Bounded by the limit just checked (41 bytes a frame as read).
                 self.table = Vec::with_capacity(count as usize);
-                self.state = State::Table;
                 if count == 0 {
-                    self.state = State::Frames;
+                    self.state = State::Done;
                     return Ok((Decoded::Table, used));
                 }
+                self.state = State::Table;
                 let (decoded, more) = self.decode(&input[used..])?;
                 Ok((decoded, used + more))
             }
             State::Table => {
                 let mut used = 0;
                 while (self.table.len() as u32) < self.count {
-                    let n = self.fill(&input[used..], ENTRY_BYTES);
+                    let at = self.offset - self.field.len() as u64;
+                    let (n, whole) = self.field.fill(&input[used..], ENTRY_BYTES);
                     used += n;
-                    if self.partial.len() < ENTRY_BYTES {
+                    self.offset += n as u64;
+                    let Some(e) = whole else {
                         return Ok((Decoded::NeedInput, used));
-                    }
-                    let mut sha = [0u8; 32];
-                    sha.copy_from_slice(&self.partial[..32]);
-                    let size = u32::from_be_bytes([
-                        self.partial[32],
-                        self.partial[33],
-                        self.partial[34],
-                        self.partial[35],
-                    ]);
-                    self.partial.clear();
-                    let at = self.offset - 4;
-                    if size == 0 || size > self.limits.max_frame_bytes {
-                        return Err(BatchError::new(
-                            BatchErrorKind::FrameSize,
-                            at,
+                    };
+                    let i = self.table.len();
+                    let sha256 = digest_at(e, 0);
+                    let (raw_size, stored_size) = (u32_at(e, 32), u32_at(e, 36));
+                    let Some(encoding) = Encoding::from_byte(e[40]) else {
+                        return Err(err(
+                            K::BatchEncoding,
+                            at + 40,
                             alloc::format!(
-                                "frame {} has {size} bytes, a frame has 1 to {}",
-                                self.table.len(),
+                                "frame {i} has encoding {}, a frame is 0 (identity) or 1 (zstd)",
+                                e[40]
+                            ),
+                        ));
+                    };
+                    self.field.clear();
+                    let frame = Frame {
+                        sha256,
+                        raw_size,
+                        stored_size,
+                        encoding,
+                    };
+                    if raw_size == 0 || raw_size > self.limits.max_frame_bytes {
+                        return Err(err(
+                            K::BatchFrameSize,
+                            at + 32,
+                            alloc::format!(
+                                "frame {i} has {raw_size} bytes, a frame has 1 to {}",
                                 self.limits.max_frame_bytes
                             ),
                         ));
                     }
-                    self.total += u64::from(size);
-                    if self.total > self.limits.max_bytes {
-                        return Err(BatchError::new(
-                            BatchErrorKind::Size,
-                            at,
+                    if !frame.stored_size_fits() {
+                        return Err(err(
+                            K::BatchStoredSize,
+                            at + 36,
                             alloc::format!(
-                                "the frames add up to more than {} bytes",
-                                self.limits.max_bytes
+                                "frame {i} is {stored_size} bytes as stored for {raw_size} raw bytes: identity frames are stored as they are, zstd frames are smaller than their raw bytes"
                             ),
                         ));
                     }
-                    self.table.push(Frame {
-                        sha256: Digest(sha),
-                        size,
-                    });
+                    self.stored += u64::from(stored_size);
+                    self.raw += u64::from(raw_size);
+                    if self.stored > self.limits.max_stored_bytes
+                        || self.raw > self.limits.max_raw_bytes
+                    {
+                        return Err(err(
+                            K::BatchSize,
+                            at + 32,
+                            alloc::format!(
+                                "the frames add up to more than {} bytes as stored or {} raw",
+                                self.limits.max_stored_bytes,
+                                self.limits.max_raw_bytes
+                            ),
+                        ));
+                    }
+                    self.table.push(frame);
                 }
                 self.state = State::Frames;
                 self.frame = 0;
-                self.remaining = self.table[0].size;
+                self.remaining = self.table[0].stored_size;
                 Ok((Decoded::Table, used))
             }
             State::Frames => {
-                if self.frame >= self.table.len() {
-                    self.state = State::Done;
-                    return self.decode(input);
-                }
                 if input.is_empty() {
                     return Ok((Decoded::NeedInput, 0));
                 }
@@ -386,8 +439,8 @@ impl Decoder {
                 if input.is_empty() {
                     Ok((Decoded::Done, 0))
                 } else {
-                    Err(BatchError::new(
-                        BatchErrorKind::Trailing,
+                    Err(err(
+                        K::BatchTrailing,
                         self.offset,
                         alloc::format!("{} or more bytes follow the last frame", input.len()),
                     ))
@@ -401,19 +454,19 @@ impl Decoder {
     /// these into [`Decoder::decode`].
     pub fn table_bytes_wanted(&self) -> usize {
         match self.state {
-            State::Head => HEAD_BYTES - self.partial.len(),
+            State::Head => HEAD_BYTES - self.field.len(),
             State::Table => {
-                (self.count as usize - self.table.len()) * ENTRY_BYTES - self.partial.len()
+                (self.count as usize - self.table.len()) * ENTRY_BYTES - self.field.len()
             }
             State::Frames | State::Done => 0,
         }
     }
 
-    /// Inside the frames: the frame being read and how many of its bytes
-    /// are still to come.
+    /// Inside the frames: the frame being read and how many of its stored
+    /// bytes are still to come.
     pub fn pending_frame(&self) -> Option<(usize, u32)> {
         match self.state {
-            State::Frames if self.frame < self.table.len() => Some((self.frame, self.remaining)),
+            State::Frames => Some((self.frame, self.remaining)),
             _ => None,
         }
     }
@@ -438,7 +491,7 @@ impl Decoder {
         if last {
             self.frame += 1;
             match self.table.get(self.frame) {
-                Some(next) => self.remaining = next.size,
+                Some(next) => self.remaining = next.stored_size,
                 None => self.state = State::Done,
             }
         }
@@ -446,36 +499,22 @@ impl Decoder {
     }
 
     /// Checks that the batch is complete (call it at the end of the input).
-    pub fn finish(&self) -> Result<(), BatchError> {
-        let complete = match self.state {
-            State::Done => true,
-            State::Frames => self.frame >= self.table.len(),
-            State::Head | State::Table => false,
-        };
-        if complete {
-            Ok(())
-        } else {
-            Err(BatchError::new(
-                BatchErrorKind::Truncated,
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        match self.state {
+            State::Done => Ok(()),
+            State::Head | State::Table | State::Frames => Err(err(
+                K::BatchTruncated,
                 self.offset,
                 alloc::format!(
                     "the batch ends after {} bytes, inside its {}",
-                    self.offset,
+                    self.offset - self.base,
                     match self.state {
                         State::Frames => "frames",
                         _ => "table",
                     }
                 ),
-            ))
+            )),
         }
-    }
-
-    /// Moves bytes of `input` into `partial` until it holds `want`.
-    fn fill(&mut self, input: &[u8], want: usize) -> usize {
-        let n = input.len().min(want - self.partial.len());
-        self.partial.extend_from_slice(&input[..n]);
-        self.offset += n as u64;
-        n
     }
 }
 
@@ -485,7 +524,11 @@ mod tests {
     use alloc::vec;
 
     /// Decodes `batch` fed in pieces of `piece` bytes.
-    fn decode(batch: &[u8], piece: usize, limits: BatchLimits) -> Result<Vec<Vec<u8>>, BatchError> {
+    fn decode(
+        batch: &[u8],
+        piece: usize,
+        limits: BatchLimits,
+    ) -> Result<Vec<Vec<u8>>, DecodeError> {
         let mut d = Decoder::new(limits);
         let mut frames: Vec<Vec<u8>> = Vec::new();
         for mut input in batch.chunks(piece.max(1)) {
@@ -496,7 +539,10 @@ mod tests {
                     Decoded::Table => frames = vec![Vec::new(); d.table().len()],
                     Decoded::Data { index, bytes, last } => {
                         frames[index].extend_from_slice(bytes);
-                        assert_eq!(last, frames[index].len() == d.table()[index].size as usize);
+                        assert_eq!(
+                            last,
+                            frames[index].len() == d.table()[index].stored_size as usize
+                        );
                     }
                     Decoded::NeedInput | Decoded::Done => {}
                 }
@@ -512,21 +558,35 @@ mod tests {
     #[test]
     fn round_trips_in_pieces_of_any_size() {
         let chunks: [&[u8]; 3] = [b"a", &[9u8; 1000], b"the end"];
-        let batch = encode(&chunks);
-        assert_eq!(batch.len(), HEAD_BYTES + 3 * ENTRY_BYTES + 1008);
-        for piece in [1, 2, 11, 12, 13, 47, 48, 49, 500, 5000] {
+        let zstd = Frame::zstd(Digest::of(b"x"), 5000, 3);
+        let batch = encode(&[
+            (Frame::identity(chunks[0]), chunks[0]),
+            (Frame::identity(chunks[1]), chunks[1]),
+            (zstd, b"zst"),
+            (Frame::identity(chunks[2]), chunks[2]),
+        ]);
+        assert_eq!(batch.len(), HEAD_BYTES + 4 * ENTRY_BYTES + 1011);
+        for piece in [1, 2, 11, 12, 13, 52, 53, 54, 500, 5000] {
             let frames = decode(&batch, piece, BatchLimits::DOWNLOAD).unwrap();
-            assert_eq!(frames, chunks.map(<[u8]>::to_vec), "{piece}");
+            assert_eq!(
+                frames,
+                [chunks[0], chunks[1], b"zst", chunks[2]].map(<[u8]>::to_vec),
+                "{piece}"
+            );
         }
+        let mut d = Decoder::new(BatchLimits::DOWNLOAD);
+        d.decode(&batch).unwrap();
+        assert_eq!(d.table()[2], zstd);
+        assert_eq!((d.stored_bytes(), d.raw_bytes()), (1011, 1008 + 5000));
         assert_eq!(
-            decode(&encode(&[]), 3, BatchLimits::DOWNLOAD).unwrap(),
+            decode(&encode_identity(&[]), 3, BatchLimits::DOWNLOAD).unwrap(),
             Vec::<Vec<u8>>::new()
         );
     }
 
     #[test]
     fn refusals_name_their_code_and_offset() {
-        let batch = encode(&[b"abc", b"defg"]);
+        let batch = encode_identity(&[b"abc", b"defg"]);
         let code = |bytes: &[u8], limits| decode(bytes, 7, limits).unwrap_err();
         let e = code(&batch[..batch.len() - 1], BatchLimits::DOWNLOAD);
         assert_eq!(
@@ -544,11 +604,9 @@ mod tests {
             "chunk_batch_trailing"
         );
         let mut magic = batch.clone();
-        magic[7] = b'2';
-        assert_eq!(
-            code(&magic, BatchLimits::DOWNLOAD).code(),
-            "chunk_batch_magic"
-        );
+        magic[7] = b'1';
+        let e = code(&magic, BatchLimits::DOWNLOAD);
+        assert_eq!((e.code(), e.offset), ("chunk_batch_magic", 0));
         let few = BatchLimits {
             max_frames: 1,
             ..BatchLimits::DOWNLOAD
@@ -567,20 +625,52 @@ mod tests {
             )
         );
         assert_eq!(
-            code(&batch, BatchLimits::with_max_bytes(6)).code(),
+            code(&batch, BatchLimits::upload(6, 100)).code(),
             "chunk_batch_size"
         );
-        let mut empty = Vec::new();
-        encode_table(
-            &[Frame {
-                sha256: Digest::EMPTY,
-                size: 0,
-            }],
-            &mut empty,
+        assert_eq!(
+            code(&batch, BatchLimits::upload(100, 6)).code(),
+            "chunk_batch_size"
         );
+        let table = |frame: Frame| {
+            let mut t = Vec::new();
+            encode_table(&[frame], &mut t);
+            t
+        };
+        let empty = table(Frame::identity(b""));
         assert_eq!(
             code(&empty, BatchLimits::DOWNLOAD).code(),
             "chunk_batch_frame_size"
         );
+        let mut lying = Frame::identity(b"abcd");
+        lying.stored_size = 3;
+        assert_eq!(
+            code(&table(lying), BatchLimits::DOWNLOAD).code(),
+            "chunk_batch_stored_size"
+        );
+        for stored in [0, 10, 11] {
+            let z = Frame::zstd(Digest::EMPTY, 10, stored);
+            assert_eq!(
+                code(&table(z), BatchLimits::DOWNLOAD).code(),
+                "chunk_batch_stored_size",
+                "{stored}"
+            );
+        }
+        let mut unknown = table(Frame::identity(b"abcd"));
+        unknown[HEAD_BYTES + 40] = 2;
+        let e = code(&unknown, BatchLimits::DOWNLOAD);
+        assert_eq!(
+            (e.code(), e.offset),
+            ("chunk_batch_encoding", (HEAD_BYTES + 40) as u64)
+        );
+    }
+
+    #[test]
+    fn the_table_is_bounded_before_it_is_allocated() {
+        let mut head = MAGIC.to_vec();
+        head.extend_from_slice(&u32::MAX.to_be_bytes());
+        let mut d = Decoder::new(BatchLimits::DOWNLOAD);
+        assert_eq!(d.decode(&head).unwrap_err().code(), "chunk_batch_frames");
+        assert_eq!(d.table().len(), 0);
     }
 }

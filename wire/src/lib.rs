@@ -1,7 +1,9 @@
 //! # pillbox-wire
 //!
-//! The JSON bodies of the pillbox store's HTTP API (`proto/openapi.yaml`)
-//! as serde types. The Worker serializes its answers from them and
+//! The bodies of the pillbox store's HTTP API (`proto/openapi.yaml`): the
+//! JSON ones as serde types, and the binary ones (chunk batches, recipes,
+//! a push's create body) as streaming codecs, with the chunking table they
+//! follow. The Worker serializes its answers from them and
 //! deserializes requests into them; the CLI does the opposite. One
 //! definition for both ends means a field cannot be renamed, added or made
 //! optional on one side only, and `tests/openapi.rs` ties every type to the
@@ -36,8 +38,11 @@
 //! | [`uploads`] | `/v1/uploads`, its parts and `complete` |
 //! | [`refs`] | `/v1/refs`, `/v1/refs/{name}` |
 //! | [`search`] | `GET /v1/search` |
-//! | [`pushes`] | `/v1/pushes/…`, and a packet's recipes and chunks |
-//! | [`chunks`] | the chunk batch, `application/x-pillbox-chunks` (a binary body) |
+//! | [`pushes`] | `/v1/pushes/…` (JSON), and the chunk request of `POST /v1/packets/{digest}/chunks` |
+//! | [`chunking`] | how bodies and `packet.json` are cut and chunks compressed (the one table) |
+//! | [`chunks`] | the chunk batch, `application/x-pillbox-chunks` (binary) |
+//! | [`recipes`] | recipes (`application/x-pillbox-recipes`) and a push's create body (`application/x-pillbox-push`), binary |
+//! | [`binary`] | the binary bodies' refusals and their codes |
 //! | [`problem`] | every refusal |
 
 #![no_std]
@@ -45,11 +50,14 @@
 
 extern crate alloc;
 
+pub mod binary;
+pub mod chunking;
 pub mod chunks;
 pub mod info;
 pub mod packets;
 pub mod problem;
 pub mod pushes;
+pub mod recipes;
 pub mod refs;
 pub mod search;
 pub mod uploads;
@@ -58,8 +66,7 @@ pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE, TRANSFER_DELTA
 pub use packets::{Harness, Packet, PacketFacts, PacketList, Stored};
 pub use problem::{ErrorBody, Problem};
 pub use pushes::{
-    ChunkRequest, Chunking, MissingChunks, PartLimits, PartReceived, Push, PushPart, Recipe,
-    RecipeChunk, Recipes,
+    CdcSizes, ChunkRequest, Chunking, MissingChunks, PartLimits, PartReceived, Push, PushPart,
 };
 pub use refs::{PutRef, Ref, RefChange, RefList};
 pub use search::{SearchMatch, SearchResults};

@@ -1,8 +1,9 @@
-//! Delta pushes (`/v1/pushes/…`) and the reads a delta pull makes
-//! (`GET /v1/packets/{digest}/recipes`, `POST /v1/packets/{digest}/chunks`);
-//! docs/transfer.md. A body's or a chunk's SHA-256 is 64 lowercase hex
-//! digits, as in `packet.json` (lists of thousands are sent); a packet's
-//! digest is `sha256:<hex>`.
+//! The JSON bodies of delta pushes (`/v1/pushes/…`) and of the chunk
+//! request a delta pull makes (`POST /v1/packets/{digest}/chunks`);
+//! docs/transfer.md. The recipes and the chunks themselves are binary
+//! ([`crate::recipes`], [`crate::chunks`]). A body's or a chunk's SHA-256
+//! is 64 lowercase hex digits, as in `packet.json`; a packet's digest is
+//! `sha256:<hex>`.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -23,12 +24,12 @@ pub struct Push {
     /// The bases named that are stored (`sha256:<hex>`), in the order
     /// given; the others were ignored.
     pub bases_used: Vec<String>,
-    /// The bodies neither in a base nor uploaded yet (hex), each once, in
-    /// manifest order. A body larger than [`Chunking::threshold`] goes up
-    /// by recipe.
+    /// The bodies neither in a base nor proven yet (hex), each once, in
+    /// manifest order. A body larger than the bodies' threshold
+    /// ([`Chunking::bodies`]) goes up by recipe.
     pub missing: Vec<String>,
     /// The chunks of the recipes received that are neither in a base nor
-    /// uploaded yet (hex), each once.
+    /// uploaded yet (hex), each once, in recipe order.
     pub missing_chunks: Vec<String>,
     /// The bytes still to upload: the missing small bodies, the missing
     /// chunks, and the large bodies that have no recipe yet.
@@ -37,31 +38,64 @@ pub struct Push {
     pub parts: Vec<PushPart>,
     /// What one part may hold.
     pub part_limits: PartLimits,
-    /// How the store expects large bodies to be cut.
+    /// How the store expects bodies and `packet.json` to be cut.
     pub chunking: Chunking,
 }
 
 /// [`Push::part_limits`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartLimits {
-    /// The most bytes of frames one part's batch may carry (decoded).
+    /// The most bytes of frames one part's batch may carry, as sent.
     pub max_bytes: u64,
+    /// The most bytes those frames may decode to.
+    pub max_raw_bytes: u64,
     /// The most frames one part may carry.
     pub max_frames: u32,
-    /// The `Content-Encoding`s a part may have: `identity`, `gzip`, `zstd`.
+    /// The frame encodings a part may use: `identity`, `zstd`.
     pub encodings: Vec<String>,
-    /// The largest zstd window a part may use, in bytes.
+    /// The largest zstd window a frame may use, in bytes.
     pub zstd_max_window: u64,
 }
 
-/// [`Push::chunking`]: FastCDC (the `fastcdc` crate's `v2020`) with these
-/// sizes, no other normalisation or seed.
+/// [`Push::chunking`]: how bodies and `packet.json` are cut and chunks
+/// compressed (the table of [`crate::chunking`]). A client that cuts
+/// otherwise shares nothing with the store.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chunking {
     /// Always `fastcdc-v2020`.
     pub algorithm: String,
-    /// Bodies of at most this many bytes are one chunk; larger ones are
-    /// cut and sent with a recipe.
+    /// How file bodies are cut.
+    pub bodies: CdcSizes,
+    /// How `packet.json` is cut.
+    pub manifest: CdcSizes,
+    /// The zstd level each chunk is compressed at.
+    pub zstd_level: i32,
+    /// The largest zstd window a chunk may use, in bytes.
+    pub zstd_max_window: u64,
+    /// A chunk is kept compressed only when that saves at least this many
+    /// percent of it.
+    pub min_saving_percent: u64,
+}
+
+impl Chunking {
+    /// The table this crate states.
+    pub fn ours() -> Chunking {
+        use crate::chunking as c;
+        Chunking {
+            algorithm: c::ALGORITHM.into(),
+            bodies: CdcSizes::of(&c::BODIES),
+            manifest: CdcSizes::of(&c::MANIFEST),
+            zstd_level: c::ZSTD_LEVEL,
+            zstd_max_window: c::ZSTD_MAX_WINDOW,
+            min_saving_percent: c::MIN_SAVING_PERCENT,
+        }
+    }
+}
+
+/// [`Chunking::bodies`], [`Chunking::manifest`]: FastCDC's sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdcSizes {
+    /// Bytes up to this length are one chunk; longer ones are cut.
     pub threshold: u64,
     /// Smallest chunk.
     pub min: u64,
@@ -71,6 +105,18 @@ pub struct Chunking {
     pub max: u64,
 }
 
+impl CdcSizes {
+    /// The sizes of `cdc`.
+    pub fn of(cdc: &crate::chunking::Cdc) -> CdcSizes {
+        CdcSizes {
+            threshold: cdc.one_chunk_up_to.into(),
+            min: cdc.min.into(),
+            avg: cdc.avg.into(),
+            max: cdc.max.into(),
+        }
+    }
+}
+
 /// One of [`Push::parts`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushPart {
@@ -78,7 +124,7 @@ pub struct PushPart {
     pub number: u16,
     /// Frames it carried.
     pub frames: u32,
-    /// Bytes of frames it carried (decoded).
+    /// Bytes of frames it carried, as sent.
     pub bytes: u64,
     /// Of those, the bytes the store did not hold yet and kept.
     pub stored_bytes: u64,
@@ -93,41 +139,10 @@ pub struct PartReceived {
     pub number: u16,
     /// Frames it carried.
     pub frames: u32,
-    /// Bytes of frames it carried (decoded).
+    /// Bytes of frames it carried, as sent.
     pub bytes: u64,
     /// Of those, the bytes the store did not hold yet and kept.
     pub stored_bytes: u64,
-}
-
-/// A chunk of a recipe.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecipeChunk {
-    /// Hex SHA-256 of its bytes.
-    pub sha256: String,
-    /// Its size, 1 byte to 1 MiB.
-    pub size: u64,
-}
-
-/// How a large body is cut: its chunks, whose concatenation is the body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Recipe {
-    /// Hex SHA-256 of the body (the manifest's `sha256`).
-    pub sha256: String,
-    /// The body's size.
-    pub size: u64,
-    /// Its chunks, in order.
-    pub chunks: Vec<RecipeChunk>,
-}
-
-/// `POST /v1/pushes/{id}/recipes` request and
-/// `GET /v1/packets/{digest}/recipes` 200: recipes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Recipes {
-    /// The recipes.
-    pub recipes: Vec<Recipe>,
 }
 
 /// `POST /v1/pushes/{id}/recipes` 200: what the recipes need uploaded.
@@ -141,15 +156,11 @@ pub struct MissingChunks {
 }
 
 /// `POST /v1/packets/{digest}/chunks` request: the chunks wanted, answered
-/// as a chunk batch in this order.
+/// as a chunk batch in this order, each frame as the store keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChunkRequest {
-    /// Hex SHA-256s of chunks of that packet.
+    /// Hex SHA-256s of chunks of that packet: chunks of its bodies and
+    /// of its `packet.json`.
     pub chunks: Vec<String>,
-    /// `gzip`: the answer is gzip-compressed (`Content-Encoding: gzip`).
-    /// Asked here, not by `Accept-Encoding`, which the edge rewrites for
-    /// every request it passes to a Worker. Absent or `null`: as it is.
-    #[serde(default)]
-    pub encoding: Option<String>,
 }

@@ -300,7 +300,7 @@ fn info(read_access: ReadAccess) -> Info {
     Info {
         service: SERVICE.into(),
         api: API_VERSION,
-        format: "pillbox.session-packet/1".into(),
+        format: "pillbox.session-packet/2".into(),
         max_packet_bytes: 1 << 30,
         max_members: 100_000,
         max_single_upload_bytes: 64 << 20,
@@ -341,36 +341,12 @@ fn push(parts: Vec<PushPart>) -> Push {
         parts,
         part_limits: PartLimits {
             max_bytes: 32 << 20,
+            max_raw_bytes: 64 << 20,
             max_frames: 65_536,
-            encodings: vec!["identity".into(), "gzip".into(), "zstd".into()],
+            encodings: vec!["identity".into(), "zstd".into()],
             zstd_max_window: 8 << 20,
         },
-        chunking: Chunking {
-            algorithm: "fastcdc-v2020".into(),
-            threshold: 256 << 10,
-            min: 64 << 10,
-            avg: 256 << 10,
-            max: 1 << 20,
-        },
-    }
-}
-
-fn recipes() -> Recipes {
-    Recipes {
-        recipes: vec![Recipe {
-            sha256: hex(9),
-            size: 300_000,
-            chunks: vec![
-                RecipeChunk {
-                    sha256: hex(10),
-                    size: 200_000,
-                },
-                RecipeChunk {
-                    sha256: hex(11),
-                    size: 100_000,
-                },
-            ],
-        }],
+        chunking: Chunking::ours(),
     }
 }
 
@@ -596,8 +572,6 @@ fn bodies() -> Vec<Body> {
                 stored_bytes: 100_000,
             }],
         ),
-        body("/components/schemas/Recipes", Request, vec![recipes()]),
-        body("/components/schemas/Recipes", Answer, vec![recipes()]),
         body(
             "/paths/~1v1~1pushes~1{id}~1recipes/post/responses/200/content/application~1json/schema",
             Answer,
@@ -611,7 +585,6 @@ fn bodies() -> Vec<Body> {
             Request,
             vec![ChunkRequest {
                 chunks: vec![hex(10), hex(11)],
-                encoding: Some("gzip".into()),
             }],
         ),
         body(
@@ -623,11 +596,9 @@ fn bodies() -> Vec<Body> {
 }
 
 /// JSON bodies that are not the API's own: the manifest is packet-core's
-/// `packet.json`, served as stored and sent as it is to start a push
-/// (proto/pillbox/ describes it).
+/// `packet.json`, served as stored (proto/pillbox/ describes it).
 const NOT_WIRE_TYPES: &[&str] = &[
     "/paths/~1v1~1packets~1{digest}~1manifest/get/responses/200/content/application~1json/schema",
-    "/paths/~1v1~1pushes/post/requestBody/content/application~1json/schema",
 ];
 
 // ---- the comparison ---------------------------------------------------------
