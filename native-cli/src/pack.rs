@@ -17,6 +17,7 @@
 //! regular files the walk listed; the packet's size limit is checked from
 //! the listed sizes before any file is read.
 
+mod git_history;
 mod into_file;
 pub mod secrets;
 
@@ -108,6 +109,9 @@ struct Collected {
     harness_source: Option<PathBuf>,
     /// Secrets the adapter found in what the packet's bytes hide.
     hidden: Vec<Found>,
+    /// Secrets found in git history and packed (or left out, already
+    /// taken from the walk), for the report.
+    history: Vec<SecretReport>,
     /// A session log the harness printed (a temporary file), kept until the
     /// packet is written.
     _harness_scratch: Option<tempfile::TempPath>,
@@ -127,6 +131,8 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         &request.walk,
         &mut walk,
     )?;
+    // Before anything is hashed: what it leaves out is left out of the walk.
+    let history = git_history::screen(&workspace, &mut walk, &request.secrets)?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
     let mut harness_scratch = None;
@@ -165,6 +171,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch: harness_scratch,
     })
 }
@@ -177,6 +184,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -271,6 +279,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         &found,
         policy,
         left_out,
+        history,
     ))
 }
 
@@ -286,9 +295,11 @@ fn report(
     found: &[Found],
     policy: &SecretPolicy,
     left_out: LeftOut,
+    history: Vec<SecretReport>,
 ) -> PackReport {
     let mut secret_reports = secrets::packed_reports(found, policy, &walk);
     secret_reports.extend(left_out.reports);
+    secret_reports.extend(history);
     secret_reports
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path).then(a.line.cmp(&b.line)));
     walk.skipped.extend(left_out.skipped);
@@ -341,6 +352,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         harness,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -370,6 +382,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         &found,
         policy,
         left_out,
+        history,
     );
     Ok(Packed {
         manifest,
