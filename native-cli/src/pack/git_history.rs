@@ -135,6 +135,8 @@ struct GitDir {
     loose: BTreeMap<ObjectId, String>,
     /// Indexes of cruft packs (unreachable objects only).
     cruft: Vec<PathBuf>,
+    /// Indexes of every pack.
+    packs: Vec<PathBuf>,
     /// Reflogs, `*_HEAD` files, worktree `HEAD` files: their ids are roots.
     root_files: Vec<PathBuf>,
     /// `FETCH_HEAD` and remote-tracking reflogs: what a remote had.
@@ -208,12 +210,17 @@ pub fn screen(
         // Loose blobs can be left out alone: the repository keeps working
         // (status, log, every other object). A packed one, or a commit's
         // or tag's text, cannot: the repository is left out.
+        // (A loose object may be packed as well: then leaving the file out
+        // would not leave the secret out.)
+        let packs = pack_indexes(dir);
         let loose: Option<Vec<&String>> = stops
             .iter()
             .map(|h| {
-                (h.kind == ObjectKind::Blob)
-                    .then(|| dir.loose.get(&h.object))
-                    .flatten()
+                let alone = h.kind == ObjectKind::Blob
+                    && packs
+                        .as_ref()
+                        .is_some_and(|p| p.iter().all(|idx| idx.lookup(h.object).is_none()));
+                alone.then(|| dir.loose.get(&h.object)).flatten()
             })
             .collect();
         match loose {
@@ -233,14 +240,22 @@ pub fn screen(
                 }
             }
             None => {
-                let first = stops[0];
+                let first = stops
+                    .iter()
+                    .find(|h| h.kind != ObjectKind::Blob || !dir.loose.contains_key(&h.object))
+                    .unwrap_or(&stops[0]);
+                let stored = if first.kind == ObjectKind::Blob {
+                    "in a pack"
+                } else {
+                    "in a commit's or tag's own text"
+                };
                 for hit in &stops {
                     drop_members.push((
                         dir.member.clone(),
                         relative(&dir.member),
                         hit.rule.id,
                         format!(
-                            "its history holds {} (line {}) of {}, which no remote has, in a pack: the workspace travels without this repository",
+                            "its history holds {} (line {}) of {}, which no remote has, {stored}: the workspace travels without this repository",
                             first.rule.what,
                             first.line,
                             where_found(first)
@@ -287,6 +302,15 @@ fn leave_out(walk: &mut Walk, drop: Vec<(String, String, &'static str, String)>)
     });
 }
 
+/// The pack indexes of a repository (an index that does not decode
+/// counts as none: the repository is then left out whole).
+fn pack_indexes(dir: &GitDir) -> Option<Vec<gix::odb::pack::index::File>> {
+    dir.packs
+        .iter()
+        .map(|p| gix::odb::pack::index::File::at(p, gix::hash::Kind::Sha1).ok())
+        .collect()
+}
+
 /// The path below the root, as exclusion records name it.
 fn relative(member: &str) -> String {
     member.split_once('/').map_or("", |(_, r)| r).to_owned()
@@ -324,94 +348,118 @@ fn exempt(hit: &Hit, policy: &SecretPolicy) -> Option<&'static str> {
 }
 
 /// The repositories among the walked folders: a folder holding a `HEAD`
-/// file and `objects` and `refs` folders, as git recognises one.
+/// file and `objects` and `refs` folders, as git recognises one. One pass
+/// over the members, each looked at by its last components only (a
+/// workspace of 250,000 files and no repository pays next to nothing).
 fn git_dirs(workspace: &Path, walk: &Walk) -> Vec<GitDir> {
-    let mut files: BTreeMap<&str, ()> = BTreeMap::new();
-    let mut dirs: BTreeMap<&str, ()> = BTreeMap::new();
-    let mut links: Vec<&str> = Vec::new();
+    let parent = |m: &str| m.rsplit_once('/').map(|(p, _)| p.to_owned());
+    let mut heads: Vec<String> = Vec::new();
+    let mut folders: std::collections::HashSet<String> = std::collections::HashSet::new();
     for p in &walk.planned {
+        let m = p.member();
+        let name = m.rsplit('/').next().unwrap_or(m);
         match p {
-            Planned::Walked { member, .. } => {
-                files.insert(member, ());
+            Planned::Walked { .. } | Planned::Symlink { .. } if name == "HEAD" => {
+                heads.extend(parent(m));
             }
-            Planned::Dir { member } => {
-                dirs.insert(member, ());
+            Planned::Dir { .. } if name == "objects" || name == "refs" => {
+                folders.insert(m.to_owned());
             }
-            Planned::Symlink { member, .. } => links.push(member),
-            Planned::File { .. } => {}
+            _ => {}
         }
     }
-    let specials: Vec<&str> = walk
-        .skipped
-        .iter()
-        .filter(|s| s.rule == "special-file")
-        .map(|s| s.path.as_str())
-        .collect();
-    let mut out = Vec::new();
-    for &d in dirs.keys() {
-        if !d.starts_with("workspace/") {
-            continue;
-        }
-        let has =
-            |set: &BTreeMap<&str, ()>, name: &str| set.contains_key(format!("{d}/{name}").as_str());
-        // A `HEAD` link is one too (git once wrote them), refused below.
-        let head = has(&files, "HEAD") || links.contains(&format!("{d}/HEAD").as_str());
-        if !(head && has(&dirs, "objects") && has(&dirs, "refs")) {
-            continue;
-        }
+    let mut found: BTreeMap<String, GitDir> = BTreeMap::new();
+    for d in heads {
         let Some(rel) = d.strip_prefix("workspace/") else {
             continue;
         };
-        let prefix = format!("{d}/");
-        let mut dir = GitDir {
-            member: d.to_owned(),
-            path: workspace.join(rel),
-            loose: BTreeMap::new(),
-            cruft: Vec::new(),
-            root_files: Vec::new(),
-            remote_files: Vec::new(),
-            indexes: Vec::new(),
-            unsafe_entry: None,
-        };
-        // A link or a special file where git reads would be followed or
-        // waited on: such a repository is not read.
-        for m in links.iter().chain(&specials) {
-            if let Some(inner) = m.strip_prefix(&prefix) {
-                if read_by_git(inner) {
-                    dir.unsafe_entry = Some(format!("{m} is a link or a special file"));
-                }
-            }
+        if folders.contains(&format!("{d}/objects")) && folders.contains(&format!("{d}/refs")) {
+            let path = workspace.join(rel);
+            found.insert(
+                d.clone(),
+                GitDir {
+                    member: d,
+                    path,
+                    loose: BTreeMap::new(),
+                    cruft: Vec::new(),
+                    packs: Vec::new(),
+                    root_files: Vec::new(),
+                    remote_files: Vec::new(),
+                    indexes: Vec::new(),
+                    unsafe_entry: None,
+                },
+            );
         }
-        for (&m, ()) in files.range(prefix.as_str()..) {
-            let Some(inner) = m.strip_prefix(&prefix) else {
-                break;
-            };
-            let file = dir.path.join(inner);
-            let parts: Vec<&str> = inner.split('/').collect();
-            match parts.as_slice() {
-                ["objects", fan, rest] if fan.len() == 2 && rest.len() == 38 => {
-                    if let Ok(id) = ObjectId::from_hex(format!("{fan}{rest}").as_bytes()) {
-                        dir.loose.insert(id, m.to_owned());
-                    }
-                }
-                ["objects", "pack", name] if name.ends_with(".mtimes") => {
-                    let idx = format!("{}.idx", name.trim_end_matches(".mtimes"));
-                    dir.cruft.push(dir.path.join("objects/pack").join(idx));
-                }
-                ["index"] | ["worktrees", _, "index"] => dir.indexes.push(file),
-                ["FETCH_HEAD"] | ["worktrees", _, "FETCH_HEAD"] => dir.remote_files.push(file),
-                ["logs", "refs", "remotes", ..] => dir.remote_files.push(file),
-                ["logs", ..] | ["worktrees", _, "logs", ..] => dir.root_files.push(file),
-                [name] | ["worktrees", _, name] if name.ends_with("HEAD") => {
-                    dir.root_files.push(file)
-                }
-                _ => {}
-            }
-        }
-        out.push(dir);
     }
-    // A repository inside another's objects or refs is not one git uses.
-    out
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let specials = walk
+        .skipped
+        .iter()
+        .filter(|s| s.rule == "special-file")
+        .map(|s| (s.path.as_str(), None));
+    let members = walk.planned.iter().map(|p| (p.member(), Some(p)));
+    for (m, planned) in members.chain(specials) {
+        // The nearest repository above: git's files lie at most a few
+        // folders below it, and a repository nested in another's files
+        // is one git never uses.
+        let Some((dir, inner)) = owner(&found, m) else {
+            continue;
+        };
+        let dir = found
+            .get_mut(&dir)
+            .unwrap_or_else(|| unreachable!("owner found it"));
+        match planned {
+            Some(Planned::Walked { .. }) => classify(dir, m, &inner),
+            Some(Planned::Dir { .. }) => {}
+            // A link or a special file where git reads would be followed
+            // or waited on: such a repository is not read.
+            _ if read_by_git(&inner) => {
+                dir.unsafe_entry.get_or_insert_with(|| {
+                    format!("{m} is a link or a special file, where git reads")
+                });
+            }
+            _ => {}
+        }
+    }
+    found.into_values().collect()
+}
+
+/// The repository `member` lies in, and its path there.
+fn owner(found: &BTreeMap<String, GitDir>, member: &str) -> Option<(String, String)> {
+    let mut at = member;
+    while let Some((parent, _)) = at.rsplit_once('/') {
+        if found.contains_key(parent) {
+            return Some((parent.to_owned(), member[parent.len() + 1..].to_owned()));
+        }
+        at = parent;
+    }
+    None
+}
+
+/// Notes what a regular file of a repository is to the scan.
+fn classify(dir: &mut GitDir, member: &str, inner: &str) {
+    let file = dir.path.join(inner);
+    let parts: Vec<&str> = inner.split('/').collect();
+    match parts.as_slice() {
+        ["objects", fan, rest] if fan.len() == 2 && rest.len() == 38 => {
+            if let Ok(id) = ObjectId::from_hex(format!("{fan}{rest}").as_bytes()) {
+                dir.loose.insert(id, member.to_owned());
+            }
+        }
+        ["objects", "pack", name] if name.ends_with(".idx") => dir.packs.push(file),
+        ["objects", "pack", name] if name.ends_with(".mtimes") => {
+            let idx = format!("{}.idx", name.trim_end_matches(".mtimes"));
+            dir.cruft.push(dir.path.join("objects/pack").join(idx));
+        }
+        ["index"] | ["worktrees", _, "index"] => dir.indexes.push(file),
+        ["FETCH_HEAD"] | ["worktrees", _, "FETCH_HEAD"] => dir.remote_files.push(file),
+        ["logs", "refs", "remotes", ..] => dir.remote_files.push(file),
+        ["logs", ..] | ["worktrees", _, "logs", ..] => dir.root_files.push(file),
+        [name] | ["worktrees", _, name] if name.ends_with("HEAD") => dir.root_files.push(file),
+        _ => {}
+    }
 }
 
 /// Whether git reads the file at this path below a git directory (the
@@ -646,16 +694,32 @@ impl Scan<'_> {
             .into_iter()
             .filter(|id| !self.seen.contains(id) && !self.remote.contains(id))
             .collect();
-        let mut stray_blobs = Vec::new();
+        let (mut stray_commits, mut stray_blobs) = (Vec::new(), Vec::new());
         for id in stray {
             match self.kind(id)? {
-                Some(ObjectKind::Commit) => self.scan_commit(id)?,
+                Some(ObjectKind::Commit) => stray_commits.push(id),
                 Some(ObjectKind::Blob) => stray_blobs.push(id),
                 Some(ObjectKind::Tag) if self.seen.insert(id) => {
                     self.read(id)?;
                     self.scan_buffer(id, ObjectKind::Tag, Origin::Message, "");
                 }
                 _ => {}
+            }
+        }
+        // Loose commits no local root reaches (a branch deleted, a clone
+        // from a local path, which copies the origin's loose objects):
+        // those the remotes lack are scanned as commits, the others'
+        // trees are the remote side.
+        if !stray_commits.is_empty() {
+            let theirs = self.local_only(&stray_commits, &hidden)?;
+            let theirs_set: HashSet<ObjectId> = theirs.iter().copied().collect();
+            for &c in stray_commits.iter().filter(|c| !theirs_set.contains(*c)) {
+                if let Some(tree) = self.tree_of(c)? {
+                    self.mark_remote(tree)?;
+                }
+            }
+            for &c in theirs.iter().rev() {
+                self.scan_commit(c)?;
             }
         }
         for id in stray_blobs {
@@ -910,4 +974,95 @@ fn ids_in(path: &Path) -> Result<Vec<ObjectId>, Unscannable> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaving_a_git_directory_out_keeps_its_neighbours() {
+        let mut walk = Walk::default();
+        for m in [
+            "workspace",
+            "workspace/.git",
+            "workspace/.git/HEAD",
+            "workspace/.github",
+            "workspace/.github/ci.yml",
+            "workspace/.gitignore",
+        ] {
+            walk.planned.push(Planned::Dir { member: m.into() });
+        }
+        leave_out(
+            &mut walk,
+            vec![(
+                "workspace/.git".into(),
+                ".git".into(),
+                "openai-api-key",
+                "why".into(),
+            )],
+        );
+        let kept: Vec<&str> = walk.planned.iter().map(Planned::member).collect();
+        assert_eq!(
+            kept,
+            [
+                "workspace",
+                "workspace/.github",
+                "workspace/.github/ci.yml",
+                "workspace/.gitignore"
+            ]
+        );
+        assert_eq!(walk.skipped.len(), 1);
+        assert_eq!(walk.exclusion_records()[0].pattern, ".git");
+    }
+
+    #[test]
+    fn ids_are_read_from_reflogs_and_head_files() {
+        let t = tempfile::tempdir().unwrap();
+        let a = "1".repeat(40);
+        let b = "2".repeat(40);
+        let log = t.path().join("HEAD");
+        std::fs::write(
+            &log,
+            format!(
+                "{} {a} A <a@x> 1 +0000\tclone\n{a} {b} A <a@x> 2 +0000\tcommit: x {b}\n",
+                "0".repeat(40)
+            ),
+        )
+        .unwrap();
+        let ids: Vec<String> = ids_in(&log)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // The null id of a first entry is no object; an id in a message is
+        // not read.
+        assert_eq!(ids, [a.clone(), a.clone(), b.clone()]);
+        std::fs::write(&log, format!("{b}\t\tbranch 'main' of /x\n")).unwrap();
+        assert_eq!(ids_in(&log).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn what_git_reads_below_its_directory() {
+        for p in [
+            "HEAD",
+            "config",
+            "packed-refs",
+            "refs/heads/main",
+            "objects/pack/x.pack",
+            "ORIG_HEAD",
+            "worktrees/a/HEAD",
+        ] {
+            assert!(read_by_git(p), "{p}");
+        }
+        for p in [
+            "hooks/pre-commit",
+            "info/exclude",
+            "description",
+            "modules/lib/HEAD",
+            "lfs/objects/x",
+        ] {
+            assert!(!read_by_git(p), "{p}");
+        }
+    }
 }
