@@ -583,8 +583,7 @@ fn scan(dir: &GitDir, scanner: &Scanner) -> Result<Vec<Hit>, Unscannable> {
 
 impl Scan<'_> {
     fn run(&mut self, dir: &GitDir) -> Result<(), Unscannable> {
-        let (mut local, mut hidden) = (Vec::new(), Vec::new());
-        let mut tag_targets = Vec::new();
+        let (mut local, mut hidden): (Vec<ObjectId>, Vec<ObjectId>) = (Vec::new(), Vec::new());
         let references = self
             .repo
             .references()
@@ -613,10 +612,18 @@ impl Scan<'_> {
         let mut commits = Vec::new();
         let mut trees = Vec::new();
         let mut blobs = Vec::new();
-        while let Some(id) = local.pop() {
+        // Commits a ref or reflog names itself, not only through a tag.
+        let mut named: HashSet<ObjectId> = HashSet::default();
+        let mut queue: Vec<(ObjectId, bool)> = local.into_iter().map(|id| (id, true)).collect();
+        while let Some((id, direct)) = queue.pop() {
             let Some(kind) = self.kind(id)? else { continue };
             match kind {
-                ObjectKind::Commit => commits.push(id),
+                ObjectKind::Commit => {
+                    if direct {
+                        named.insert(id);
+                    }
+                    commits.push(id);
+                }
                 ObjectKind::Tree => trees.push(id),
                 ObjectKind::Blob => blobs.push(id),
                 ObjectKind::Tag => {
@@ -627,8 +634,7 @@ impl Scan<'_> {
                                 .target_id()
                                 .map_err(|e| unreadable("a tag does not decode", e))?;
                         self.scan_buffer(id, ObjectKind::Tag, Origin::Message, "");
-                        tag_targets.push(target);
-                        local.push(target);
+                        queue.push((target, false));
                     }
                 }
             }
@@ -640,10 +646,10 @@ impl Scan<'_> {
         commits.sort();
         commits.dedup();
         let local_only = self.local_only(&commits, &hidden)?;
-        // The remote side: the remote-tracking tips' trees and those of the
-        // commits where local history leaves remote history.
+        // The remote side: the trees of the commits where local history
+        // leaves remote history (and, below, of the remote-tracking tips).
         let local_set: HashSet<ObjectId> = local_only.iter().copied().collect();
-        let mut edge: Vec<ObjectId> = hidden.clone();
+        let mut edge: Vec<ObjectId> = Vec::new();
         for &c in &local_only {
             self.read(c)?;
             let parents: Vec<ObjectId> =
@@ -655,10 +661,9 @@ impl Scan<'_> {
         // Remote-held local tips (HEAD, branches, reflogs; not tags, which
         // reach far back and matter to nothing below): the index and the
         // loose objects are mostly theirs.
-        let tagged: HashSet<ObjectId> = tag_targets.iter().copied().collect();
         for c in commits
             .iter()
-            .filter(|c| !local_set.contains(*c) && !tagged.contains(*c))
+            .filter(|c| !local_set.contains(*c) && named.contains(*c))
         {
             edge.push(*c);
         }
@@ -683,17 +688,24 @@ impl Scan<'_> {
         for index in &dir.indexes {
             self.scan_index(index)?;
         }
-        // What nothing reached: loose objects and cruft packs.
+        // What nothing reached: loose objects and cruft packs. Fetched
+        // objects are often loose: the remote-tracking tips' trees are
+        // marked first, only then (a fresh clone has none of these).
         let mut stray: Vec<ObjectId> = dir.loose.keys().copied().collect();
         for idx in &dir.cruft {
             let file = gix::odb::pack::index::File::at(idx, self.repo.object_hash())
                 .map_err(|e| unreadable("a cruft pack's index does not decode", e))?;
             stray.extend(file.iter().map(|e| e.oid));
         }
-        let stray: Vec<ObjectId> = stray
-            .into_iter()
-            .filter(|id| !self.seen.contains(id) && !self.remote.contains(id))
-            .collect();
+        stray.retain(|id| !self.seen.contains(id) && !self.remote.contains(id));
+        if !stray.is_empty() {
+            for &c in &hidden {
+                if let Some(tree) = self.tree_of(c)? {
+                    self.mark_remote(tree)?;
+                }
+            }
+            stray.retain(|id| !self.remote.contains(id));
+        }
         let (mut stray_commits, mut stray_blobs) = (Vec::new(), Vec::new());
         for id in stray {
             match self.kind(id)? {
