@@ -1106,6 +1106,56 @@ mod tests {
     }
 
     #[test]
+    fn save_s_in_memory_pack_screens_git_history_as_pack_does() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
+                .args(args)
+                .current_dir(&ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let key = format!(
+            "sk-proj-{}T3BlbkFJ{}",
+            "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
+            "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
+        );
+        fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
+        git(&["add", "notes.txt"]);
+        git(&["commit", "-q", "-m", "notes"]);
+        fs::write(ws.join("notes.txt"), "none\n").unwrap();
+        git(&["commit", "-q", "-a", "-m", "no notes"]);
+        let request = |mode| PackRequest {
+            workspace: ws.clone(),
+            output: PathBuf::from("-"),
+            harness: None,
+            walk: WalkOptions::default(),
+            secrets: SecretPolicy {
+                mode,
+                allow: vec![],
+            },
+        };
+        let e = pack_in_memory(&request(SecretsMode::Refuse), &Progress::new(true))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "secret_in_git_history");
+        let packed = pack_in_memory(&request(SecretsMode::Exclude), &Progress::new(true)).unwrap();
+        assert_eq!(packed.report.secrets.len(), 1);
+        assert_eq!(packed.report.secrets[0].action, "excluded");
+        let left_out = &packed.report.skipped[0].path;
+        assert!(left_out.starts_with("workspace/.git/objects/"));
+        assert!(!packed.manifest.members.iter().any(|m| &m.path == left_out));
+    }
+
+    #[test]
     fn a_folder_swapped_for_a_symlink_after_the_walk_is_never_followed() {
         let (t, planned) = swapped_folder();
         let out = t.path().join("p.tar");

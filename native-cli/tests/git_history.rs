@@ -332,6 +332,27 @@ fn a_key_on_a_deleted_branch_is_found_in_its_loose_objects() {
 }
 
 #[test]
+fn a_key_git_add_left_behind_is_found_in_a_cruft_pack() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    repo(&ws);
+    let secret = key(16);
+    write(&ws.join("creds.txt"), format!("{secret}\n"));
+    git(&ws, &["add", "creds.txt"]);
+    git(&ws, &["reset", "-q", "creds.txt"]);
+    std::fs::remove_file(ws.join("creds.txt")).unwrap();
+    // Unreachable and recent: gc keeps it, in a cruft pack.
+    git(&ws, &["gc", "-q", "--cruft"]);
+    let packs = walk_files(&ws.join(".git/objects/pack"));
+    assert!(packs.iter().any(|p| p.ends_with(".mtimes")), "{packs:?}");
+    assert_refused(
+        &ws,
+        &secret,
+        &["workspace/.git unreachable blob ", ":1 openai-api-key"],
+    );
+}
+
+#[test]
 fn allow_secret_matches_the_path_in_the_commit() {
     let t = tmp();
     let ws = t.path().join("ws");

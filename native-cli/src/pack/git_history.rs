@@ -14,10 +14,11 @@
 //! inflated once and run through packet-core's detector, with the path it
 //! had in its tree and the commit that introduced it. Objects stored loose
 //! or in a cruft pack that nothing reached are scanned too. The remote
-//! side is the trees of the remote-tracking tips and of the commits where
-//! local history leaves remote history: its blobs are never inflated. A
-//! finding is then checked against everything the remotes reach (walked
-//! only then): there, it is reported and packs.
+//! side is marked by reading trees only, never its blobs: those of the
+//! commits where local history leaves remote history and of the local
+//! tips a remote has (and, when loose objects need them, of the
+//! remote-tracking tips). A finding is then checked against everything
+//! the remotes reach (walked only then): there, it is reported and packs.
 //!
 //! The work is bounded ([`MAX_OBJECTS`], [`MAX_BYTES`]); a repository
 //! that cannot be read (corrupt, a link or a special file where git reads,
@@ -1052,6 +1053,18 @@ mod tests {
         assert_eq!(ids, [a.clone(), a.clone(), b.clone()]);
         std::fs::write(&log, format!("{b}\t\tbranch 'main' of /x\n")).unwrap();
         assert_eq!(ids_in(&log).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_budget_stops_the_scan_at_its_bounds() {
+        let mut budget = Budget {
+            objects: 2,
+            bytes: 10,
+        };
+        assert!(budget.object().is_ok() && budget.object().is_ok());
+        assert!(matches!(budget.object(), Err(Unscannable::TooLarge(_))));
+        assert!(budget.bytes(10).is_ok());
+        assert!(matches!(budget.bytes(1), Err(Unscannable::TooLarge(_))));
     }
 
     #[test]
