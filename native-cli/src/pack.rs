@@ -139,14 +139,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
     let mut hidden: Vec<Found> = Vec::new();
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
-        let workspace_bytes = walk
-            .planned
-            .iter()
-            .map(|p| match p {
-                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
-                _ => 0,
-            })
-            .sum();
+        let workspace_bytes = walk.listed_bytes();
         let located = harness::adapter(h.kind).locate(&LocateRequest {
             home: &h.home,
             id: &h.id,

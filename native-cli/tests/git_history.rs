@@ -15,19 +15,11 @@ use serde_json::Value;
 
 /// An OpenAI key in its current format, different for each `seed`.
 fn key(seed: u64) -> String {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut chars = |n: usize| -> String {
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                alphabet[(x % alphabet.len() as u64) as usize] as char
-            })
-            .collect()
-    };
-    format!("sk-proj-{}T3BlbkFJ{}", chars(74), chars(74))
+    format!(
+        "sk-proj-{}T3BlbkFJ{}",
+        chars(2 * seed, 74, ALNUM),
+        chars(2 * seed + 1, 74, ALNUM)
+    )
 }
 
 /// Runs git in `dir` with no user or system configuration; returns stdout.
@@ -50,6 +42,13 @@ fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The short id (12 hex digits) of the commit `HEAD` names.
+fn head(ws: &Path) -> String {
+    git(ws, &["rev-parse", "--short=12", "HEAD"])
+        .trim()
+        .to_owned()
 }
 
 /// A repository in `ws` with one commit of a README.
@@ -163,9 +162,7 @@ fn history_a_remote_has_is_reported_not_refused() {
     write(&ws.join(".env"), &env);
     git(&ws, &["add", "-f", ".env"]);
     git(&ws, &["commit", "-q", "-m", "settings again"]);
-    let again_id = git(&ws, &["rev-parse", "--short=12", "HEAD"])
-        .trim()
-        .to_owned();
+    let again_id = head(&ws);
     git(&ws, &["rm", "-q", ".env"]);
     git(&ws, &["commit", "-q", "-m", "no settings again"]);
     let out = t.path().join("p.tar");
@@ -191,9 +188,7 @@ fn history_a_remote_has_is_reported_not_refused() {
     );
     git(&ws, &["add", "deploy.sh"]);
     git(&ws, &["commit", "-q", "-m", "deploy"]);
-    let id = git(&ws, &["rev-parse", "--short=12", "HEAD"])
-        .trim()
-        .to_owned();
+    let id = head(&ws);
     git(&ws, &["rm", "-q", "deploy.sh"]);
     git(&ws, &["commit", "-q", "-m", "no deploy"]);
     assert_refused(&ws, &other, &[&format!("{id}:deploy.sh:1 openai-api-key")]);
@@ -284,9 +279,7 @@ fn a_key_in_a_tagged_commit_is_refused() {
     write(&ws.join("notes.txt"), format!("{secret}\n"));
     git(&ws, &["add", "notes.txt"]);
     git(&ws, &["commit", "-q", "-m", "release notes"]);
-    let id = git(&ws, &["rev-parse", "--short=12", "HEAD"])
-        .trim()
-        .to_owned();
+    let id = head(&ws);
     git(&ws, &["tag", "-a", "v1", "-m", "v1"]);
     git(&ws, &["checkout", "-q", "main"]);
     git(&ws, &["branch", "-q", "-D", "release"]);
@@ -303,9 +296,7 @@ fn a_key_in_an_amended_commit_is_found_through_the_reflog() {
     write(&ws.join("app.js"), format!("const key = '{secret}';\n"));
     git(&ws, &["add", "app.js"]);
     git(&ws, &["commit", "-q", "-m", "app"]);
-    let id = git(&ws, &["rev-parse", "--short=12", "HEAD"])
-        .trim()
-        .to_owned();
+    let id = head(&ws);
     write(&ws.join("app.js"), "const key = process.env.KEY;\n");
     git(&ws, &["commit", "-q", "-a", "--amend", "-m", "app"]);
     assert_refused(&ws, &secret, &[&format!("{id}:app.js:1 openai-api-key")]);

@@ -163,15 +163,7 @@ pub fn screen(
     }
     // Past the packet's size the pack is refused before any file is
     // read; the history is not read either.
-    let listed: u64 = walk
-        .planned
-        .iter()
-        .map(|p| match p {
-            Planned::Walked { size, .. } | Planned::File { size, .. } => *size,
-            _ => 0,
-        })
-        .sum();
-    if listed > packet_core::Limits::FORMAT.max_packet_bytes {
+    if walk.listed_bytes() > packet_core::Limits::FORMAT.max_packet_bytes {
         return Ok(Vec::new());
     }
     let scanner = Scanner::new();
