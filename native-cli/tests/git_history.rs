@@ -513,6 +513,28 @@ fn a_corrupt_repository_is_refused_not_crashed_on() {
     assert_eq!(code, 5, "{j}");
     assert_eq!(j["code"], "git_history_unreadable", "{j}");
     assert_eq!(j["path"], "workspace/.git");
+    // A pack whose index is garbage (its objects would travel unread), a
+    // truncated pack, a packed-refs file that does not parse.
+    for damage in ["pack-index", "pack", "packed-refs"] {
+        let ws = t.path().join(format!("ws-{damage}"));
+        repo(&ws);
+        commit_then_delete_env(&ws, &key(17));
+        git(&ws, &["gc", "-q", "--prune=now"]);
+        let packs = walk_files(&ws.join(".git/objects/pack"));
+        let file = |ext: &str| packs.iter().find(|p| p.ends_with(ext)).unwrap().clone();
+        match damage {
+            "pack-index" => std::fs::write(file(".idx"), [7u8; 100]).unwrap(),
+            "pack" => {
+                let f = file(".pack");
+                let bytes = std::fs::read(&f).unwrap();
+                std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+            }
+            _ => std::fs::write(ws.join(".git/packed-refs"), "garbage\n").unwrap(),
+        }
+        let (code, j, _) = try_pack(&ws, &t.path().join(format!("{damage}.tar")), &[]);
+        assert_eq!(code, 5, "{damage}: {j}");
+        assert_eq!(j["code"], "git_history_unreadable", "{damage}: {j}");
+    }
     // With --secrets exclude, the repository is left out and said to be.
     let (code, j, _) = try_pack(&ws, &t.path().join("q.tar"), &["--secrets", "exclude"]);
     assert_eq!(code, 0, "{j}");

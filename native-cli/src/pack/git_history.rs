@@ -138,6 +138,8 @@ struct GitDir {
     cruft: Vec<PathBuf>,
     /// Indexes of every pack.
     packs: Vec<PathBuf>,
+    /// Every pack's data file.
+    pack_data: Vec<PathBuf>,
     /// Reflogs, `*_HEAD` files, worktree `HEAD` files: their ids are roots.
     root_files: Vec<PathBuf>,
     /// `FETCH_HEAD` and remote-tracking reflogs: what a remote had.
@@ -376,6 +378,7 @@ fn git_dirs(workspace: &Path, walk: &Walk) -> Vec<GitDir> {
                     loose: BTreeMap::new(),
                     cruft: Vec::new(),
                     packs: Vec::new(),
+                    pack_data: Vec::new(),
                     root_files: Vec::new(),
                     remote_files: Vec::new(),
                     indexes: Vec::new(),
@@ -442,6 +445,7 @@ fn classify(dir: &mut GitDir, member: &str, inner: &str) {
             }
         }
         ["objects", "pack", name] if name.ends_with(".idx") => dir.packs.push(file),
+        ["objects", "pack", name] if name.ends_with(".pack") => dir.pack_data.push(file),
         ["objects", "pack", name] if name.ends_with(".mtimes") => {
             let idx = format!("{}.idx", name.trim_end_matches(".mtimes"));
             dir.cruft.push(dir.path.join("objects/pack").join(idx));
@@ -546,6 +550,17 @@ struct Scan<'a> {
 fn scan(dir: &GitDir, scanner: &Scanner) -> Result<Vec<Hit>, Unscannable> {
     if let Some(why) = &dir.unsafe_entry {
         return Err(Unscannable::Unreadable(why.clone()));
+    }
+    // A pack whose index does not read is one git (and this scan) cannot
+    // see into, though its bytes travel and `git index-pack` reads them.
+    for data in &dir.pack_data {
+        let idx = data.with_extension("idx");
+        if let Err(e) = gix::odb::pack::index::File::at(&idx, gix::hash::Kind::Sha1) {
+            return Err(Unscannable::Unreadable(format!(
+                "{} has no index that reads ({e}): rebuild it with `git index-pack` or remove the pack",
+                data.display()
+            )));
+        }
     }
     let options = gix::open::Options::isolated()
         .open_path_as_is(true)
