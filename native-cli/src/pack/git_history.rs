@@ -746,7 +746,13 @@ impl Scan<'_> {
             self.scan_blob(id, Origin::Unreachable)?;
         }
         if !self.hits.is_empty() {
-            self.settle_on_remote(&hidden)?;
+            match self.settle_on_remote(&hidden) {
+                // A remote history too large to walk in full: the findings
+                // stand as local ones, named, rather than the scan as
+                // unfinished.
+                Err(Unscannable::TooLarge(_)) => {}
+                settled => settled?,
+            }
         }
         Ok(())
     }
