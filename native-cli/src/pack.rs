@@ -17,6 +17,7 @@
 //! regular files the walk listed; the packet's size limit is checked from
 //! the listed sizes before any file is read.
 
+mod git_history;
 mod into_file;
 pub mod secrets;
 
@@ -108,6 +109,9 @@ struct Collected {
     harness_source: Option<PathBuf>,
     /// Secrets the adapter found in what the packet's bytes hide.
     hidden: Vec<Found>,
+    /// Secrets found in git history and packed (or left out, already
+    /// taken from the walk), for the report.
+    history: Vec<SecretReport>,
     /// A session log the harness printed (a temporary file), kept until the
     /// packet is written.
     _harness_scratch: Option<tempfile::TempPath>,
@@ -127,20 +131,15 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         &request.walk,
         &mut walk,
     )?;
+    // Before anything is hashed: what it leaves out is left out of the walk.
+    let history = git_history::screen(&workspace, &mut walk, &request.secrets)?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
     let mut harness_scratch = None;
     let mut hidden: Vec<Found> = Vec::new();
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
-        let workspace_bytes = walk
-            .planned
-            .iter()
-            .map(|p| match p {
-                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
-                _ => 0,
-            })
-            .sum();
+        let workspace_bytes = walk.listed_bytes();
         let located = harness::adapter(h.kind).locate(&LocateRequest {
             home: &h.home,
             id: &h.id,
@@ -165,6 +164,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch: harness_scratch,
     })
 }
@@ -177,6 +177,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -271,6 +272,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         &found,
         policy,
         left_out,
+        history,
     ))
 }
 
@@ -286,9 +288,11 @@ fn report(
     found: &[Found],
     policy: &SecretPolicy,
     left_out: LeftOut,
+    history: Vec<SecretReport>,
 ) -> PackReport {
     let mut secret_reports = secrets::packed_reports(found, policy, &walk);
     secret_reports.extend(left_out.reports);
+    secret_reports.extend(history);
     secret_reports
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path).then(a.line.cmp(&b.line)));
     walk.skipped.extend(left_out.skipped);
@@ -341,6 +345,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         harness,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -370,6 +375,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         &found,
         policy,
         left_out,
+        history,
     );
     Ok(Packed {
         manifest,
@@ -1090,6 +1096,56 @@ mod tests {
         fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
         symlink(t.path().join("outside"), ws.join("d")).unwrap();
         (t, planned)
+    }
+
+    #[test]
+    fn save_s_in_memory_pack_screens_git_history_as_pack_does() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
+                .args(args)
+                .current_dir(&ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let key = format!(
+            "sk-proj-{}T3BlbkFJ{}",
+            "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
+            "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
+        );
+        fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
+        git(&["add", "notes.txt"]);
+        git(&["commit", "-q", "-m", "notes"]);
+        fs::write(ws.join("notes.txt"), "none\n").unwrap();
+        git(&["commit", "-q", "-a", "-m", "no notes"]);
+        let request = |mode| PackRequest {
+            workspace: ws.clone(),
+            output: PathBuf::from("-"),
+            harness: None,
+            walk: WalkOptions::default(),
+            secrets: SecretPolicy {
+                mode,
+                allow: vec![],
+            },
+        };
+        let e = pack_in_memory(&request(SecretsMode::Refuse), &Progress::new(true))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "secret_in_git_history");
+        let packed = pack_in_memory(&request(SecretsMode::Exclude), &Progress::new(true)).unwrap();
+        assert_eq!(packed.report.secrets.len(), 1);
+        assert_eq!(packed.report.secrets[0].action, "excluded");
+        let left_out = &packed.report.skipped[0].path;
+        assert!(left_out.starts_with("workspace/.git/objects/"));
+        assert!(!packed.manifest.members.iter().any(|m| &m.path == left_out));
     }
 
     #[test]

@@ -89,6 +89,22 @@ pub fn fails(args: &[&str], exit: i32, code: &str) -> Value {
     j
 }
 
+/// Deterministic characters from `alphabet` (for planted credentials).
+pub fn chars(seed: u64, n: usize, alphabet: &[u8]) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            alphabet[(x % alphabet.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+/// Letters and digits.
+pub const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
 /// Packs `ws` into `out` and returns the JSON.
 pub fn pack(ws: &Path, out: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["pack", s(ws), "-o", s(out), "--quiet"];
