@@ -1,55 +1,54 @@
-//! Cutting bodies into chunks (docs/transfer.md, "Units"): a body of at
-//! most [`THRESHOLD`] bytes is one chunk named by its own sha256; a larger
-//! one is cut with FastCDC (the `fastcdc` crate's 2020 algorithm, its
-//! default normalisation, no seed) into chunks of 64 KiB to 1 MiB, about
-//! 256 KiB on average. The same bytes give the same chunks on every
-//! client, so a file that grew at its end shares every chunk but the last
-//! few with the file it was.
+//! Cutting bodies and `packet.json` into chunks (docs/transfer.md,
+//! "Units"), by the one table in `pillbox_wire::chunking`: bytes of at most
+//! [`Cdc::one_chunk_up_to`] are one chunk named by their own sha256; longer
+//! ones are cut with FastCDC (the `fastcdc` crate's 2020 algorithm, its
+//! default normalisation, no seed). The same bytes give the same chunks on
+//! every client and at the edge, so a file that grew at its end shares
+//! every chunk but the last few with the file it was, and a manifest that
+//! changed in one member shares all but one or two of its chunks.
 
 use std::io::{self, Read};
 use std::path::Path;
 
 use fastcdc::v2020::{self, Normalization};
 use packet_core::{Digest, Hasher};
+use pillbox_wire::chunking::Cdc;
+use pillbox_wire::recipes::ChunkName;
 use pillbox_wire::Chunking;
 
 use crate::error::{CliError, Refused, Result};
 
-/// The largest body sent as one chunk.
-pub const THRESHOLD: u64 = 256 << 10;
-/// The smallest chunk FastCDC cuts (a body's last chunk may be shorter).
-pub const MIN_SIZE: u32 = 64 << 10;
-/// The average chunk it aims for.
-pub const AVG_SIZE: u32 = 256 << 10;
-/// The largest chunk.
-pub const MAX_SIZE: u32 = 1 << 20;
-/// The algorithm's name on the wire.
-pub const ALGORITHM: &str = "fastcdc-v2020";
+pub use pillbox_wire::chunking::{BODIES, MANIFEST};
 
-/// The chunking this client does, as a store describes it.
-pub fn ours() -> Chunking {
-    Chunking {
-        algorithm: ALGORITHM.to_owned(),
-        threshold: THRESHOLD,
-        min: MIN_SIZE.into(),
-        avg: AVG_SIZE.into(),
-        max: MAX_SIZE.into(),
-    }
-}
-
-/// Refuses a store that expects bodies cut another way: its recipes would
-/// not match ours, so nothing could be reused.
+/// Refuses a store that cuts or compresses otherwise than this client: its
+/// recipes would not match ours, so nothing could be reused.
 pub fn check(theirs: &Chunking) -> Result<()> {
-    if *theirs == ours() {
+    if *theirs == Chunking::ours() {
         return Ok(());
     }
     Err(Refused::ChunkingMismatch {
-        theirs: format!(
-            "{} threshold {} min {} avg {} max {}",
-            theirs.algorithm, theirs.threshold, theirs.min, theirs.avg, theirs.max
-        ),
+        theirs: describe(theirs),
     }
     .into())
+}
+
+/// How a chunking table reads in a message.
+pub fn describe(c: &Chunking) -> String {
+    format!(
+        "{} bodies {}/{}/{}/{} manifest {}/{}/{}/{} zstd {} window {} saving {}%",
+        c.algorithm,
+        c.bodies.threshold,
+        c.bodies.min,
+        c.bodies.avg,
+        c.bodies.max,
+        c.manifest.threshold,
+        c.manifest.min,
+        c.manifest.avg,
+        c.manifest.max,
+        c.zstd_level,
+        c.zstd_max_window,
+        c.min_saving_percent
+    )
 }
 
 /// One chunk of a body: where it starts in the body, its size and sha256.
@@ -63,7 +62,17 @@ pub struct Piece {
     pub sha256: Digest,
 }
 
-/// A large body cut into chunks, with the sha256 of the whole.
+impl Piece {
+    /// The chunk's name and size, as recipes list it.
+    pub fn name(&self) -> ChunkName {
+        ChunkName {
+            sha256: self.sha256,
+            size: self.size,
+        }
+    }
+}
+
+/// Bytes cut into chunks, with the sha256 of the whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cut {
     /// The chunks, in order.
@@ -74,26 +83,52 @@ pub struct Cut {
     pub size: u64,
 }
 
-/// Cuts everything `source` yields into chunks, hashing each chunk and the
-/// whole; `on_chunk` sees each chunk's bytes (to keep or send them).
+/// The chunks of bytes held in memory (`packet.json`).
+pub fn cut_bytes(bytes: &[u8], cdc: &Cdc) -> Vec<Piece> {
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    if cdc.is_one_chunk(bytes.len() as u64) {
+        return vec![Piece {
+            offset: 0,
+            size: bytes.len() as u32,
+            sha256: Digest::of(bytes),
+        }];
+    }
+    v2020::FastCDC::new(bytes, cdc.min as usize, cdc.avg as usize, cdc.max as usize)
+        .map(|c| Piece {
+            offset: c.offset as u64,
+            size: c.length as u32,
+            sha256: Digest::of(&bytes[c.offset..c.offset + c.length]),
+        })
+        .collect()
+}
+
+/// Cuts everything `source` yields into chunks by `cdc`, hashing each
+/// chunk and the whole; `on_chunk` sees each chunk's bytes in order (to
+/// keep, send or screen them).
 ///
-/// The buffer always holds at least [`MAX_SIZE`] bytes ahead of the cut
-/// point (or the rest of the input), which is what FastCDC over the whole
-/// body in memory sees, so the cuts are the same.
+/// The buffer always holds at least `max` bytes ahead of the cut point (or
+/// the rest of the input), which is what FastCDC over the whole input in
+/// memory sees, so the cuts are the same. Input of at most
+/// `one_chunk_up_to` bytes is one chunk.
 pub fn cut(
     mut source: impl Read,
+    cdc: &Cdc,
     label: &Path,
     mut on_chunk: impl FnMut(&Piece, &[u8]) -> Result<()>,
 ) -> Result<Cut> {
-    let (mask_s, mask_l) = v2020::select_masks(AVG_SIZE as usize, Normalization::Level1);
-    let max = MAX_SIZE as usize;
-    let mut buf = vec![0u8; 4 * max];
+    let (mask_s, mask_l) = v2020::select_masks(cdc.avg as usize, Normalization::Level1);
+    let max = cdc.max as usize;
+    let window = (cdc.one_chunk_up_to as usize + 1).max(max);
+    let mut buf = vec![0u8; 4 * window];
     let (mut start, mut end, mut eof) = (0usize, 0usize, false);
     let mut whole = Hasher::new();
     let mut pieces = Vec::new();
     let mut offset = 0u64;
+    let mut first = true;
     loop {
-        if !eof && end - start < max {
+        if !eof && end - start < window {
             buf.copy_within(start..end, 0);
             end -= start;
             start = 0;
@@ -109,16 +144,22 @@ pub fn cut(
         if start == end {
             break;
         }
-        let (_, n) = v2020::cut(
-            &buf[start..end],
-            MIN_SIZE as usize,
-            AVG_SIZE as usize,
-            max,
-            mask_s,
-            mask_l,
-            mask_s << 1,
-            mask_l << 1,
-        );
+        let n = if first && eof && cdc.is_one_chunk((end - start) as u64) {
+            end - start
+        } else {
+            v2020::cut(
+                &buf[start..end],
+                cdc.min as usize,
+                cdc.avg as usize,
+                max,
+                mask_s,
+                mask_l,
+                mask_s << 1,
+                mask_l << 1,
+            )
+            .1
+        };
+        first = false;
         let bytes = &buf[start..start + n];
         whole.update(bytes);
         let piece = Piece {
@@ -156,7 +197,7 @@ mod tests {
     }
 
     fn cut_all(bytes: &[u8]) -> Cut {
-        cut(bytes, Path::new("t"), |_, _| Ok(())).unwrap()
+        cut(bytes, &BODIES, Path::new("t"), |_, _| Ok(())).unwrap()
     }
 
     /// Feeds the reader in small, uneven reads.
@@ -172,32 +213,42 @@ mod tests {
     }
 
     #[test]
-    fn the_cuts_are_fastcdc_v2020_over_the_whole_body() {
-        for (len, seed) in [
-            (0, 1),
-            (1000, 2),
-            (300 << 10, 3),
-            (5 << 20, 4),
-            (9 << 20, 5),
-        ] {
-            let bytes = sample(len, seed);
-            let expected: Vec<(u64, u32)> = v2020::FastCDC::new(
-                &bytes,
-                MIN_SIZE as usize,
-                AVG_SIZE as usize,
-                MAX_SIZE as usize,
-            )
-            .map(|c| (c.offset as u64, c.length as u32))
-            .collect();
-            let got = cut(Trickle(&bytes, 0), Path::new("t"), |_, _| Ok(())).unwrap();
-            let pieces: Vec<(u64, u32)> = got.pieces.iter().map(|p| (p.offset, p.size)).collect();
-            assert_eq!(pieces, expected, "{len} bytes");
-            assert_eq!(got.body, Digest::of(&bytes));
-            assert_eq!(got.size, len as u64);
-            for p in &got.pieces {
-                let at = p.offset as usize;
-                assert_eq!(p.sha256, Digest::of(&bytes[at..at + p.size as usize]));
-                assert!(p.size <= MAX_SIZE);
+    fn the_cuts_are_fastcdc_v2020_over_the_whole_input() {
+        for cdc in [BODIES, MANIFEST] {
+            for (len, seed) in [
+                (0, 1),
+                (1000, 2),
+                (cdc.one_chunk_up_to as usize, 3),
+                (cdc.one_chunk_up_to as usize + 1, 3),
+                (300 << 10, 3),
+                (5 << 20, 4),
+                (9 << 20, 5),
+            ] {
+                let bytes = sample(len, seed);
+                let expected: Vec<(u64, u32)> = if cdc.is_one_chunk(len as u64) {
+                    (len > 0).then_some((0, len as u32)).into_iter().collect()
+                } else {
+                    v2020::FastCDC::new(
+                        &bytes,
+                        cdc.min as usize,
+                        cdc.avg as usize,
+                        cdc.max as usize,
+                    )
+                    .map(|c| (c.offset as u64, c.length as u32))
+                    .collect()
+                };
+                let got = cut(Trickle(&bytes, 0), &cdc, Path::new("t"), |_, _| Ok(())).unwrap();
+                let pieces: Vec<(u64, u32)> =
+                    got.pieces.iter().map(|p| (p.offset, p.size)).collect();
+                assert_eq!(pieces, expected, "{len} bytes");
+                assert_eq!(got.pieces, cut_bytes(&bytes, &cdc), "{len} bytes");
+                assert_eq!(got.body, Digest::of(&bytes));
+                assert_eq!(got.size, len as u64);
+                for p in &got.pieces {
+                    let at = p.offset as usize;
+                    assert_eq!(p.sha256, Digest::of(&bytes[at..at + p.size as usize]));
+                    assert!(p.size <= cdc.largest_chunk());
+                }
             }
         }
     }
@@ -224,23 +275,26 @@ mod tests {
 
     #[test]
     fn an_insertion_in_the_middle_changes_only_nearby_chunks() {
-        let before = sample(8 << 20, 21);
-        let mut after = before.clone();
-        after.splice(4 << 20..4 << 20, sample(1000, 22));
-        let old: std::collections::HashSet<Digest> =
-            cut_all(&before).pieces.iter().map(|p| p.sha256).collect();
-        let new = cut_all(&after).pieces;
-        let changed = new.iter().filter(|p| !old.contains(&p.sha256)).count();
-        assert!(changed <= 3, "{changed} of {} chunks changed", new.len());
+        for cdc in [BODIES, MANIFEST] {
+            let before = sample(8 << 20, 21);
+            let mut after = before.clone();
+            after.splice(4 << 20..4 << 20, sample(100, 22));
+            let old: std::collections::HashSet<Digest> =
+                cut_bytes(&before, &cdc).iter().map(|p| p.sha256).collect();
+            let new = cut_bytes(&after, &cdc);
+            let changed = new.iter().filter(|p| !old.contains(&p.sha256)).count();
+            assert!(changed <= 3, "{changed} of {} chunks changed", new.len());
+        }
     }
 
     #[test]
     fn a_store_that_chunks_otherwise_is_refused() {
-        assert!(check(&ours()).is_ok());
-        let other = Chunking {
-            avg: 128 << 10,
-            ..ours()
-        };
+        assert!(check(&Chunking::ours()).is_ok());
+        let mut other = Chunking::ours();
+        other.bodies.avg = 128 << 10;
+        assert_eq!(check(&other).unwrap_err().code(), "chunking_mismatch");
+        let mut other = Chunking::ours();
+        other.zstd_level = 19;
         assert_eq!(check(&other).unwrap_err().code(), "chunking_mismatch");
     }
 }

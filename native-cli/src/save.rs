@@ -113,10 +113,13 @@ pub fn save(
             let packed = pack::pack_in_memory(&pack_request, progress)?;
             let packet = Verified {
                 manifest: &packed.manifest,
+                json: None,
                 digest: packed.digest,
                 size: packed.manifest.packet_size(),
                 file: None,
                 bodies: &packed.bodies,
+                cuts: None,
+                known: None,
             };
             let pushed = remote::push_verified(store, &push_request, &packet, progress)?;
             (packed.report, pushed)
