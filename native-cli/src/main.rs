@@ -5,13 +5,15 @@
 //!
 //! The binary is thin over `packet-core`, which holds every format rule:
 //! this crate walks directories, reads and writes files, stages and renames,
-//! finds harness state, and prints one JSON object per run (docs/cli.md).
+//! finds harness state, and reports each run: a short summary for a person
+//! at a terminal, one JSON object for a program (docs/cli.md, `output`).
 
 mod cache;
 mod chunking;
 mod compress;
 mod error;
 mod harness;
+mod output;
 mod pack;
 mod packet_io;
 mod progress;
@@ -29,12 +31,13 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use packet_core::{Digest, HarnessKind};
 use serde::Serialize;
 
 use error::{CliError, Result, EXIT_OK};
 use harness::HarnessArg;
+use output::To as JsonTo;
 use packet_io::PacketInput;
 use progress::Progress;
 
@@ -46,13 +49,26 @@ use progress::Progress;
     about = "Move an AI coding agent's session between machines as one verified packet",
     long_about = "pillbox moves an AI coding agent's session (its workspace and, optionally, its Codex, Claude Code \
 or OpenCode session log) between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
-holds credentials.\n\nEvery command prints exactly one JSON object (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
+holds credentials.\n\nOn a terminal every command prints a short summary; with --json, or when its output is not a terminal, \
+it prints exactly one JSON object instead (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
 3 the packet failed verification, 4 I/O error, 5 input refused.",
     after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored"
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print the JSON object (docs/cli.md) even on a terminal; it is printed whenever the output is not a terminal.
+    #[arg(long, global = true)]
+    json: bool,
+    /// When the summary on a terminal uses colour (NO_COLOR, CLICOLOR and CLICOLOR_FORCE are honoured with auto).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: output::ColorWhen,
 }
 
 #[derive(Debug, Subcommand)]
@@ -394,9 +410,9 @@ struct VerifyArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Format {
-    /// One JSON object.
+    /// One JSON object, on a terminal too (as --json).
     Json,
-    /// A readable listing (instead of the JSON object).
+    /// A plain listing, also when the output is not a terminal.
     Text,
 }
 
@@ -407,9 +423,9 @@ struct InspectArgs {
     /// The digest the packet must have.
     #[arg(long, value_name = "DIGEST")]
     digest: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "json")]
-    format: Format,
+    /// Output format [default: a summary on a terminal, else json].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     #[command(flatten)]
     common: Common,
 }
@@ -436,9 +452,12 @@ struct DiffArgs {
     a: PathBuf,
     /// The second (newer) packet.
     b: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "json")]
-    format: Format,
+    /// Exit with 1 when the packets differ, 0 when they are identical (as `git diff --exit-code`).
+    #[arg(long)]
+    exit_code: bool,
+    /// Output format [default: a summary on a terminal, else json].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     #[command(flatten)]
     common: Common,
 }
@@ -460,32 +479,29 @@ struct RestoreCheckArgs {
     /// The OpenCode program to ask for the session [default: opencode on PATH].
     #[arg(long, value_name = "FILE")]
     opencode_bin: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Debug, Args)]
 struct Common {
-    /// No progress bar on stderr.
+    /// No progress bar on stderr (restore-check has none; it takes -q as every command does).
     #[arg(short, long)]
     quiet: bool,
 }
 
-/// Where the one JSON object goes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum JsonTo {
-    Stdout,
-    Stderr,
-}
-
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = output::command_path(&Cli::command(), &args);
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
+            output::init(output::Choice::from_args(&args));
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
                 let _ = e.print();
                 return ExitCode::from(EXIT_OK as u8);
             }
-            let _ = e.print();
             let rendered = e.render().to_string();
             let first = rendered.split("\n\n").next().unwrap_or("").trim();
             let message = first
@@ -495,28 +511,32 @@ fn main() -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(" ");
             let message = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                "a command is required (see the list above)".to_owned()
+                format!("a command is required: `{command} --help` lists them")
             } else {
                 message
             };
-            let err = CliError::Usage(message);
-            emit(&err.report(), JsonTo::Stdout, None);
-            return ExitCode::from(err.exit_code() as u8);
+            output::emit_usage(&e, message, &command);
+            return ExitCode::from(error::EXIT_USAGE as u8);
         }
     };
+    output::init(output::Choice {
+        json: cli.json,
+        color: cli.color,
+    });
     let (result, json_to, report_file) = run(cli);
     match result {
-        Ok(()) => ExitCode::from(EXIT_OK as u8),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
-            emit(&e.report(), json_to, report_file.as_deref());
+            output::emit_error(&e, json_to, report_file.as_deref(), &command);
             ExitCode::from(e.exit_code() as u8)
         }
     }
 }
 
-/// Runs a command; on success it has printed its JSON. Returns where an
-/// error's JSON goes.
-fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
+/// Runs a command; on success it has printed its report and returns the
+/// exit code (0, or 1 for `diff --exit-code` of packets that differ).
+/// Returns where an error's report goes.
+fn run(cli: Cli) -> (Result<u8>, JsonTo, Option<PathBuf>) {
     let Command::Checkpoint(cmd) = cli.command;
     match cmd {
         Checkpoint::Pack(a) => {
@@ -526,46 +546,40 @@ fn run(cli: Cli) -> (Result<()>, JsonTo, Option<PathBuf>) {
                 JsonTo::Stdout
             };
             let report = a.report.clone();
-            (run_pack(a, to), to, report)
+            (run_pack(a, to).map(done), to, report)
         }
         Checkpoint::Cat(a) => {
             let report = a.report.clone();
-            (run_cat(a), JsonTo::Stderr, report)
+            (run_cat(a).map(done), JsonTo::Stderr, report)
         }
-        Checkpoint::Unpack(a) => (run_unpack(a), JsonTo::Stdout, None),
-        Checkpoint::Verify(a) => (run_verify(a), JsonTo::Stdout, None),
-        Checkpoint::Inspect(a) => (run_inspect(a), JsonTo::Stdout, None),
+        Checkpoint::Unpack(a) => (run_unpack(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Verify(a) => (run_verify(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Inspect(a) => (run_inspect(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
-        Checkpoint::RestoreCheck(a) => (run_restore_check(a), JsonTo::Stdout, None),
-        Checkpoint::Push(a) => (run_push(a), JsonTo::Stdout, None),
-        Checkpoint::Save(a) => (run_save(a), JsonTo::Stdout, None),
-        Checkpoint::Restore(a) => (run_restore(a), JsonTo::Stdout, None),
+        Checkpoint::RestoreCheck(a) => (run_restore_check(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Push(a) => (run_push(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Save(a) => (run_save(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Restore(a) => (run_restore(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Pull(a) => {
             let to = if a.output == Path::new("-") {
                 JsonTo::Stderr
             } else {
                 JsonTo::Stdout
             };
-            (run_pull(a, to), to, None)
+            (run_pull(a, to).map(done), to, None)
         }
     }
 }
 
-/// Prints one JSON object and a newline to stdout, stderr or a file.
+/// A command that succeeded exits 0.
+fn done((): ()) -> u8 {
+    EXIT_OK as u8
+}
+
+/// Prints a command's report: a summary on a terminal, else its JSON
+/// object (to `file` with `--report`).
 fn emit<T: Serialize>(value: &T, to: JsonTo, file: Option<&Path>) {
-    let mut text = serde_json::to_string(value).unwrap_or_else(|e| {
-        format!(r#"{{"schema":"pillbox.error/1","code":"internal","exit_code":5,"path":null,"offset":null,"message":"cannot encode the report: {e}","advice":"report this bug"}}"#)
-    });
-    text.push('\n');
-    if let Some(f) = file {
-        if std::fs::write(f, &text).is_ok() {
-            return;
-        }
-    }
-    let _ = match to {
-        JsonTo::Stdout => io::stdout().lock().write_all(text.as_bytes()),
-        JsonTo::Stderr => io::stderr().lock().write_all(text.as_bytes()),
-    };
+    output::emit(value, to, file);
 }
 
 fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
@@ -752,8 +766,9 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
     let source = PacketInput::open(&a.packet)?;
     let report = query::inspect(&source, expected, &Progress::new(a.common.quiet))?;
     match a.format {
-        Format::Json => emit(&report, JsonTo::Stdout, None),
-        Format::Text => print_text(&query::inspect_text(&report))?,
+        None => emit(&report, JsonTo::Stdout, None),
+        Some(Format::Json) => output::emit_json(&report, JsonTo::Stdout),
+        Some(Format::Text) => print_text(&query::inspect_text(&report))?,
     }
     Ok(())
 }
@@ -780,7 +795,7 @@ fn run_cat(a: CatArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_diff(a: DiffArgs) -> Result<()> {
+fn run_diff(a: DiffArgs) -> Result<u8> {
     if a.a == Path::new("-") && a.b == Path::new("-") {
         return Err(CliError::Usage(
             "only one of the two packets can come from stdin".into(),
@@ -790,10 +805,15 @@ fn run_diff(a: DiffArgs) -> Result<()> {
     let second = PacketInput::open(&a.b)?;
     let report = query::diff(&first, &second, &Progress::new(a.common.quiet))?;
     match a.format {
-        Format::Json => emit(&report, JsonTo::Stdout, None),
-        Format::Text => print_text(&query::diff_text(&report))?,
+        None => emit(&report, JsonTo::Stdout, None),
+        Some(Format::Json) => output::emit_json(&report, JsonTo::Stdout),
+        Some(Format::Text) => print_text(&query::diff_text(&report))?,
     }
-    Ok(())
+    Ok(if a.exit_code && !report.identical {
+        1
+    } else {
+        EXIT_OK as u8
+    })
 }
 
 fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
