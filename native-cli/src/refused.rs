@@ -424,8 +424,8 @@ refusals! {
     /// push, pull: the store answered something the API does not describe.
     RemoteInvalidAnswer { what: String, detail: String } => "remote_invalid_answer",
         path: None,
-        message: format!("{what}: the store's answer is not what the API describes: {detail}"),
-        advice: "check that --remote points at a pillbox store (GET <remote>/v1 shows its settings)";
+        message: format!("{}: the store's answer is not what this pillbox expects: {detail}", crate::remote::doing(what)),
+        advice: "check that --remote is the base URL of a pillbox store (e.g. https://pillbox.example.workers.dev), and that it and this pillbox are of the same version";
     /// push: the store expects bodies cut into chunks another way.
     ChunkingMismatch { theirs: String } => "chunking_mismatch",
         path: None,

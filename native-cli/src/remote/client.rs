@@ -18,7 +18,7 @@ use ureq::http::Response;
 use ureq::{Body, SendBody};
 
 use super::TOKEN_ENV;
-use crate::error::{CliError, Refused, Result, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
+use crate::error::{CliError, Refused, Result, EXIT_IO};
 use crate::progress::Progress;
 
 /// A bearer token. Its `Debug` never shows the secret.
@@ -518,16 +518,20 @@ pub(super) fn unreachable_error(what: &str, base: &str, detail: &str) -> CliErro
         exit: EXIT_IO,
         path: None,
         offset: None,
-        message: format!("{what} at {base} failed: {detail}"),
+        message: format!(
+            "{} at {base} failed: {detail}",
+            super::refusal::Subject::of(what).doing()
+        ),
         advice: "check the --remote URL and the network, then run the command again (an interrupted push resumes where it stopped)".into(),
     }
 }
 
-/// The error for an answer the command cannot use. A `422` carries
-/// packet-core's code, path and offset unchanged (exit 3); a `5xx` is exit
-/// 4; any other refusal (401, 403, 404, 409, 413…) is exit 5. A body that
-/// is not the API's `{"error": …}` (a proxy's page, say) leaves the code to
-/// the status.
+/// The error for an answer the command cannot use: the store's code, and
+/// a message and advice in the CLI's terms ([`super::refusal`]). A `422`
+/// carries packet-core's code, path and offset unchanged (exit 3); a `5xx`
+/// is exit 4; any other refusal (401, 403, 404, 409, 413…) is exit 5. A
+/// body that is not the API's `{"error": …}` (a proxy's page, say) leaves
+/// the code to the status.
 pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError {
     let status = response.status().as_u16();
     let problem = response
@@ -538,50 +542,7 @@ pub(super) fn status_error(what: &str, mut response: Response<Body>) -> CliError
         .ok()
         .and_then(|b| serde_json::from_slice::<ErrorBody>(&b).ok())
         .map(|b| b.error);
-    let code = match &problem {
-        Some(p) => p.code().to_owned(),
-        None => match status {
-            401 => "unauthorized",
-            403 => "forbidden",
-            404 => "not_found",
-            409 => "conflict",
-            _ => "remote_refused",
-        }
-        .to_owned(),
-    };
-    let exit = match status {
-        422 => EXIT_VERIFY,
-        500..=599 => EXIT_IO,
-        _ => EXIT_REFUSED,
-    };
-    let message = match &problem {
-        Some(p) => format!("{what}: HTTP {status}: {}", p.message()),
-        None => format!("{what}: HTTP {status}"),
-    };
-    let advice = match (status, &problem) {
-        // The store names the scope a token lacks (`scope_missing`): its
-        // advice says which.
-        (403, Some(p)) if p.code() == "scope_missing" => p.advice().to_owned(),
-        (401 | 403, _) => {
-            "set PILLBOX_TOKEN (or pass --token-file) to a token of the store that may do this (docs/worker.md, \"Access\")".to_owned()
-        }
-        (_, Some(p)) => p.advice().to_owned(),
-        (_, None) => {
-            "see the store's answer above; the API is described in proto/openapi.yaml".to_owned()
-        }
-    };
-    let (path, offset) = problem.map_or((None, None), |p| {
-        let details = p.refusal.details;
-        (details.path.map(|p| p.into_owned()), details.offset)
-    });
-    CliError::Remote {
-        code,
-        exit,
-        path,
-        offset,
-        message,
-        advice,
-    }
+    super::refusal::refusal(what, status, problem)
 }
 
 /// Reads an answer's JSON body into its [`pillbox_wire`] type.

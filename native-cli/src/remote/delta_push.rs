@@ -912,16 +912,9 @@ fn get_session(remote: &Remote, id: &str) -> Result<Option<Push>> {
     }
 }
 
-/// The error of a refusal already read.
+/// The error of a refusal already read, in the CLI's terms.
 fn refusal(what: &str, status: u16, problem: pillbox_wire::Problem) -> CliError {
-    CliError::Remote {
-        code: problem.code().to_owned(),
-        exit: crate::error::EXIT_REFUSED,
-        path: problem.refusal.details.path.clone().map(|p| p.into_owned()),
-        offset: problem.refusal.details.offset,
-        message: format!("{what}: HTTP {status}: {}", problem.message()),
-        advice: problem.advice().to_owned(),
-    }
+    super::refusal::refusal(what, status, Some(problem))
 }
 
 /// Cuts each large body into chunks, on every core; each must hash to the

@@ -15,6 +15,7 @@
 //! | `push` | `push`: a delta push, or a single upload or a multipart one, then the ref |
 //! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
 //! | `delta_push` | delta push: the manifest's chunks and what the bases lack in one `PBPUSH02` create when it fits, else recipes, parts of per-chunk zstd frames in parallel, complete |
+//! | `refusal` | a store's refusal in the CLI's terms: what was refused, what to do with this CLI |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
 //! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches (frames decoded and hashed), the packet rebuilt |
@@ -28,6 +29,7 @@ mod delta_pull;
 mod delta_push;
 mod pull;
 mod push;
+mod refusal;
 mod upload_state;
 
 use packet_core::Digest;
@@ -41,6 +43,11 @@ pub use push::{
     push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
 };
 pub use upload_state::default_state_dir;
+
+/// What a request (`"PUT /v1/refs/x"`) was doing, in the CLI's terms.
+pub fn doing(what: &str) -> String {
+    refusal::Subject::of(what).doing()
+}
 
 /// The environment variable holding the bearer token.
 pub const TOKEN_ENV: &str = "PILLBOX_TOKEN";
