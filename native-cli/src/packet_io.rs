@@ -207,6 +207,9 @@ pub fn read_packet_blocks(
 ) -> Result<VerifiedPacket> {
     let mut input = source.open_packet()?;
     let mut reader = Reader::hashed_elsewhere(options);
+    // The first bytes, to tell a file that is no packet at all from a
+    // damaged one when the reader refuses it.
+    let mut head: Vec<u8> = Vec::new();
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
     let hashing_stopped = || CliError::from(Refused::ReadHashingStopped {});
     std::thread::scope(|scope| {
@@ -237,6 +240,10 @@ pub fn read_packet_blocks(
                     home: free_tx.clone(),
                 });
                 progress.inc(n as u64);
+                if head.len() < HEAD {
+                    let take = (HEAD - head.len()).min(n);
+                    head.extend_from_slice(&block.bytes()[..take]);
+                }
                 match &mut whole {
                     WholeHash::Undecided(h) => h.update(block.bytes()),
                     WholeHash::Elsewhere(to) => {
@@ -268,10 +275,62 @@ pub fn read_packet_blocks(
         // Ends the hashing thread's input.
         drop(whole);
         let digest = hasher.map(|h| h.join());
-        read?;
+        let not_a_packet = |e: CliError| match e {
+            CliError::Packet(_) if !looks_like_a_packet(&head) => Refused::NotAPacketFile {
+                arg: source.label(),
+                what: what_it_is(&head),
+            }
+            .into(),
+            e => e,
+        };
+        read.map_err(not_a_packet)?;
         let digest = digest.transpose().map_err(|_| hashing_stopped())?;
-        Ok(reader.finish_with_digest(digest)?)
+        reader
+            .finish_with_digest(digest)
+            .map_err(|e| not_a_packet(e.into()))
     })
+}
+
+/// How many first bytes [`looks_like_a_packet`] reads: one tar header.
+const HEAD: usize = 512;
+
+/// Whether a file's first bytes could begin a packet: a tar header naming
+/// `packet.json` (or a PAX header, which precedes it), possibly cut short.
+/// A file that fails this (empty, a source file, a gzip file, a tar whose
+/// first member is something else) is refused as `not_a_packet` rather
+/// than by the reader's code for a damaged packet (docs/cli.md, "Error
+/// codes").
+pub fn looks_like_a_packet(head: &[u8]) -> bool {
+    if head.is_empty() {
+        return false;
+    }
+    if head.get(156) == Some(&b'x') {
+        return true;
+    }
+    let field = &head[..head.len().min(100)];
+    let end = field.iter().position(|&b| b == 0);
+    let name = &field[..end.unwrap_or(field.len())];
+    let complete = end.is_some() || field.len() == 100;
+    if complete {
+        name == b"packet.json"
+    } else {
+        b"packet.json".starts_with(name)
+    }
+}
+
+/// What a file that is no packet seems to be, for the message.
+fn what_it_is(head: &[u8]) -> &'static str {
+    if head.is_empty() {
+        "it is empty"
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        "it is gzip-compressed (a packet is a plain tar: decompress it first if it holds one)"
+    } else if head.len() >= 262 && &head[257..262] == b"ustar" {
+        "it is a tar archive whose first member is not packet.json, so not one pillbox wrote"
+    } else if head.iter().all(|&b| b == 0) {
+        "it holds only zero bytes"
+    } else {
+        "it does not begin with a packet's packet.json"
+    }
 }
 
 /// Verifies a whole packet without writing anything.

@@ -186,6 +186,12 @@ refusals! {
         path: shown(arg),
         message: format!("{} is a directory, not a packet file", arg.display()),
         advice: "name the packet file (a .tar written by `pillbox checkpoint pack`)";
+    /// The packet argument is a file that is no packet at all (empty, a
+    /// source file, gzip, a tar that does not begin with packet.json).
+    NotAPacketFile { arg: String, what: &'static str } => "not_a_packet",
+        path: Some(arg.clone()),
+        message: format!("{arg} is not a pillbox packet: {what}"),
+        advice: "name a packet file (a .tar written by `pillbox checkpoint pack`, `save -o` or `pull -o`)";
     /// `cat`: the manifest lists no such member.
     MemberNotFound { member: String } => "member_not_found",
         path: None,
