@@ -642,10 +642,14 @@ impl PackFlags {
                         harness::opencode::program(a.opencode_bin.as_deref()),
                     ),
                 };
+                let flag = match kind {
+                    HarnessKind::Codex => "--thread",
+                    _ => "--session",
+                };
                 Some(pack::HarnessRequest {
                     kind,
                     home,
-                    id,
+                    id: id_arg(kind, id, flag)?,
                     expect_model: a.expect_model.clone(),
                 })
             }
@@ -664,6 +668,16 @@ impl PackFlags {
             },
         })
     }
+}
+
+/// A thread or session id given on the command line: one of the harness's
+/// shape, or a usage error that shows the shape.
+fn id_arg(kind: HarnessKind, id: String, flag: &str) -> Result<String> {
+    if kind.accepts_session_id(&id) {
+        return Ok(id);
+    }
+    let (_, message, _) = error::Refused::InvalidId { kind, id }.describe();
+    Err(CliError::Usage(format!("{flag}: {message}")))
 }
 
 fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
@@ -829,7 +843,11 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
         }
         None => restore_check::RestoreCheckRequest {
             kind: a.harness.kind(),
-            thread_id: a.thread.clone().unwrap_or_default(),
+            thread_id: id_arg(
+                a.harness.kind(),
+                a.thread.clone().unwrap_or_default(),
+                "--thread",
+            )?,
             rollout_path: a.rollout_path.clone(),
             opencode: None,
         },

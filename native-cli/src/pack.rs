@@ -122,6 +122,70 @@ struct Collected {
     _harness_scratch: Option<tempfile::TempPath>,
 }
 
+/// The prefix of the temporary file pack writes beside its output.
+pub const TEMPORARY_PREFIX: &str = ".pillbox-pack-";
+
+/// A packet written into the workspace being packed (`pack . -o
+/// ./self.tar`) is never packed into itself: the walk drops the output
+/// file (an earlier packet by that name) and any temporary file pack
+/// writes beside it, and the report says so (`skipped`, rule
+/// `pack-output`).
+fn leave_out_the_output(workspace: &Path, output: &Path, walk: &mut Walk) {
+    if output == Path::new("-") {
+        return;
+    }
+    let (Some(parent), Some(name)) = (output.parent(), output.file_name()) else {
+        return;
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let Ok(dir) = fs::canonicalize(parent) else {
+        return;
+    };
+    let Ok(relative) = dir.strip_prefix(workspace) else {
+        return;
+    };
+    let Some(relative) = relative.to_str() else {
+        return;
+    };
+    let Some(name) = name.to_str() else { return };
+    let folder = if relative.is_empty() {
+        packet_core::path::WORKSPACE_ROOT.to_owned()
+    } else {
+        format!("{}/{relative}", packet_core::path::WORKSPACE_ROOT)
+    };
+    let output_member = format!("{folder}/{name}");
+    let temporary = format!("{folder}/{TEMPORARY_PREFIX}");
+    let mut dropped = Vec::new();
+    walk.planned.retain(|p| {
+        let m = p.member();
+        let is_file = matches!(p, Planned::Walked { .. });
+        let ours = is_file
+            && (m == output_member
+                || m.strip_prefix(&temporary)
+                    .is_some_and(|rest| !rest.contains('/')));
+        if ours {
+            dropped.push(m.to_owned());
+        }
+        !ours
+    });
+    for path in dropped {
+        let reason = if path == output_member {
+            "the packet this pack writes (-o): never packed into itself"
+        } else {
+            "a temporary file of pack: never packed"
+        };
+        walk.skipped.push(Skipped {
+            path,
+            rule: "pack-output".into(),
+            reason: reason.into(),
+        });
+    }
+}
+
 /// Walks the workspace and locates the harness state.
 fn collect(request: &PackRequest) -> Result<Collected> {
     let workspace = fs::canonicalize(&request.workspace)
@@ -136,6 +200,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         &request.walk,
         &mut walk,
     )?;
+    leave_out_the_output(&workspace, &request.output, &mut walk);
     // Before anything is hashed: what it leaves out is left out of the walk.
     let history = git_history::screen(&workspace, &mut walk, &request.secrets)?;
     let mut harness_descriptor = None;
@@ -193,6 +258,15 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         found.extend(hidden.iter().cloned());
         found
     };
+    if let Some(parent) = request
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        if request.output != Path::new("-") && !parent.exists() {
+            fs::create_dir_all(parent).map_err(|e| CliError::io("create the folder", parent, e))?;
+        }
+    }
     let (manifest, digest, output, found) = if request.output == Path::new("-") {
         let screened = hash_and_screen(
             planned,

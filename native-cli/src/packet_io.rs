@@ -339,11 +339,21 @@ pub fn verify(
     expected: Option<packet_core::Digest>,
     progress: &Progress,
 ) -> Result<VerifiedPacket> {
+    verify_as(source, expected, progress, "verify")
+}
+
+/// [`verify`], its progress shown as `phase` (diff's two packets).
+pub fn verify_as(
+    source: &dyn PacketSource,
+    expected: Option<packet_core::Digest>,
+    progress: &Progress,
+    phase: &'static str,
+) -> Result<VerifiedPacket> {
     let options = ReaderOptions {
         expected_digest: expected,
         ..ReaderOptions::default()
     };
-    progress.phase("verify", source.size_hint().unwrap_or(0));
+    progress.phase(phase, source.size_hint().unwrap_or(0));
     read_packet(source, options, progress, &mut |_| Ok(()))
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use packet_core::diff::Change;
-use packet_core::{Digest, Event, Findings, Kind, Manifest, VerifiedPacket};
+use packet_core::{Digest, Event, Findings, Kind, Manifest, Member, VerifiedPacket};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -199,6 +199,7 @@ pub fn cat(
     let mut spool = tempfile::tempfile()
         .map_err(|e| CliError::io("create a temporary file in", &tmp_dir, e))?;
     let mut target: Option<usize> = None;
+    let mut resolved = member.to_owned();
     let mut copying = false;
     let options = packet_core::ReaderOptions {
         expected_digest: expected,
@@ -208,12 +209,8 @@ pub fn cat(
     let read = packet_io::read_packet(source, options, progress, &mut |event| {
         match event {
             Event::Manifest(m) => {
-                let Some((index, entry)) = m.find(member) else {
-                    return Err(Refused::MemberNotFound {
-                        member: member.to_owned(),
-                    }
-                    .into());
-                };
+                let (index, entry) = resolve_member(m, member)?;
+                resolved = entry.path.clone();
                 if entry.kind() != Kind::File {
                     return Err(Refused::NotAFile {
                         member: member.to_owned(),
@@ -237,9 +234,9 @@ pub fn cat(
     progress.finish();
     let (_, entry) = read
         .manifest
-        .find(member)
+        .find(&resolved)
         .ok_or_else(|| Refused::MemberNotInManifest {
-            member: member.to_owned(),
+            member: resolved.clone(),
         })?;
     spool
         .seek(SeekFrom::Start(0))
@@ -270,6 +267,35 @@ pub fn cat(
         packet_digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
     })
+}
+
+/// The member a user named: a path relative to the workspace
+/// (`src/main.rs`, `./src/main.rs`) or a member path as the manifest
+/// writes it (`workspace/src/main.rs`, `harness/…`). A name that could be
+/// either of two members is refused with both.
+pub fn resolve_member<'m>(m: &'m Manifest, asked: &str) -> Result<(usize, &'m Member)> {
+    let asked = asked.trim_start_matches("./");
+    let mut found: Vec<(usize, &Member)> = Vec::new();
+    for name in [asked.to_owned(), format!("workspace/{asked}")] {
+        if let Some(hit) = m.find(&name) {
+            if !found.iter().any(|(i, _)| *i == hit.0) {
+                found.push(hit);
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(Refused::MemberNotFound {
+            member: asked.to_owned(),
+        }
+        .into()),
+        [a, b, ..] => Err(Refused::MemberAmbiguous {
+            member: asked.to_owned(),
+            first: a.1.path.clone(),
+            second: b.1.path.clone(),
+        }
+        .into()),
+    }
 }
 
 /// One side of a diff.
@@ -327,8 +353,8 @@ pub struct DiffReport {
 
 /// `diff`.
 pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> Result<DiffReport> {
-    let ra = packet_io::verify(a, None, progress)?;
-    let rb = packet_io::verify(b, None, progress)?;
+    let ra = packet_io::verify_as(a, None, progress, "verify 1/2")?;
+    let rb = packet_io::verify_as(b, None, progress, "verify 2/2")?;
     progress.finish();
     let (added, removed, changed) = compare(&ra.manifest, &rb.manifest);
     let harness_changed = ra.manifest.harness != rb.manifest.harness;

@@ -196,7 +196,12 @@ refusals! {
     MemberNotFound { member: String } => "member_not_found",
         path: None,
         message: format!("the packet has no member {member:?}"),
-        advice: "list the members with `pillbox checkpoint inspect --format text`; paths start with workspace/ or harness/";
+        advice: "list the members with `pillbox checkpoint inspect PACKET`; name one relative to the workspace (src/main.rs) or as listed (workspace/src/main.rs, harness/…)";
+    /// `cat`: a name that is two members (`harness/x` beside `workspace/harness/x`).
+    MemberAmbiguous { member: String, first: String, second: String } => "member_ambiguous",
+        path: None,
+        message: format!("{member:?} names two members: {first} and {second}"),
+        advice: "name the member as listed, with its workspace/ or harness/ prefix";
     /// `cat`: the member is not in the manifest read to its end.
     MemberNotInManifest { member: String } => "member_not_found",
         path: None,

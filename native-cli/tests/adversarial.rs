@@ -187,7 +187,10 @@ fn check(case: &Case, index: usize) -> Result<(), String> {
                     cli_refusal(code, &packet)
                 ));
             }
-            if case.path.is_some() && json["code"] != "not_a_packet" && json["path"].as_str() != case.path.as_deref() {
+            if case.path.is_some()
+                && json["code"] != "not_a_packet"
+                && json["path"].as_str() != case.path.as_deref()
+            {
                 return Err(format!(
                     "verify: path {}, expected {:?}",
                     json["path"], case.path
@@ -240,7 +243,10 @@ fn check(case: &Case, index: usize) -> Result<(), String> {
                     cli_refusal(code, &packet)
                 ));
             }
-            if case.path.is_some() && json["code"] != "not_a_packet" && json["path"].as_str() != case.path.as_deref() {
+            if case.path.is_some()
+                && json["code"] != "not_a_packet"
+                && json["path"].as_str() != case.path.as_deref()
+            {
                 return Err(format!(
                     "unpack: path {}, expected {:?}",
                     json["path"], case.path

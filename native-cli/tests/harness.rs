@@ -212,8 +212,8 @@ fn restore_check_refuses_relative_and_absent_rollouts() {
             "--rollout-path",
             s(&rollout),
         ],
-        5,
-        "invalid_thread_id",
+        2,
+        "usage",
     );
 }
 
@@ -240,7 +240,16 @@ fn codex_pack_refuses_bad_ids_missing_and_mismatched_rollouts() {
         ]
     };
     let upper = THREAD.to_uppercase();
-    fails(&args(&base(&upper)), 5, "invalid_thread_id");
+    // An id given on the command line in the wrong shape is a usage error
+    // that shows the shape.
+    let j = fails(&args(&base(&upper)), 2, "usage");
+    assert!(
+        j["message"]
+            .as_str()
+            .unwrap()
+            .contains("--thread: thread id"),
+        "{j}"
+    );
     let other = "0199a213-81c0-7800-8aa1-000000000001";
     let j = fails(&args(&base(other)), 5, "rollout_not_found");
     assert!(j["advice"].as_str().unwrap().contains("without --harness"));
@@ -1102,7 +1111,7 @@ fn opencode_pack_refusals_name_the_command() {
     assert!(!message.contains('\u{1b}'), "{message}");
     assert_eq!(
         pack_with(s(&bin), "0199a213-81c0-7800-8aa1-bbab2a035a53").json()["code"],
-        "invalid_thread_id"
+        "usage"
     );
     write(
         &a.data.join("sessions").join(format!("{OC_SESSION}.json")),

@@ -376,3 +376,74 @@ fn push_pull_save_and_restore_have_a_summary() {
         b"hello again\n"
     );
 }
+
+/// Every frame of the progress bar in what a terminal received: (phase,
+/// done, total), in bytes as the bar rounds them.
+fn frames(raw: &str) -> Vec<(String, f64, f64)> {
+    let plain = terminal::readable(&raw.replace('\r', "\n").replace("\u{1b}[2K", "\n"));
+    let bytes = |s: &str| -> Option<f64> {
+        let (n, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic())?);
+        let scale = match unit {
+            "B" => 1.0,
+            "KiB" => 1024.0,
+            "MiB" => 1024.0 * 1024.0,
+            "GiB" => 1024.0 * 1024.0 * 1024.0,
+            _ => return None,
+        };
+        Some(n.trim().parse::<f64>().ok()? * scale)
+    };
+    plain
+        .lines()
+        .filter_map(|l| {
+            let (phase, rest) = l.split_once(" [")?;
+            let (_, counts) = rest.split_once("] ")?;
+            let counts = counts.split(' ').take(4).collect::<Vec<_>>().join(" ");
+            let (done, total) = counts.split_once('/')?;
+            let total: String = total.split(' ').take(2).collect::<Vec<_>>().join("");
+            Some((
+                phase.trim().to_owned(),
+                bytes(&done.replace(' ', ""))?,
+                bytes(&total)?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn the_progress_bar_waits_and_never_runs_backwards() {
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    fs::create_dir_all(&ws).unwrap();
+    for i in 0..40 {
+        fs::write(ws.join(format!("f{i}.txt")), format!("{i}\n").repeat(2000)).unwrap();
+    }
+    fs::write(ws.join("large.bin"), vec![7u8; 6 << 20]).unwrap();
+    // Held back: a run shorter than the hold draws nothing.
+    let held = on_terminal(
+        t.path(),
+        &["checkpoint", "pack", s(&ws), "-o", "a.tar"],
+        &[("PILLBOX_PROGRESS_AFTER_MS", "600000")],
+    );
+    assert_eq!(held.code, 0, "{}", held.text);
+    assert!(frames(&held.raw).is_empty(), "{:?}", held.raw);
+    assert!(held.text.starts_with("Packed "), "{}", held.text);
+    // Drawn at once: each phase's total stays fixed and its count grows.
+    for args in [
+        vec!["checkpoint", "pack", s(&ws), "-o", "b.tar"],
+        vec!["checkpoint", "verify", "b.tar"],
+        vec!["checkpoint", "diff", "a.tar", "b.tar"],
+    ] {
+        let shown = on_terminal(t.path(), &args, &[("PILLBOX_PROGRESS_AFTER_MS", "0")]);
+        assert_eq!(shown.code, 0, "{args:?}: {}", shown.text);
+        let frames = frames(&shown.raw);
+        assert!(!frames.is_empty(), "{args:?}: no bar in {:?}", shown.raw);
+        for pair in frames.windows(2) {
+            let ((pa, da, ta), (pb, db, tb)) = (&pair[0], &pair[1]);
+            if pa == pb {
+                assert_eq!(ta, tb, "{args:?}: {pa}'s total changed: {pair:?}");
+                assert!(db >= da, "{args:?}: {pa} ran backwards: {pair:?}");
+            }
+            assert!(db <= tb, "{args:?}: {pair:?}");
+        }
+    }
+}

@@ -425,6 +425,13 @@ fn errors_are_one_json_object_with_distinct_exit_codes() {
     assert_eq!(j["path"], s(&missing));
     let junk = t.path().join("junk.tar");
     write(&junk, vec![7u8; 2048]);
+    fails(&["verify", s(&junk)], 5, "not_a_packet");
+    // A packet's first header with its magic damaged: a packet that
+    // failed verification.
+    let mut damaged = vec![0u8; 2048];
+    damaged[..11].copy_from_slice(b"packet.json");
+    damaged[257..263].copy_from_slice(b"USTAR\0");
+    write(&junk, damaged);
     fails(&["verify", s(&junk)], 3, "header_magic");
     fails(&["verify"], 2, "usage");
     fails(

@@ -283,7 +283,7 @@ fn temporary_file_beside(output: &Path) -> Result<NamedTempFile> {
         _ => PathBuf::from("."),
     };
     tempfile::Builder::new()
-        .prefix(".pillbox-pack-")
+        .prefix(super::TEMPORARY_PREFIX)
         .tempfile_in(&dir)
         .map_err(|e| CliError::io("create a temporary file in", &dir, e))
 }
