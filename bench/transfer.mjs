@@ -609,7 +609,7 @@ function docSection(results) {
   const out = [];
   const n = results.checkpoints;
   out.push('## Transfer', '',
-    '`node bench/transfer.mjs` (after `cargo build --release -p pillbox` and `bash scripts/worker-build.sh`, which the',
+    '`node bench/transfer.mjs` (after `bash scripts/build-release.sh` and `bash scripts/worker-build.sh`, which the',
     'script runs itself): the real `pillbox` binary against the Worker under `wrangler dev --local` (workerd, local R2',
     'and D1) with `BENCH_ROUTES=1`, every request through the recording proxy of `tests/e2e/proxy.mjs`, which keeps',
     'each answer\'s `Pillbox-Timing` (the Worker\'s own timers) and when each request started and ended. One run,',
@@ -718,8 +718,7 @@ async function measureAll() {
   const started = new Date();
   const load0 = loadavg()[0];
   log('building (release)');
-  run('cargo', ['build', '--release', '--quiet', '-p', 'pillbox']);
-  run('cargo', ['build', '--release', '--quiet', '-p', 'packet-core', '--example', 'worker_fixtures']);
+  run('bash', ['scripts/build-release.sh', '--quiet']);
   buildWorker();
   const list = workspaces();
   edge = await startEdge({
