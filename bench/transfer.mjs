@@ -422,7 +422,6 @@ async function bench(ws) {
     out.edge_push = { wall_s: wall, mb_per_s: p0.size / 1e6 / wall, sent: r.sent, ...whereTimeGoes((await proxyLog()).slice(mark)) };
     out.edge_push.ratio_to_baseline = out.edge_push.mb_per_s / out.baseline.mb_per_s;
   }
-  await sleep(4000); // after a long request (docs/transfer.md, "The stall")
   const empty = await emptyStore([], [p0.digest]);
 
   // 1. The first push.
