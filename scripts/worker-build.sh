@@ -22,7 +22,10 @@ cd "$root"
 mkdir -p inspector/dist
 
 out=worker/build
-if [[ -z "${PILLBOX_WORKER_FORCE_BUILD:-}" && -f "$out/index.js" && -f "$out/index_bg.wasm" ]] &&
+wasm="${CARGO_TARGET_DIR:-$root/target}/wasm32-unknown-unknown/release/pillbox_worker.wasm"
+# Up to date: both files there, newer than every source, and the wasm cargo
+# built them from still there (tests/e2e/bundle.test.mjs reads it).
+if [[ -z "${PILLBOX_WORKER_FORCE_BUILD:-}" && -f "$out/index.js" && -f "$out/index_bg.wasm" && -f "$wasm" ]] &&
   [[ -z "$(find worker/src worker/js worker/Cargo.toml wire/src wire/Cargo.toml packet-core/src packet-core/Cargo.toml \
     Cargo.lock scripts/worker-build.sh scripts/worker-bundle.mjs -newer "$out/index.js" -print -quit)" ]]; then
   echo "worker-build: $out/index.js is up to date"
@@ -43,6 +46,5 @@ fi
 # js-sys's futures, as worker-build has them do. Cargo does not track it,
 # so every build of the Worker sets it.
 WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown -p pillbox-worker --locked
-wasm="${CARGO_TARGET_DIR:-$root/target}/wasm32-unknown-unknown/release/pillbox_worker.wasm"
 node scripts/worker-bundle.mjs "$wasm" "$out"
 echo "worker-build: built $out/index.js and $out/index_bg.wasm"
