@@ -4,7 +4,8 @@
 // wasm-bindgen writes for the built wasm exports exactly what the entry
 // wraps, and the bundle's module, imports and exports fit together. A new
 // `worker` or wasm-bindgen, or a new handler or exported class in the
-// crate, fails here until the entry follows.
+// crate, fails here until the entry follows. Also: wrangler.toml's
+// compatibility date is one the bundled workerd runs.
 //
 // Run: node --test tests/e2e/bundle.test.mjs
 import assert from 'node:assert/strict';
@@ -79,4 +80,16 @@ test('the bundle imports only the runtime and its wasm (as a compiled module), a
   assert.ok(tail, 'one export list at the end');
   const exported = tail[1].split(',').map((p) => p.trim().split(/\s+as\s+/).pop());
   assert.deepEqual(exported.sort(), ['default', ...shimWraps().classes].sort());
+});
+
+test('wrangler.toml\'s compatibility_date is one the bundled workerd supports, and the inspector tests run the Worker at the same date', () => {
+  const date = /^compatibility_date = "(\d{4}-\d{2}-\d{2})"$/m.exec(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'))?.[1];
+  assert.ok(date, 'wrangler.toml names a compatibility_date');
+  // workerd's version is 1.YYYYMMDD.N: the newest date it supports.
+  const { version } = JSON.parse(readFileSync(join(ROOT, 'node_modules/workerd/package.json'), 'utf8'));
+  const m = /^1\.(\d{4})(\d{2})(\d{2})\.\d+$/.exec(version);
+  assert.ok(m, `workerd ${version}`);
+  assert.ok(date <= `${m[1]}-${m[2]}-${m[3]}`, `compatibility_date ${date} is past workerd ${version}`);
+  const inspector = readFileSync(join(ROOT, 'inspector/tests/edge.mjs'), 'utf8');
+  assert.ok(inspector.includes(`compatibilityDate: '${date}'`), 'inspector/tests/edge.mjs uses wrangler.toml\'s date');
 });
