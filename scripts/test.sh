@@ -20,15 +20,32 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 
 stage_names=()
 stage_seconds=()
+stage_cpu=()
 stage=""
 stage_started=""
+stage_cpu_started=""
 run_started=$EPOCHREALTIME
+
+# CPU seconds (user + system) of every finished child process so far, into
+# $cpu_now: the steps' CPU time, which other work on the machine changes
+# less than their wall time. (`times` must run in this shell itself: in a
+# pipe or $(…) it would report a subshell's.)
+times_file=$(mktemp)
+read_cpu() {
+  times >"$times_file"
+  cpu_now=$(awk 'NR == 2 {
+    n = split($1 " " $2, t, " "); s = 0
+    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+    printf "%.1f", s }' "$times_file")
+}
 
 # Closes the running step's timing.
 close_stage() {
   if [[ -n "$stage" ]]; then
+    read_cpu
     stage_names+=("$stage")
     stage_seconds+=("$(awk -v a="$stage_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')")
+    stage_cpu+=("$(awk -v a="$stage_cpu_started" -v b="$cpu_now" 'BEGIN { printf "%.1f", b - a }')")
     stage=""
   fi
 }
@@ -37,6 +54,8 @@ step() {
   close_stage
   stage="$*"
   stage_started=$EPOCHREALTIME
+  read_cpu
+  stage_cpu_started=$cpu_now
   printf '\n==== %s\n' "$*"
 }
 
@@ -45,20 +64,23 @@ summary() {
   local status=$?
   local failed="$stage"
   close_stage
-  printf '\n==== time per step\n'
+  printf '\n==== time per step (wall, and CPU of its processes; load average %s at the end)\n' "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+  printf '%8s  %8s  %s\n' wall CPU step
   local i
   for i in "${!stage_names[@]}"; do
     local mark=""
     [[ $status -ne 0 && -n "$failed" && $i -eq $((${#stage_names[@]} - 1)) ]] && mark="  (failed)"
-    printf '%8s s  %s%s\n' "${stage_seconds[$i]}" "${stage_names[$i]}" "$mark"
+    printf '%6s s  %6s s  %s%s\n' "${stage_seconds[$i]}" "${stage_cpu[$i]}" "${stage_names[$i]}" "$mark"
   done
   local total
+  read_cpu
   total=$(awk -v a="$run_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   if [[ $status -eq 0 ]]; then
-    printf '%8s s  total\n\nall tests passed in %.0f s\n' "$total" "$total"
+    printf '%6s s  %6s s  total\n\nall tests passed in %.0f s\n' "$total" "$cpu_now" "$total"
   else
-    printf '%8s s  total, stopped by a failure (exit %d)\n' "$total" "$status"
+    printf '%6s s  %6s s  total, stopped by a failure (exit %d)\n' "$total" "$cpu_now" "$status"
   fi
+  rm -f "$times_file"
 }
 trap summary EXIT
 
