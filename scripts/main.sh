@@ -101,6 +101,11 @@ step "packet store: wrangler dev on $remote (state in ${state#"$root"/})"
 config="$root/wrangler.toml"
 CI=1 "$wrangler" d1 migrations apply pillbox-index --local --config "$config" --persist-to "$state" >"$state/migrations.log" 2>&1 ||
   { cat "$state/migrations.log" >&2; exit 1; }
+# The store's command line, run from the repository root; printed at the
+# end as it was run, to start the store again.
+dev_args=(dev --local --config "${config#"$root"/}" --ip 127.0.0.1 --port "$port"
+  --persist-to "${state#"$root"/}" --var READ_ACCESS:public
+  --show-interactive-dev-session=false --log-level warn)
 if store_is_up; then
   echo "main: a pillbox store already answers on $remote; using it (and leaving it running)" >&2
 else
@@ -109,10 +114,7 @@ else
   # without a token, so that the inspector URL opens in a browser; writes,
   # listing and search still need the token. A deployed store keeps the
   # default, reads by token (docs/worker.md, "Access").
-  setsid "$wrangler" dev --local --config "$config" --ip 127.0.0.1 --port "$port" --persist-to "$state" \
-    --var READ_ACCESS:public \
-    --show-interactive-dev-session=false --log-level warn \
-    >"$state/wrangler.log" 2>&1 </dev/null &
+  setsid "$wrangler" "${dev_args[@]}" >"$state/wrangler.log" 2>&1 </dev/null &
   server_pid=$!
   # Stopped if anything below fails; left running at the end unless --stop.
   trap stop_server EXIT
@@ -231,7 +233,7 @@ pillbox: round trip OK
 EOF
 
 inspector="$remote/?open=$digest"
-restart="bash scripts/wrangler.sh dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/} --var READ_ACCESS:public"
+restart="cd $(printf '%q' "$root") && bash scripts/wrangler.sh$(printf ' %q' "${dev_args[@]}")"
 if [[ -z "$server_pid" ]]; then
   cat <<EOF
   inspector  $inspector
