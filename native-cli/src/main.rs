@@ -52,7 +52,7 @@ or OpenCode session log) between machines as one session packet: a deterministic
 holds credentials.\n\nOn a terminal every command prints a short summary; with --json, or when its output is not a terminal, \
 it prints exactly one JSON object instead (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
 3 the packet failed verification, 4 I/O error, 5 input refused.",
-    after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored"
+    after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored\n\nAfter every turn, a host saves and restores through a packet store:\n  pillbox save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest\n  pillbox restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -76,7 +76,19 @@ enum Command {
     /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, save, restore.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
+    /// Save the workspace to a packet store after a turn: `pillbox checkpoint save`, with the same flags.
+    #[command(after_help = SAVE_EXAMPLES)]
+    Save(SaveArgs),
+    /// Restore a saved session from a packet store: `pillbox checkpoint restore`, with the same flags.
+    #[command(after_help = RESTORE_EXAMPLES)]
+    Restore(RestoreArgs),
 }
+
+/// `save`'s examples, for both of its names.
+const SAVE_EXAMPLES: &str = "Examples:\n  pillbox save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again).";
+
+/// `restore`'s examples, for both of its names.
+const RESTORE_EXAMPLES: &str = "Examples:\n  pillbox restore sessions/demo/latest --remote https://pillbox.example.workers.dev --into ./restored\n  pillbox restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws --codex-home ~/.codex --base old.tar\n\nA host that restores repeatedly needs no --base: the chunk cache keeps what earlier pulls fetched.";
 
 /// The `checkpoint` group.
 #[derive(Debug, Subcommand)]
@@ -113,14 +125,10 @@ enum Checkpoint {
     )]
     Pull(PullArgs),
     /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
-    #[command(
-        after_help = "Examples:\n  pillbox checkpoint save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox checkpoint save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again)."
-    )]
+    #[command(after_help = SAVE_EXAMPLES)]
     Save(SaveArgs),
     /// Pull a packet and unpack it in one step: bodies from --base packets and the local cache, the rest fetched; everything verified before anything lands.
-    #[command(
-        after_help = "Examples:\n  pillbox checkpoint restore sessions/demo/latest --remote https://pillbox.example.workers.dev --into ./restored\n  pillbox checkpoint restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws --codex-home ~/.codex --base old.tar\n\nA host that restores repeatedly needs no --base: the chunk cache keeps what earlier pulls fetched."
-    )]
+    #[command(after_help = RESTORE_EXAMPLES)]
     Restore(RestoreArgs),
 }
 
@@ -537,7 +545,11 @@ fn main() -> ExitCode {
 /// exit code (0, or 1 for `diff --exit-code` of packets that differ).
 /// Returns where an error's report goes.
 fn run(cli: Cli) -> (Result<u8>, JsonTo, Option<PathBuf>) {
-    let Command::Checkpoint(cmd) = cli.command;
+    let cmd = match cli.command {
+        Command::Checkpoint(cmd) => cmd,
+        Command::Save(a) => Checkpoint::Save(a),
+        Command::Restore(a) => Checkpoint::Restore(a),
+    };
     match cmd {
         Checkpoint::Pack(a) => {
             let to = if a.output == Path::new("-") {

@@ -4,6 +4,7 @@
 //! ids in the wrong shape (docs/cli.md).
 
 mod common;
+mod store;
 
 use std::fs;
 use std::io::Write;
@@ -39,7 +40,13 @@ fn cat_takes_a_path_relative_to_the_workspace() {
     assert_eq!(r.code, 5);
     let j = r.stderr_json();
     assert_eq!(j["code"], "member_not_found");
-    assert!(j["advice"].as_str().unwrap().contains("relative to the workspace"), "{j}");
+    assert!(
+        j["advice"]
+            .as_str()
+            .unwrap()
+            .contains("relative to the workspace"),
+        "{j}"
+    );
 }
 
 #[test]
@@ -85,7 +92,10 @@ fn a_name_that_is_two_members_is_refused_with_both() {
     let j = r.stderr_json();
     assert_eq!(j["code"], "member_ambiguous");
     let message = j["message"].as_str().unwrap();
-    assert!(message.contains(&format!("{log} and workspace/{log}")), "{message}");
+    assert!(
+        message.contains(&format!("{log} and workspace/{log}")),
+        "{message}"
+    );
     let r = checkpoint(&["cat", s(&packet), &format!("workspace/{log}"), "-q"]);
     assert_eq!(r.stdout, b"the workspace's\n");
 }
@@ -125,7 +135,10 @@ fn a_packet_written_into_the_workspace_is_not_packed_into_itself() {
     let r = run_in(&["pack", ".", "-o", "./self.tar", "-q"]);
     assert_eq!(r.code, 0);
     let second = r.json();
-    assert_eq!(second["digest"], first["digest"], "the old self.tar was packed");
+    assert_eq!(
+        second["digest"], first["digest"],
+        "the old self.tar was packed"
+    );
     let skipped: Vec<(&str, &str)> = second["skipped"]
         .as_array()
         .unwrap()
@@ -146,7 +159,12 @@ fn a_packet_written_into_the_workspace_is_not_packed_into_itself() {
         .iter()
         .map(|m| m["path"].as_str().unwrap())
         .collect();
-    assert!(!names.iter().any(|n| n.ends_with("self.tar") || n.contains(".pillbox-pack-")), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with("self.tar") || n.contains(".pillbox-pack-")),
+        "{names:?}"
+    );
 }
 
 #[test]
@@ -173,10 +191,15 @@ fn a_file_that_is_no_packet_is_named_as_such() {
     fs::write(&gz, enc.finish().unwrap()).unwrap();
     let plain = t.path().join("plain.tar");
     let mut builder = tar::Builder::new(Vec::new());
-    builder.append_path_with_name(ws.join("README.md"), "README.md").unwrap();
+    builder
+        .append_path_with_name(ws.join("README.md"), "README.md")
+        .unwrap();
     fs::write(&plain, builder.into_inner().unwrap()).unwrap();
     for (file, what) in [
-        (ws.join("src/main.rs"), "does not begin with a packet's packet.json"),
+        (
+            ws.join("src/main.rs"),
+            "does not begin with a packet's packet.json",
+        ),
         (empty, "it is empty"),
         (gz, "gzip-compressed"),
         (plain, "a tar archive whose first member is not packet.json"),
@@ -202,12 +225,91 @@ fn an_id_in_the_wrong_shape_is_a_usage_error_showing_the_shape() {
     let ws = workspace(t.path());
     let upper = "0199A213-81C0-7800-8AA1-BBAB2A035A53";
     for args in [
-        vec!["pack", s(&ws), "-o", "x.tar", "--harness", "codex", "--thread", upper, "--codex-home", "h"],
-        vec!["pack", s(&ws), "-o", "x.tar", "--harness", "claude", "--session", "not-a-uuid"],
-        vec!["restore-check", "--thread", upper, "--rollout-path", "/x.jsonl"],
+        vec![
+            "pack",
+            s(&ws),
+            "-o",
+            "x.tar",
+            "--harness",
+            "codex",
+            "--thread",
+            upper,
+            "--codex-home",
+            "h",
+        ],
+        vec![
+            "pack",
+            s(&ws),
+            "-o",
+            "x.tar",
+            "--harness",
+            "claude",
+            "--session",
+            "not-a-uuid",
+        ],
+        vec![
+            "restore-check",
+            "--thread",
+            upper,
+            "--rollout-path",
+            "/x.jsonl",
+        ],
     ] {
         let j = fails(&args, 2, "usage");
         let message = j["message"].as_str().unwrap();
         assert!(message.contains("lowercase hyphenated UUID"), "{message}");
     }
+}
+
+#[test]
+fn save_and_restore_are_top_level_commands_too() {
+    let store = store::Store::start();
+    let t = tmp();
+    let ws = workspace(t.path());
+    let with_store = |args: &[&str]| {
+        let mut cmd = pillbox();
+        cmd.env("XDG_STATE_HOME", t.path().join("state"))
+            .env("XDG_CACHE_HOME", t.path().join("cache"))
+            .env("PILLBOX_REMOTE", &store.url)
+            .args(args)
+            .arg("-q");
+        run(&mut cmd)
+    };
+    let saved = with_store(&[
+        "save",
+        s(&ws),
+        "--ref",
+        "sessions/a/latest",
+        "--exclude",
+        "README.md",
+    ]);
+    assert_eq!(saved.code, 0, "{}", String::from_utf8_lossy(&saved.stdout));
+    let saved = saved.json();
+    assert_eq!(saved["schema"], "pillbox.checkpoint.save/1");
+    let again = with_store(&[
+        "checkpoint",
+        "save",
+        s(&ws),
+        "--ref",
+        "sessions/a/latest",
+        "--exclude",
+        "README.md",
+    ])
+    .json();
+    assert_eq!(again["digest"], saved["digest"]);
+    let into = t.path().join("back");
+    let restored = with_store(&["restore", "sessions/a/latest", "--into", s(&into)]);
+    assert_eq!(
+        restored.code,
+        0,
+        "{}",
+        String::from_utf8_lossy(&restored.stdout)
+    );
+    assert_eq!(restored.json()["digest"], saved["digest"]);
+    assert!(into.join("src/main.rs").is_file());
+    assert!(!into.join("README.md").exists());
+    // Their usage errors name their own help.
+    let r = with_store(&["save", s(&ws)]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.json()["advice"], "see `pillbox save --help`");
 }
