@@ -828,6 +828,54 @@ mod tests {
     }
 
     #[test]
+    fn findings_and_the_session_are_listed() {
+        let v = serde_json::json!({
+            "schema": "pillbox.checkpoint.unpack/1",
+            "digest": format!("sha256:{}", "0".repeat(64)), "size": 10240,
+            "totals": {"bytes": 100, "directories": 1, "files": 3, "members": 4, "symlinks": 0},
+            "workspace": "/w",
+            "harness": {"kind": "codex", "thread_id": "t-1", "model": "gpt-5.1-codex",
+                "member": "harness/codex/x", "restored": true, "rollout_path": "/h/r.jsonl"},
+            "findings": {
+                "secrets": [{"path": "workspace/k.pem", "line": 1, "rule": "private-key"}],
+                "git": [{"path": "workspace/.git/config", "line": 3, "setting": "core.fsmonitor", "why": "runs"}]
+            },
+            "git": null
+        });
+        let text = plain(&report(&v));
+        assert!(
+            text.contains(
+                "session   codex thread t-1, model gpt-5.1-codex, restored at /h/r.jsonl"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("secrets   k.pem:1  private-key"), "{text}");
+        assert!(
+            text.contains("git runs  .git/config:3  core.fsmonitor"),
+            "{text}"
+        );
+        assert!(text.contains("warning: the packet holds secrets"), "{text}");
+        assert!(text.contains("--neutralize-git"), "{text}");
+    }
+
+    #[test]
+    fn an_error_says_what_where_and_what_to_do() {
+        let e = crate::error::CliError::io(
+            "open",
+            "/x/p.tar",
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        let text = plain(&error(&e.report()));
+        assert!(text.starts_with("error: cannot open /x/p.tar"), "{text}");
+        assert!(text.contains("\n  path  /x/p.tar\n"), "{text}");
+        assert!(
+            text.contains("\n  help  check that the path exists"),
+            "{text}"
+        );
+        assert!(text.contains("\n  code  io (exit 4)"), "{text}");
+    }
+
+    #[test]
     fn resume_commands_are_quoted_for_a_shell() {
         assert_eq!(shell_word("codex"), "codex");
         assert_eq!(shell_word("a b"), "'a b'");
