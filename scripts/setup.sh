@@ -61,6 +61,8 @@ if [ "$job" = test ]; then
   components+=(clippy rustfmt)
   # zstd: the Worker's tests send zstd-compressed push parts; the harness tests read compressed rollouts.
   apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
+  # script (util-linux): the CLI's tests run pillbox on a pseudo-terminal, as a person sees it.
+  apt_wanted+=(script:bsdutils)
 fi
 if [ "$job" = bench ]; then
   # restic: the transfer benchmark's yardstick (a content-defined-chunking backup tool).
