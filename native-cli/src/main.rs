@@ -73,7 +73,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, save, restore.
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, refs, save, restore.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
     /// Save the workspace to a packet store after a turn: `pillbox checkpoint save`, with the same flags.
@@ -124,6 +124,11 @@ enum Checkpoint {
         after_help = "Examples:\n  pillbox checkpoint pull sessions/demo/latest --remote https://pillbox.example.workers.dev -o ws.tar\n  pillbox checkpoint pull sha256:<hex> --remote http://127.0.0.1:8787 -o - | tar -t\n\nNothing is written at FILE unless the whole packet verified (digest and every member)."
     )]
     Pull(PullArgs),
+    /// List the refs a packet store holds (all, or those whose names start with PREFIX).
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint refs --remote https://pillbox.example.workers.dev\n  pillbox checkpoint refs sessions/demo/ --remote $PILLBOX_REMOTE --json\n\nListing needs a token with the list scope (unless the store lists publicly)."
+    )]
+    Refs(RefsArgs),
     /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
     #[command(after_help = SAVE_EXAMPLES)]
     Save(SaveArgs),
@@ -202,6 +207,19 @@ impl DeltaPushArgs {
             })
             .collect()
     }
+}
+
+#[derive(Debug, Args)]
+struct RefsArgs {
+    /// Only refs whose names start with this (e.g. `sessions/demo/`).
+    prefix: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// List at most this many refs.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u32).range(1..))]
+    limit: u32,
+    #[command(flatten)]
+    common: Common,
 }
 
 #[derive(Debug, Args)]
@@ -570,6 +588,7 @@ fn run(cli: Cli) -> (Result<u8>, JsonTo, Option<PathBuf>) {
         Checkpoint::Diff(a) => (run_diff(a), JsonTo::Stdout, None),
         Checkpoint::RestoreCheck(a) => (run_restore_check(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Push(a) => (run_push(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Refs(a) => (run_refs(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Save(a) => (run_save(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Restore(a) => (run_restore(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Pull(a) => {
@@ -884,6 +903,13 @@ fn run_push(a: PushArgs) -> Result<()> {
         bases: a.delta.bases()?,
     };
     let report = remote::push(&store, &request, &Progress::new(a.common.quiet))?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_refs(a: RefsArgs) -> Result<()> {
+    let store = a.remote.connect()?;
+    let report = remote::list_refs(&store, a.prefix.as_deref().unwrap_or(""), a.limit as usize)?;
     emit(&report, JsonTo::Stdout, None);
     Ok(())
 }

@@ -447,3 +447,62 @@ fn the_progress_bar_waits_and_never_runs_backwards() {
         }
     }
 }
+
+#[test]
+fn refs_lists_what_the_store_holds_in_both_modes() {
+    let store = store::Store::start();
+    let t = tempfile::tempdir().unwrap();
+    let (packet, digest) = packed(t.path());
+    let with_store = |args: &[&str]| {
+        let mut cmd = pillbox();
+        cmd.env("XDG_STATE_HOME", t.path().join("state"))
+            .env("PILLBOX_REMOTE", &store.url)
+            .arg("checkpoint")
+            .args(args)
+            .arg("-q");
+        run(&mut cmd)
+    };
+    for name in ["sessions/b/latest", "sessions/a/latest", "other/x"] {
+        assert_eq!(with_store(&["push", &packet, "--ref", name]).code, 0);
+    }
+    let all = with_store(&["refs"]).json();
+    assert_schema("refs-1.schema.json", &all);
+    let names: Vec<&str> = all["refs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["other/x", "sessions/a/latest", "sessions/b/latest"]);
+    assert_eq!(all["refs"][0]["digest"], digest.as_str());
+    assert_eq!(all["truncated"], false);
+    let some = with_store(&["refs", "sessions/"]).json();
+    assert_eq!(some["refs"].as_array().unwrap().len(), 2);
+    assert_eq!(some["prefix"], "sessions/");
+    let one = with_store(&["refs", "--limit", "1"]).json();
+    assert_eq!(
+        (one["refs"].as_array().unwrap().len(), &one["truncated"]),
+        (1, &serde_json::json!(true))
+    );
+    let screen = on_terminal(
+        t.path(),
+        &["checkpoint", "refs", "sessions/", "-q"],
+        &[("PILLBOX_REMOTE", store.url.as_str())],
+    );
+    assert_eq!(screen.code, 0, "{}", screen.text);
+    let short = &digest[..19];
+    assert!(
+        screen
+            .text
+            .starts_with(&format!("2 refs under sessions/ at {}", store.url)),
+        "{}",
+        screen.text
+    );
+    assert!(
+        screen
+            .text
+            .contains(&format!("  sessions/a/latest  {short}  2026-12-01 00:00")),
+        "{}",
+        screen.text
+    );
+}

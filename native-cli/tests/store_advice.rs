@@ -105,7 +105,7 @@ fn an_unknown_digest_or_ref_is_named_with_what_to_check() {
         e["advice"]
             .as_str()
             .unwrap()
-            .contains("check the ref's name"),
+            .contains("`pillbox checkpoint refs sessions/typo/`"),
         "{e}"
     );
     no_http(&e);

@@ -322,6 +322,7 @@ pub fn report(v: &Value) -> String {
         "pull" => pull(v),
         "save" => save(v),
         "restore" => restore(v),
+        "refs" => return refs(v),
         _ => return serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
     };
     summary.render()
@@ -746,6 +747,63 @@ fn restore(v: &Value) -> Summary {
     findings_warning(&mut s, v, true);
     unusable_bases(&mut s, v);
     s
+}
+
+fn refs(v: &Value) -> String {
+    let listed = items(v, "refs");
+    let prefix = text(v, "prefix").unwrap_or("");
+    let under = if prefix.is_empty() {
+        String::new()
+    } else {
+        format!(" under {prefix}")
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{HEAD}{}{under} at {}{HEAD:#}",
+        count(listed.len() as u64, "ref", "refs"),
+        text(v, "remote").unwrap_or("the store")
+    );
+    let width = listed
+        .iter()
+        .filter_map(|r| text(r, "name"))
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    for r in listed {
+        let mut line = format!(
+            "  {:<width$}  {}  {KEY}{}{KEY:#}",
+            text(r, "name").unwrap_or("?"),
+            text(r, "digest").map(short_digest).unwrap_or_default(),
+            text(r, "updated").map(when).unwrap_or_default()
+        );
+        if let Some(n) = num(r, "size") {
+            let _ = write!(line, "  {}", bytes(n));
+        }
+        let labels: Vec<&str> = items(r, "labels")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if !labels.is_empty() {
+            let _ = write!(line, "  {}", labels.join(" "));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if flag(v, "truncated") {
+        let _ = writeln!(
+            out,
+            "{KEY}more refs match: narrow the prefix or raise --limit{KEY:#}"
+        );
+    }
+    out
+}
+
+/// `2026-12-01 23:40` from RFC 3339 (anything else unchanged).
+fn when(t: &str) -> String {
+    match (t.get(..10), t.get(11..16)) {
+        (Some(day), Some(time)) if t.as_bytes().get(10) == Some(&b'T') => format!("{day} {time}"),
+        _ => t.to_owned(),
+    }
 }
 
 /// A failure for a person: what went wrong, the path, what to do.

@@ -15,6 +15,7 @@
 //! | `push` | `push`: a delta push, or a single upload or a multipart one, then the ref |
 //! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
 //! | `delta_push` | delta push: the manifest's chunks and what the bases lack in one `PBPUSH02` create when it fits, else recipes, parts of per-chunk zstd frames in parallel, complete |
+//! | `refs` | `refs`: the refs a store holds, by prefix |
 //! | `refusal` | a store's refusal in the CLI's terms: what was refused, what to do with this CLI |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
@@ -29,6 +30,7 @@ mod delta_pull;
 mod delta_push;
 mod pull;
 mod push;
+mod refs;
 mod refusal;
 mod upload_state;
 
@@ -42,6 +44,7 @@ pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use push::{
     push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
 };
+pub use refs::list as list_refs;
 pub use upload_state::default_state_dir;
 
 /// What a request (`"PUT /v1/refs/x"`) was doing, in the CLI's terms.

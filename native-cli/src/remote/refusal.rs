@@ -106,6 +106,12 @@ impl Subject {
     }
 }
 
+/// The folder a ref name is in, as a prefix for `refs` (`sessions/x/`
+/// for `sessions/x/latest`; empty for a name without `/`).
+fn parent(name: &str) -> &str {
+    name.rfind('/').map_or("", |i| &name[..=i])
+}
+
 fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -234,7 +240,7 @@ fn words(
         "not_found" => match subject {
             Subject::Ref { name, .. } => (
                 format!("the store has no ref {name}"),
-                "check the ref's name (refs are case-sensitive, e.g. sessions/<name>/latest) and that --remote names the store it was pushed to; a packet can also be pulled by its digest (sha256:…)".into(),
+                format!("list the refs near it with `pillbox checkpoint refs {}` (names are case-sensitive), and check that --remote names the store it was pushed to; a packet can also be pulled by its digest (sha256:…)", parent(name)),
             ),
             Subject::Packet { digest, .. } => (
                 format!("the store holds no packet {digest}"),
@@ -434,7 +440,10 @@ mod tests {
             problem("not_found", None),
         ));
         assert_eq!(message, "the store has no ref sessions/typo");
-        assert!(advice.contains("check the ref's name"), "{advice}");
+        assert!(
+            advice.contains("pillbox checkpoint refs sessions/"),
+            "{advice}"
+        );
         in_cli_terms(&advice);
         let d = format!("sha256:{}", "0".repeat(64));
         let (_, message, advice, _) = said(&refusal(&format!("GET /v1/packets/{d}"), 404, None));

@@ -238,6 +238,33 @@ fn read_request(r: &mut BufReader<TcpStream>) -> Option<Request> {
     })
 }
 
+/// `GET /v1/refs?prefix=&limit=&cursor=`: a page of refs in name order.
+fn list_refs(s: &State, r: &Request) -> Response {
+    let q = |k: &str| {
+        r.query
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let prefix = q("prefix").unwrap_or("");
+    let after = q("cursor").unwrap_or("");
+    let limit: usize = q("limit").and_then(|l| l.parse().ok()).unwrap_or(50);
+    let mut names: Vec<&String> = s
+        .refs
+        .keys()
+        .filter(|n| n.starts_with(prefix) && n.as_str() > after)
+        .collect();
+    names.sort();
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let refs: Vec<serde_json::Value> = names
+        .iter()
+        .map(|n| serde_json::json!({"name": n, "digest": s.refs[*n].to_string(), "updated": "2026-12-01T00:00:00Z"}))
+        .collect();
+    let next = more.then(|| names.last().map(|n| n.to_string())).flatten();
+    json(200, serde_json::json!({"refs": refs, "next_cursor": next}))
+}
+
 fn handle(r: &Request, state: &Mutex<State>) -> Response {
     let mut s = state.lock().unwrap();
     let segments: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
@@ -252,6 +279,7 @@ fn handle(r: &Request, state: &Mutex<State>) -> Response {
                 "read_access": "public", "transfer": ["whole", "delta"]
             }),
         ),
+        ("GET", ["v1", "refs"]) => list_refs(&s, r),
         ("GET", ["v1", "refs", name @ ..]) => {
             let name = name.join("/");
             match s.refs.get(&name) {
