@@ -511,7 +511,7 @@ struct RestoreCheckArgs {
 
 #[derive(Debug, Args)]
 struct Common {
-    /// No progress bar on stderr (restore-check has none; it takes -q as every command does).
+    /// No progress bar on stderr.
     #[arg(short, long)]
     quiet: bool,
 }
