@@ -506,3 +506,44 @@ fn refs_lists_what_the_store_holds_in_both_modes() {
         screen.text
     );
 }
+
+#[test]
+fn a_report_file_gets_the_json_and_the_terminal_the_summary() {
+    let t = tempfile::tempdir().unwrap();
+    packed(t.path());
+    let ws = t.path().join("ws");
+    let out = pb(
+        t.path(),
+        &[
+            "checkpoint",
+            "pack",
+            s(&ws),
+            "-o",
+            "c.tar",
+            "--report",
+            "r.json",
+            "-q",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.text);
+    assert!(out.text.starts_with("Packed "), "{}", out.text);
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(t.path().join("r.json")).unwrap()).unwrap();
+    assert_schema("pack-1.schema.json", &report);
+    // Piped, the file alone takes the report.
+    let mut cmd = pillbox();
+    cmd.current_dir(t.path()).args([
+        "checkpoint",
+        "pack",
+        s(&ws),
+        "-o",
+        "d.tar",
+        "--report",
+        "r2.json",
+        "-q",
+    ]);
+    let r = run(&mut cmd);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.is_empty());
+    assert!(t.path().join("r2.json").is_file());
+}

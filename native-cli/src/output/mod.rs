@@ -123,13 +123,13 @@ fn json_line<T: Serialize>(value: &T) -> String {
     text
 }
 
-/// Prints a command's report: JSON to `file` when given (`--report`),
-/// else a summary for a person on a terminal, else the JSON on `to`.
+/// Prints a command's report: JSON to `file` when given (`--report`);
+/// a summary for a person when `to` is a terminal (besides the file);
+/// else, unless the file took it, the JSON on `to`.
 pub fn emit<T: Serialize>(value: &T, to: To, file: Option<&Path>) {
-    if let Some(f) = file {
-        if std::fs::write(f, json_line(value)).is_ok() {
-            return;
-        }
+    let filed = file.is_some_and(|f| std::fs::write(f, json_line(value)).is_ok());
+    if filed && !for_person(to) {
+        return;
     }
     if for_person(to) {
         if let Ok(v) = serde_json::to_value(value) {
