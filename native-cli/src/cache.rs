@@ -74,6 +74,23 @@ pub struct Location {
     size: u64,
 }
 
+impl Location {
+    /// Which of this pull's open packs holds it.
+    pub fn pack(&self) -> usize {
+        self.pack
+    }
+
+    /// Its offset in that pack.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Its size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 /// A pack this pull has open.
 struct OpenPack {
     index_path: PathBuf,
@@ -172,6 +189,7 @@ impl Cache {
     }
 
     /// The chunk at `at`, if its bytes hash to `sha256`.
+    #[cfg(test)]
     pub fn read(&mut self, at: &Location, sha256: &Digest) -> Option<Vec<u8>> {
         let pack = self.packs.get(at.pack)?;
         if at.size > u64::from(pillbox_wire::chunking::MAX_CHUNK) {
@@ -194,6 +212,12 @@ impl Cache {
             None => Err(io::Error::from(io::ErrorKind::NotFound)),
         };
         (file, at.offset)
+    }
+
+    /// Marks the pack holding `at` as read by this pull (for a caller that
+    /// reads it itself, through [`Cache::file_of`]).
+    pub fn mark_used(&mut self, at: &Location) {
+        self.used.insert(at.pack);
     }
 
     /// A new pack to write fetched chunks into.

@@ -721,6 +721,8 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
 
 fn run_unpack(a: UnpackArgs) -> Result<()> {
     let expected = parse_digest(a.digest.as_deref())?;
+    // Before the packet is read (standard input is spooled first).
+    unpack::check_target(&a.into)?;
     let source = PacketInput::open(&a.packet)?;
     let request = unpack::UnpackRequest {
         into: a.into,

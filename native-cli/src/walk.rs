@@ -23,7 +23,7 @@ use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
 use rustix::fs::{statat, AtFlags, FileType};
 use serde::Serialize;
 
-pub use beneath::{open_file_in, FileId, WalkRoot};
+pub use beneath::{open_beneath, open_file_in, FileId, WalkRoot};
 
 use crate::error::{CliError, Refused, Result};
 

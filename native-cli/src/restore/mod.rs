@@ -1,9 +1,12 @@
-//! `pillbox checkpoint restore`: pull and unpack in one step. With a store
-//! that serves chunks, the packet is rebuilt from the bases, the cache and
-//! fetched chunks and streams straight into unpack, which verifies it as
-//! it always does (every member, then the digest) before anything lands;
-//! no packet file is written. Otherwise the packet is downloaded into a
-//! temporary file first, then unpacked.
+//! `pillbox checkpoint restore`: a checkpoint from a store into a folder
+//! (docs/cli.md, "restore"). The target is checked before anything is
+//! fetched. Into an empty or absent folder, a /2 packet is put together
+//! from its parts (`fresh`): bodies land in staging folders as they are
+//! read or fetched and checked, and move into place once packet-core's
+//! `Assembly` accepted the whole. A /1 packet is made as a file (from
+//! chunks, or downloaded whole) and unpacked.
+
+mod fresh;
 
 use std::time::Instant;
 
@@ -13,9 +16,10 @@ use serde::Serialize;
 use crate::error::{CliError, Result};
 use crate::packet_io::PacketInput;
 use crate::progress::Progress;
-use crate::remote::{self, DeltaPullReport, PullSources, PullTarget, RebuiltSource, Remote};
+use crate::remote::delta_pull::{self, DeltaPull};
+use crate::remote::{self, DeltaPullReport, PullSources, PullTarget, Remote};
 use crate::report::{HarnessReport, Totals};
-use crate::unpack::{self, GitNeutralized, UnpackRequest};
+use crate::unpack::{self, Created, GitNeutralized, Placed, UnpackReport, UnpackRequest};
 
 /// The `pillbox.checkpoint.restore/1` object: what `unpack` prints, and
 /// what `pull` adds.
@@ -49,6 +53,12 @@ pub struct RestoreReport {
     pub ref_name: Option<String>,
     /// `delta` or `whole`.
     pub mode: &'static str,
+    /// Members written (files, folders and links created or replaced).
+    pub written: u64,
+    /// Members of the earlier checkpoint removed.
+    pub removed: u64,
+    /// Members left as they were (every one in a fresh folder is written).
+    pub unchanged: u64,
     /// Bytes of the store's answers' bodies, as received.
     pub bytes_received: u64,
     /// Requests sent again after a transient failure.
@@ -70,34 +80,40 @@ pub fn restore(
     let started = Instant::now();
     let received_before = store.traffic().received();
     let retries_before = store.traffic().retries();
+    // Before anything is fetched.
+    unpack::check_target(&request.into)?;
     let (digest, ref_name) = remote::resolve(store, target)?;
     let request = UnpackRequest {
         expected: Some(digest),
         ..request
     };
-    let (unpacked, delta) = if !sources.whole && remote::takes_delta(store)? {
-        let (cache, dir) = sources.open_cache()?;
-        let plan = remote::plan_pull(
-            store,
-            &digest,
-            &sources.bases,
-            cache,
-            dir.as_deref(),
-            progress,
-        )?;
-        let source = RebuiltSource::new(&plan, store);
-        let unpacked = match unpack::unpack(&source, &request, progress) {
-            Ok(u) => u,
-            // The rebuild's own error explains the read that failed.
-            Err(e) => return Err(plan.take_failure().unwrap_or(e)),
-        };
-        (unpacked, Some(plan.into_report()?))
+    let (unpacked, delta) = if sources.delta(store)? {
+        let cache = sources.open_cache()?;
+        let pull = DeltaPull::describe(store, digest, None, Some(cache))?;
+        if pull.is_assembled() {
+            let mut created = Created::default();
+            match fresh::restore(pull, &sources.bases, &request, &mut created, progress) {
+                Ok((placed, report)) => {
+                    progress.finish();
+                    (report_of(placed, true), Some(report))
+                }
+                Err(e) => {
+                    progress.finish();
+                    created.undo();
+                    return Err(e);
+                }
+            }
+        } else {
+            let (dir, file) = spool_dir()?;
+            let f = std::fs::File::create(&file).map_err(|e| CliError::io("create", &file, e))?;
+            let (_, report) = delta_pull::write_packet(pull, &sources.bases, &f, &file, progress)?;
+            drop(f);
+            let unpacked = unpack::unpack(&PacketInput::File(file), &request, progress)?;
+            drop(dir);
+            (unpacked, Some(report))
+        }
     } else {
-        let dir = tempfile::Builder::new()
-            .prefix(".pillbox-restore-")
-            .tempdir()
-            .map_err(|e| CliError::io("create a folder in", std::env::temp_dir(), e))?;
-        let file = dir.path().join("packet.tar");
+        let (dir, file) = spool_dir()?;
         let whole = PullSources {
             bases: Vec::new(),
             cache: remote::CacheChoice::Off,
@@ -105,8 +121,10 @@ pub fn restore(
         };
         remote::pull(store, &PullTarget::Digest(digest), &file, &whole, progress)?;
         let unpacked = unpack::unpack(&PacketInput::File(file), &request, progress)?;
+        drop(dir);
         (unpacked, None)
     };
+    let written = unpacked.members;
     Ok(RestoreReport {
         schema: "pillbox.checkpoint.restore/1",
         digest: unpacked.digest,
@@ -121,9 +139,39 @@ pub fn restore(
         remote: store.base().to_owned(),
         ref_name,
         mode: if delta.is_some() { "delta" } else { "whole" },
+        written,
+        removed: 0,
+        unchanged: 0,
         bytes_received: store.traffic().received() - received_before,
         retries: store.traffic().retries() - retries_before,
         seconds: started.elapsed().as_secs_f64(),
         delta,
     })
+}
+
+/// A temporary folder for a packet file on its way to unpack.
+fn spool_dir() -> Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::Builder::new()
+        .prefix(".pillbox-restore-")
+        .tempdir()
+        .map_err(|e| CliError::io("create a folder in", std::env::temp_dir(), e))?;
+    let file = dir.path().join("packet.tar");
+    Ok((dir, file))
+}
+
+/// What unpack would have reported of a packet placed so.
+fn report_of(placed: Placed, digest_checked: bool) -> UnpackReport {
+    let totals = placed.read.manifest.totals;
+    UnpackReport {
+        schema: "pillbox.checkpoint.unpack/1",
+        digest: placed.read.digest.to_string(),
+        digest_checked,
+        size: placed.read.size,
+        members: totals.members,
+        totals,
+        workspace: placed.workspace.display().to_string(),
+        harness: placed.harness,
+        findings: placed.read.findings,
+        git: placed.git,
+    }
 }
