@@ -374,7 +374,7 @@ impl<'r> Push2<'r> {
         }
         let path = format!("/v1/pushes?{query}");
         let what = "POST /v1/pushes";
-        let recipes = Recipes {
+        let mut recipes = Recipes {
             manifest: self.manifest_recipe(),
             bodies: offer.recipes.clone(),
         };
@@ -421,6 +421,13 @@ impl<'r> Push2<'r> {
                     self.described
                         .extend(offer.recipes.iter().map(|r| r.body.sha256));
                     return Ok(Created::Open(Box::new(session)));
+                }
+                // A store whose chunks of the base body are not the ones
+                // this machine recorded refuses what the copies make of
+                // them: the create goes again with every chunk named (a
+                // refusal of anything else comes back the same).
+                422 if recipes.bodies != offer.plain => {
+                    recipes.bodies = offer.plain.clone();
                 }
                 409 => {
                     let bytes = self.remote.read_body(what, r, 64 << 20)?;
@@ -526,6 +533,7 @@ impl<'r> Push2<'r> {
             let pieces = self.pieces(b)?;
             let base = known.large.get(&b.path);
             offer.recipes.push(recipe_of(b.body, &pieces, base));
+            offer.plain.push(recipe_of(b.body, &pieces, None));
             for p in &pieces {
                 if !have.contains(&p.name()) && scheduled.insert(p.sha256) {
                     add(
@@ -839,12 +847,13 @@ impl<'r> Push2<'r> {
 }
 
 /// What a create carries: the manifest chunks to send (by sha256), body
-/// chunks, and body recipes.
+/// chunks, and body recipes (with copy runs, and with every chunk named).
 #[derive(Default)]
 struct Offer {
     manifest: Vec<Digest>,
     items: Vec<Item>,
     recipes: Vec<BodyRecipe>,
+    plain: Vec<BodyRecipe>,
 }
 
 /// What a batch carried.
@@ -1134,7 +1143,7 @@ mod tests {
             walk: Default::default(),
             secrets: Default::default(),
         };
-        let packed = crate::pack::pack_in_memory(&request, &Progress::new(true)).unwrap();
+        let packed = crate::pack::pack_for_save(&request, None, &Progress::new(true)).unwrap();
         let (index, member) = packed.manifest.find("workspace/big.bin").unwrap();
         let large = [(index, member.sha256().unwrap(), member.size())];
         assert!(cut_all(&packed.bodies, &large, &Progress::new(true)).is_ok());

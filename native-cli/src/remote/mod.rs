@@ -43,10 +43,11 @@ use packet_core::Digest;
 pub use bodies::Bodies;
 pub use client::{Remote, Token};
 pub use delta_pull::DeltaPullReport;
-pub use delta_push::DeltaReport as PushDeltaReport;
+pub use delta_push::{DeltaReport as PushDeltaReport, KnownBase};
 pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use push::{
-    push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
+    push, push_verified, takes_delta, ExpectRef, PartsReport, PushReport, PushRequest, RefReport,
+    Verified,
 };
 pub use upload_state::default_state_dir;
 

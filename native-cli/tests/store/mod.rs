@@ -77,7 +77,12 @@ pub struct Store {
 impl Store {
     /// Starts a store on a free local port.
     pub fn start() -> Store {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Store::start_on("127.0.0.1:0")
+    }
+
+    /// Starts a store listening on `address`.
+    pub fn start_on(address: &str) -> Store {
+        let listener = TcpListener::bind(address).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State::default()));
         let shared = Arc::clone(&state);
