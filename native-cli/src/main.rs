@@ -323,7 +323,7 @@ struct RestoreArgs {
     target: String,
     #[command(flatten)]
     remote: RemoteArgs,
-    /// The workspace target: an empty or absent directory.
+    /// The workspace target: an empty or absent directory, or one holding the checkpoint its workspace record names (saved or restored there), which is restored over in place.
     #[arg(long, value_name = "DIR")]
     into: PathBuf,
     /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
@@ -341,6 +341,9 @@ struct RestoreArgs {
     /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
     #[arg(long)]
     neutralize_git: bool,
+    /// Restoring over the checkpoint the folder holds: overwrite (or remove) what changed there since it was saved or restored, instead of refusing with local_changes.
+    #[arg(long)]
+    discard_local: bool,
     #[command(flatten)]
     sources: PullSourceArgs,
     #[command(flatten)]
@@ -714,6 +717,7 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
         &target,
         &sources,
         request,
+        a.discard_local,
         &Progress::new(a.common.quiet),
     )?;
     emit(&report, JsonTo::Stdout, None);

@@ -253,27 +253,30 @@ impl Staging {
                 std::process::id(),
                 nanos.wrapping_mul(2_654_435_761).wrapping_add(n)
             );
-            match mkdirat(&target.fd, name.as_str(), Mode::from_raw_mode(0o700)) {
-                Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => {
-                    return Err(CliError::io(
-                        "create a staging folder in",
-                        &target.path,
-                        e.into(),
-                    ))
+            match Staging::create_named(target, &name) {
+                Err(CliError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    continue
                 }
-                Ok(()) => {}
+                r => return r,
             }
-            let path = target.path.join(&name);
-            let fd = open_dir(target.fd.as_fd(), Path::new(&name))
-                .map_err(|e| CliError::io("open", &path, e))?;
-            return Ok(Staging { fd, path });
         }
         Err(CliError::io(
             "create a staging folder in",
             &target.path,
             std::io::Error::from(std::io::ErrorKind::AlreadyExists),
         ))
+    }
+
+    /// A staging folder of the name given (a name a journal recorded first).
+    pub(crate) fn create_named(target: &Target, name: &str) -> Result<Staging> {
+        mkdirat(&target.fd, name, Mode::from_raw_mode(0o700))
+            .map_err(|e| CliError::io("create a staging folder in", &target.path, e.into()))?;
+        let path = target.path.join(name);
+        let fd = open_dir(target.fd.as_fd(), Path::new(name))
+            .map_err(|e| CliError::io("open", &path, e))?;
+        Ok(Staging { fd, path })
     }
 }
 
@@ -541,7 +544,7 @@ pub(crate) fn prepare_harness(
 /// restored as: packet-core keeps every link inside `harness/`, but
 /// `harness/` is not one folder on the host; a session's folder moves on
 /// its own into the harness home, where `..` leads to other sessions.
-fn confine_harness_symlinks(
+pub(crate) fn confine_harness_symlinks(
     manifest: &packet_core::Manifest,
     kind: packet_core::HarnessKind,
     plan: &RestorePlan,

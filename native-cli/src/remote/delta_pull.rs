@@ -146,6 +146,8 @@ pub enum SourceKind {
     Cache,
     /// `packet.json`'s own chunks.
     Manifest,
+    /// The workspace (or a harness file) being restored over.
+    Workspace,
 }
 
 impl Local {
@@ -388,12 +390,30 @@ impl<'r> DeltaPull<'r> {
         Ok(landed)
     }
 
+    /// Keeps only the bodies `keep` names (the others are at hand already:
+    /// the caller proves them to [`DeltaPull::verify`]).
+    pub fn keep_only(&mut self, keep: impl Fn(&Body) -> bool) {
+        let wanted = std::mem::take(&mut self.bodies.wanted);
+        let members = std::mem::take(&mut self.bodies.members);
+        let offsets = std::mem::take(&mut self.packet_offsets);
+        for ((w, m), o) in wanted.into_iter().zip(members).zip(offsets) {
+            if keep(&w.body) {
+                self.bodies.wanted.push(w);
+                self.bodies.members.push(m);
+                self.packet_offsets.push(o);
+            }
+        }
+    }
+
     /// The gate of a /2 packet: every body's proof given to packet-core's
-    /// [`Assembly`], which accepts the packet only when each is proven.
-    /// `None` for a /1 packet (read whole by the caller).
+    /// [`Assembly`], which accepts the packet only when each is proven:
+    /// those `landed` hashed, and `stored`, bodies this machine's own
+    /// store (a workspace its record vouches for, files hashed before)
+    /// proved. `None` for a /1 packet (read whole by the caller).
     pub fn verify(
         &mut self,
         landed: &Landed,
+        stored: &[Body],
         findings: Findings,
     ) -> Result<Option<VerifiedPacket>> {
         let Some(mut assembly) = self.assembly.take() else {
@@ -401,6 +421,9 @@ impl<'r> DeltaPull<'r> {
         };
         for p in &landed.proofs {
             assembly.prove(*p);
+        }
+        for b in stored {
+            assembly.prove(packet_core::assembled::Proof::stored(*b));
         }
         assembly
             .finish(findings)
@@ -420,7 +443,7 @@ impl<'r> DeltaPull<'r> {
                     }
                 }
                 Some(SourceKind::Cache) => self.report.from_cache_bytes += bytes,
-                Some(SourceKind::Manifest) => {
+                Some(SourceKind::Workspace | SourceKind::Manifest) => {
                     self.report.from_workspace_bytes += bytes;
                 }
                 None => {}
@@ -644,7 +667,7 @@ pub fn write_packet(
             .collect(),
     };
     let landed = pull.land(&plan, &sink, None, progress)?;
-    if pull.verify(&landed, Findings::default())?.is_none() {
+    if pull.verify(&landed, &[], Findings::default())?.is_none() {
         // A /1 packet is named by its whole file: read it whole.
         let options = ReaderOptions {
             expected_digest: Some(digest),

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use packet_core::{git, scan_class, BodyFindings, Findings, Kind, Manifest};
+use packet_core::{git, scan_class, BodyFindings, Kind, Manifest};
 use rustix::fs::{Mode, OFlags};
 
 use crate::error::{CliError, Refused, Result};
@@ -26,23 +26,48 @@ use crate::unpack::{
 };
 use crate::walk::open_beneath;
 
+/// What a fresh restore did.
+pub struct Fresh {
+    /// The packet, verified and in place.
+    pub placed: Placed,
+    /// Where the bytes came from.
+    pub report: DeltaPullReport,
+    /// Each member's body's findings (`None`: no body).
+    pub findings: Vec<Option<BodyFindings>>,
+    /// Each restored harness member and where it went.
+    pub harness_places: Vec<(String, PathBuf)>,
+}
+
 /// Restores the packet `pull` describes into `request.into` (absent or
-/// empty), its harness state as `request` says.
+/// empty), its harness state as `request` says. `staging` is told the
+/// staging folders it will make in the workspace, before it makes them.
 pub fn restore(
     mut pull: DeltaPull<'_>,
     bases: &[PathBuf],
     request: &UnpackRequest,
     created: &mut Created,
+    staging: &mut dyn FnMut(&[PathBuf]) -> Result<()>,
     progress: &Progress,
-) -> Result<(Placed, DeltaPullReport)> {
+) -> Result<Fresh> {
     created.dir_all(&request.into)?;
     let target = Target::workspace(&request.into)?;
     let workspace =
         std::fs::canonicalize(&request.into).map_err(|e| CliError::io("open", &request.into, e))?;
     let manifest = pull.manifest.clone();
     let harness = unpack::prepare_harness(&manifest, request, created, &workspace)?;
-    let ws_staging = Staging::create(&target)?;
-    let scratch = Staging::create(&target)?;
+    let token = super::in_place::token();
+    let names = [
+        format!(".pillbox-restore-{token}"),
+        format!(".pillbox-restore-{token}-scratch"),
+    ];
+    staging(
+        &names
+            .iter()
+            .map(|n| target.path.join(n))
+            .collect::<Vec<_>>(),
+    )?;
+    let ws_staging = Staging::create_named(&target, &names[0])?;
+    let scratch = Staging::create_named(&target, &names[1])?;
     // The tree, without bodies.
     let mut writer = StagingWriter::new(
         vec![Root::new(
@@ -114,6 +139,7 @@ pub fn restore(
         roots,
         labels,
         dests,
+        create: vec![false, false, true],
     };
     // Bodies from the bases and the cache, the rest fetched.
     pull.add_bases(bases);
@@ -121,8 +147,9 @@ pub fn restore(
     let plan = pull.plan();
     let scan = scans_of(&manifest, &pull.bodies.members);
     let landed = pull.land(&plan, &sink, Some(&scan), progress)?;
-    let findings = findings_of(&manifest, &pull.bodies.members, &scan, &landed.findings);
-    let Some(verified) = pull.verify(&landed, findings)? else {
+    let by_member = by_member(&manifest, &pull.bodies.members, &scan, &landed.findings);
+    let findings = packet_core::Findings::assemble(&manifest, |i| by_member[i].clone());
+    let Some(verified) = pull.verify(&landed, &[], findings)? else {
         return Err(CliError::Bug(
             "a /1 packet reached the restore from parts".into(),
         ));
@@ -137,6 +164,10 @@ pub fn restore(
     drop(sink);
     drop(scratch);
     let report = pull.finish(&landed)?;
+    let harness_places = match (&harness, &manifest.harness) {
+        (Some(t), Some(h)) => super::in_place::places_of(&manifest, h.kind, &t.plan),
+        _ => Vec::new(),
+    };
     let placed = unpack::finish_placing(
         verified,
         Staged {
@@ -149,7 +180,12 @@ pub fn restore(
         created,
         git,
     )?;
-    Ok((placed, report))
+    Ok(Fresh {
+        placed,
+        report,
+        findings: by_member,
+        harness_places,
+    })
 }
 
 /// Per wanted body, the member paths to scan it as: one per scan class
@@ -174,25 +210,23 @@ pub fn scans_of(manifest: &Manifest, members: &[Vec<usize>]) -> Vec<Vec<String>>
         .collect()
 }
 
-/// The packet's findings from each body's scans, as a reader reports them.
-pub fn findings_of(
+/// Each member's body's findings, from each body's scans (`None` for a
+/// member without a body).
+pub fn by_member(
     manifest: &Manifest,
     members: &[Vec<usize>],
     scans: &[Vec<String>],
     found: &[Vec<BodyFindings>],
-) -> Findings {
-    let mut slot_of = vec![usize::MAX; manifest.members.len()];
+) -> Vec<Option<BodyFindings>> {
+    let mut out = vec![None; manifest.members.len()];
     for (slot, ms) in members.iter().enumerate() {
         for &m in ms {
-            slot_of[m] = slot;
+            let class = scan_class(&manifest.members[m].path);
+            let k = scans[slot].iter().position(|p| scan_class(p) == class);
+            out[m] = k.and_then(|k| found.get(slot)?.get(k).cloned());
         }
     }
-    Findings::assemble(manifest, |i| {
-        let slot = *slot_of.get(i).filter(|s| **s != usize::MAX)?;
-        let class = scan_class(&manifest.members[i].path);
-        let k = scans[slot].iter().position(|p| scan_class(p) == class)?;
-        found.get(slot)?.get(k).cloned()
-    })
+    out
 }
 
 /// Rewrites each staged repository configuration file without the
@@ -234,21 +268,24 @@ fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSet
     Ok(removed)
 }
 
-/// The staged tree as a sink: each body written into its members' files,
-/// which the layout created (a scratch file when no member is restored).
-struct Tree {
-    /// The workspace's staging folder, the harness's (or the scratch
-    /// folder), the scratch folder.
-    roots: Vec<OwnedFd>,
-    labels: Vec<PathBuf>,
+/// Staging folders as a sink: each body written into its files there,
+/// which the layout created or which are created on the first write.
+pub(super) struct Tree {
+    /// The folders (a fresh restore's: the workspace's staging folder, the
+    /// harness's, a scratch folder).
+    pub roots: Vec<OwnedFd>,
+    /// Their paths, for messages.
+    pub labels: Vec<PathBuf>,
     /// Per wanted body: (root, path below it) of each file.
-    dests: Vec<Vec<(usize, String)>>,
+    pub dests: Vec<Vec<(usize, String)>>,
+    /// Per root, whether its files are created on the first write.
+    pub create: Vec<bool>,
 }
 
 impl Tree {
-    fn open(&self, root: usize, relative: &str, flags: OFlags) -> Result<File> {
-        let create = root == 2;
-        let flags = if create {
+    /// Opens a file below root `root`, never through a link.
+    pub fn open(&self, root: usize, relative: &str, flags: OFlags) -> Result<File> {
+        let flags = if self.create[root] {
             flags | OFlags::CREATE
         } else {
             flags
