@@ -40,6 +40,8 @@ use recording::Recorder;
 pub struct RestoreReport {
     /// `pillbox.checkpoint.restore/1`.
     pub schema: &'static str,
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// The packet digest (verified).
     pub digest: String,
     /// Always true: the digest is the one the store named.
@@ -121,6 +123,7 @@ pub fn restore(
             let totals = d.read.manifest.totals;
             let unpacked = UnpackReport {
                 schema: "pillbox.checkpoint.unpack/1",
+                format: d.read.manifest.format.id(),
                 digest: d.read.digest.to_string(),
                 digest_checked: true,
                 size: d.read.size,
@@ -161,6 +164,7 @@ pub fn restore(
     let (written, removed, unchanged) = outcome.counts;
     Ok(RestoreReport {
         schema: "pillbox.checkpoint.restore/1",
+        format: u.format,
         digest: u.digest,
         digest_checked: u.digest_checked,
         size: u.size,
@@ -438,6 +442,7 @@ fn report_of(placed: Placed, digest_checked: bool) -> UnpackReport {
     let totals = placed.read.manifest.totals;
     UnpackReport {
         schema: "pillbox.checkpoint.unpack/1",
+        format: placed.read.manifest.format.id(),
         digest: placed.read.digest.to_string(),
         digest_checked,
         size: placed.read.size,
