@@ -105,8 +105,6 @@ pub struct Cache {
     packs: Vec<OpenPack>,
     /// Packs this pull read from or wrote, to mark as just used.
     used: HashSet<usize>,
-    /// A `--no-cache` pull's private folder, removed when done.
-    _private: Option<tempfile::TempDir>,
 }
 
 impl Cache {
@@ -119,21 +117,7 @@ impl Cache {
             max_bytes,
             packs: Vec::new(),
             used: HashSet::new(),
-            _private: None,
         })
-    }
-
-    /// A cache of this pull's own, in a temporary folder that goes when
-    /// the pull ends (`--no-cache`): fetched chunks still wait there
-    /// until the packet is rebuilt.
-    pub fn private() -> Result<Cache> {
-        let tmp = tempfile::Builder::new()
-            .prefix(".pillbox-chunks-")
-            .tempdir()
-            .map_err(|e| CliError::io("create a folder in", std::env::temp_dir(), e))?;
-        let mut cache = Cache::open(tmp.path(), u64::MAX)?;
-        cache._private = Some(tmp);
-        Ok(cache)
     }
 
     fn chunks_dir(&self) -> PathBuf {
@@ -292,9 +276,6 @@ impl Cache {
             }
         }
         self.used.clear();
-        if self._private.is_some() {
-            return Ok(Eviction::default());
-        }
         evict(&self.dir, self.max_bytes)
     }
 }

@@ -205,7 +205,7 @@ struct PullSourceArgs {
     /// The chunk cache folder [default: $XDG_CACHE_HOME/pillbox, else ~/.cache/pillbox; bounded by $PILLBOX_CACHE_MAX_BYTES, default 4 GiB].
     #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     cache_dir: Option<PathBuf>,
-    /// Use no chunk cache: fetched chunks are kept only until the packet is rebuilt.
+    /// Use no chunk cache: fetched chunks go straight where they belong and are not kept.
     #[arg(long)]
     no_cache: bool,
     /// Download the whole packet even when the store serves chunks.

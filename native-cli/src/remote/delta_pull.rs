@@ -69,12 +69,14 @@ pub struct DeltaPullReport {
     /// Body bytes taken from the workspace being restored over (and its
     /// harness files).
     pub from_workspace_bytes: u64,
-    /// Chunk bytes fetched from the store (before any compression on the wire).
+    /// Body bytes fetched from the store, as chunks or by `Range` (raw:
+    /// before any compression on the wire; `packet.json`'s own chunks are
+    /// not counted).
     pub fetched_bytes: u64,
-    /// Chunks fetched.
+    /// Body chunks fetched.
     pub chunks_fetched: u64,
-    /// Bytes read by `Range`: the new end of a log that grew, a body the
-    /// store keeps whole.
+    /// Of `fetched_bytes`, those read by `Range`: the new end of a log that
+    /// grew, a body the store keeps whole.
     pub range_bytes: u64,
     /// Requests for chunks and byte ranges.
     pub fetch_requests: u64,
@@ -178,6 +180,8 @@ pub struct DeltaPull<'r> {
     pub local: Local,
     cache: Option<Mutex<Cache>>,
     report: DeltaPullReport,
+    /// Chunks and raw bytes of `packet.json` fetched.
+    manifest_fetched: (u64, u64),
 }
 
 impl<'r> DeltaPull<'r> {
@@ -196,6 +200,13 @@ impl<'r> DeltaPull<'r> {
             None => (None, None),
         };
         let parts = parts::fetch(&fetcher, &digest, base, cache.as_ref())?;
+        let manifest_fetched = {
+            use std::sync::atomic::Ordering::Relaxed;
+            (
+                fetcher.fetched.chunks.load(Relaxed),
+                fetcher.fetched.bytes.load(Relaxed),
+            )
+        };
         let (manifest, assembly) = describe_manifest(&parts, digest)?;
         let bodies = Bodies::of(&manifest, &parts.recipes);
         let offsets = Offsets::of(&manifest);
@@ -224,6 +235,7 @@ impl<'r> DeltaPull<'r> {
                 cache: cache_dir.map(|d| d.display().to_string()),
                 ..DeltaPullReport::default()
             },
+            manifest_fetched,
         })
     }
 
@@ -451,9 +463,12 @@ impl<'r> DeltaPull<'r> {
         }
         let fetched = &self.fetcher.fetched;
         use std::sync::atomic::Ordering::Relaxed;
-        self.report.fetched_bytes = fetched.bytes.load(Relaxed);
-        self.report.chunks_fetched = fetched.chunks.load(Relaxed);
+        // Body bytes: packet.json's chunks are not counted, a range is.
+        let (manifest_chunks, manifest_bytes) = self.manifest_fetched;
         self.report.range_bytes = fetched.range_bytes.load(Relaxed);
+        self.report.fetched_bytes =
+            fetched.bytes.load(Relaxed) - manifest_bytes + self.report.range_bytes;
+        self.report.chunks_fetched = fetched.chunks.load(Relaxed) - manifest_chunks;
         self.report.fetch_requests = fetched.requests.load(Relaxed);
         if let Some(cache) = self.cache.take() {
             let mut cache = cache

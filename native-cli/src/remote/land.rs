@@ -515,6 +515,10 @@ impl Run<'_> {
                 if let Some(proof) = checked {
                     this.land_piece(b, todo[k], piece, proof)?;
                     made[k] = true;
+                    // The piece's bytes below the earlier end were read here.
+                    let end = p.offset + u64::from(p.chunk.size);
+                    let here = end.min(tail.earlier.len).saturating_sub(p.offset);
+                    this.read_from[tail.earlier.at.source].fetch_add(here, Ordering::Relaxed);
                 }
                 pending.drain(..size);
                 k += 1;

@@ -120,13 +120,14 @@ impl PullSources {
         }
     }
 
-    /// Opens the cache this pull uses.
-    pub fn open_cache(&self) -> Result<(Cache, Option<PathBuf>)> {
+    /// Opens the cache this pull uses, and its folder; `None` with
+    /// `--no-cache` (what is fetched goes straight where it belongs).
+    pub fn open_cache(&self) -> Result<Option<(Cache, Option<PathBuf>)>> {
         match &self.cache {
             CacheChoice::At { dir, max_bytes } => {
-                Ok((Cache::open(dir, *max_bytes)?, Some(dir.clone())))
+                Ok(Some((Cache::open(dir, *max_bytes)?, Some(dir.clone()))))
             }
-            CacheChoice::Off => Ok((Cache::private()?, None)),
+            CacheChoice::Off => Ok(None),
         }
     }
 }
@@ -168,7 +169,7 @@ pub fn pull(
             remote,
             digest,
             &sources.bases,
-            Some(cache),
+            cache,
             tmp.as_file(),
             &label,
             progress,

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use packet_core::secrets::Scanner;
@@ -163,7 +163,7 @@ pub fn restore(
         recipes: &recipes,
     });
     let cache = sources.open_cache()?;
-    let mut pull = DeltaPull::describe(store, digest, base.as_ref(), Some(cache))?;
+    let mut pull = DeltaPull::describe(store, digest, base.as_ref(), cache)?;
     if !pull.is_assembled() {
         return Err(Refused::InPlaceNeedsFormat2 {
             target: folder.path.clone(),
@@ -403,10 +403,13 @@ pub fn restore(
     let git = request
         .neutralize_git
         .then(|| std::mem::take(&mut applier.neutralized));
+    let written = applier_written(&actions);
+    // Every member not written is as it was (the roots, and harness state
+    // not restored here, among them).
     let (written, removed, unchanged) = (
-        applier_written(&actions),
+        written,
         actions.removed(),
-        actions.unchanged,
+        new.members.len() as u64 - written,
     );
     drop(applier);
     drop(sink);
@@ -583,14 +586,15 @@ fn harness_dest_by(places: &[(String, PathBuf)]) -> HashMap<String, PathBuf> {
 /// What the restore does to the folder, member by member.
 #[derive(Default)]
 struct Actions {
-    /// Members (indices) left as they are.
-    unchanged: u64,
     /// Files whose exec bit alone changes.
     chmods: Vec<usize>,
     /// Workspace paths (relative) of files and links to remove first.
     remove: Vec<String>,
     /// Workspace folders (relative) to remove, deepest first.
     rmdirs: Vec<String>,
+    /// Folders left out of packets that are in the way, removed whole
+    /// (`--discard-local`).
+    purge: Vec<String>,
     /// Folders to create, in packet order.
     mkdirs: Vec<usize>,
     /// Links to write.
@@ -633,7 +637,6 @@ impl Actions {
             let known = scan.known.get(&m.path);
             if let Some(k) = known {
                 if k.entry == m.entry {
-                    a.unchanged += 1;
                     if let Some(b) = m.body() {
                         a.kept_bodies.insert(b);
                     }
@@ -674,16 +677,26 @@ impl Actions {
                     if is_dir && m.kind() != Kind::Dir {
                         // Everything below goes too: the new checkpoint has
                         // nothing there.
+                        // Entries the rules leave out of packets are in
+                        // the way: a conflict, or with --discard-local
+                        // removed like the rest.
                         for k in &scan.kept {
-                            if k.len() > m.path.len()
+                            let below = k.len() > m.path.len()
                                 && k.starts_with(m.path.as_str())
-                                && k.as_bytes()[m.path.len()] == b'/'
-                                && !discard
-                            {
+                                && k.as_bytes()[m.path.len()] == b'/';
+                            if !below {
+                                continue;
+                            }
+                            let krel = &k[prefix.len()..];
+                            if !discard {
                                 a.conflicts.push(Change {
-                                    path: shown.join(&k[prefix.len()..]).display().to_string(),
+                                    path: shown.join(krel).display().to_string(),
                                     change: ChangeKind::Added,
                                 });
+                            } else if scan.found.get(k).is_some_and(|f| f.kind == FileType::Directory) {
+                                a.purge.push(krel.to_owned());
+                            } else {
+                                a.remove.push(krel.to_owned());
                             }
                         }
                         a.rmdirs.push(rel.to_owned());
@@ -1045,6 +1058,11 @@ impl<'a> Applier<'a> {
                 Err(e) => return Err(CliError::io("remove", self.folder.path.join(rel), e.into())),
             }
         }
+        for rel in &a.purge {
+            let (dir, leaf) = self.parent(rel)?;
+            remove_all_at(dir.as_fd(), std::ffi::OsStr::new(leaf))
+                .map_err(|e| CliError::io("remove", self.folder.path.join(rel), e.into()))?;
+        }
         for rel in &a.rmdirs {
             self.remove_tree(rel)?;
         }
@@ -1306,6 +1324,44 @@ impl<'a> Applier<'a> {
             .to_owned();
         Ok((staging, dir, leaf, dest))
     }
+}
+
+/// Removes the folder `name` in `dir` and everything below it, through
+/// descriptors only (never following a link).
+fn remove_all_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> rustix::io::Result<()> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(()),
+        Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => {
+            return unlinkat(dir, name, AtFlags::empty())
+        }
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let entry = entry?;
+        let n = entry.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            names.push((n.to_vec(), entry.file_type()));
+        }
+    }
+    for (n, kind) in names {
+        let n = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&n);
+        if kind == FileType::Directory {
+            remove_all_at(fd.as_fd(), n)?;
+        } else {
+            match unlinkat(fd.as_fd(), n, AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    unlinkat(dir, name, AtFlags::REMOVEDIR)
 }
 
 /// Copies staged file `from` to a new staged file `to`.

@@ -305,7 +305,7 @@ fn fresh(
         });
     }
     let cache = sources.open_cache()?;
-    let pull = DeltaPull::describe(store, digest, None, Some(cache))?;
+    let pull = DeltaPull::describe(store, digest, None, cache)?;
     if !pull.is_assembled() {
         let (dir, file) = spool_dir()?;
         let f = std::fs::File::create(&file).map_err(|e| CliError::io("create", &file, e))?;
