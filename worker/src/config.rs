@@ -8,13 +8,12 @@ use pillbox_wire::{Chunking, Info, PartLimits, PartSizes, TRANSFER_DELTA, TRANSF
 
 use crate::auth::{self, ReadAccess};
 use crate::multipart::MIN_PART_SIZE;
-use crate::plan::{AVG_CHUNK, CHUNK_THRESHOLD, MAX_CHUNK, MIN_CHUNK};
 
 /// The most frames one push part may carry (the chunk batch's limit).
 pub const MAX_PART_FRAMES: u32 = pillbox_wire::chunks::BatchLimits::MAX_FRAMES;
-/// The largest zstd window a push part may use: the decoder keeps one
-/// window of decoded bytes in wasm memory (docs/benchmarks.md, "Transfer").
-pub const ZSTD_MAX_WINDOW: u64 = 8 << 20;
+/// The largest zstd window a frame may use: the decoder keeps one window of
+/// decoded bytes in wasm memory.
+pub const ZSTD_MAX_WINDOW: u64 = pillbox_wire::chunking::ZSTD_MAX_WINDOW;
 
 /// How long a multipart upload may stay unfinished by default, in hours.
 pub const DEFAULT_UPLOAD_TTL_HOURS: u64 = 24;
@@ -147,21 +146,28 @@ impl Config {
     pub fn part_limits(&self) -> PartLimits {
         PartLimits {
             max_bytes: self.push_part_bytes,
+            max_raw_bytes: self.push_raw_bytes(),
             max_frames: MAX_PART_FRAMES,
-            encodings: ["identity", "gzip", "zstd"].map(String::from).to_vec(),
+            encodings: ["identity", "zstd"].map(String::from).to_vec(),
             zstd_max_window: ZSTD_MAX_WINDOW,
         }
     }
 
-    /// How the store expects large bodies to be cut (docs/transfer.md, "Units").
+    /// The most bytes the frames of one part (or of a push's create body)
+    /// may decode to: twice what they may carry, and at least 64 MiB.
+    pub fn push_raw_bytes(&self) -> u64 {
+        (2 * self.push_part_bytes).max(64 << 20)
+    }
+
+    /// The chunk batch a part (or a push's create body) may carry.
+    pub fn batch_limits(&self) -> pillbox_wire::chunks::BatchLimits {
+        pillbox_wire::chunks::BatchLimits::upload(self.push_part_bytes, self.push_raw_bytes())
+    }
+
+    /// How the store expects bodies and `packet.json` to be cut
+    /// (docs/transfer.md, "Units").
     pub fn chunking() -> Chunking {
-        Chunking {
-            algorithm: "fastcdc-v2020".into(),
-            threshold: CHUNK_THRESHOLD,
-            min: MIN_CHUNK,
-            avg: AVG_CHUNK,
-            max: MAX_CHUNK,
-        }
+        Chunking::ours()
     }
 
     /// The largest part a client may ask for.
@@ -299,7 +305,7 @@ mod tests {
             serde_json::json!({
                 "service": "pillbox",
                 "api": 1,
-                "format": "pillbox.session-packet/1",
+                "format": "pillbox.session-packet/2",
                 "max_packet_bytes": Limits::FORMAT.max_packet_bytes,
                 "max_members": Limits::FORMAT.max_members,
                 "max_single_upload_bytes": 1000,
