@@ -318,6 +318,14 @@ describe('every refusal is typed and stores nothing', () => {
   });
 });
 
+describe('a push body over the limit', () => {
+  test('is refused by its Content-Length before it is read', async () => {
+    const entry = fx.index.small;
+    const r = await post(entry, Buffer.alloc(49 << 20));
+    assert.deepEqual([r.status, r.json.error.code], [413, 'push_too_large']);
+  });
+});
+
 describe('packets uploaded whole', () => {
   test('a /2 packet and a /1 packet are taken whole and read back', async () => {
     for (const name of ['harness', 'v1-harness']) {

@@ -32,18 +32,6 @@ pub enum PacketHasher {
     Core,
 }
 
-/// Where a push part's frames are hashed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FrameHasher {
-    /// Small frames in wasm, the others by the runtime without a copy
-    /// into wasm (docs/benchmarks.md, "Transfer").
-    Auto,
-    /// Every frame in wasm (copied in).
-    Core,
-    /// Every frame by the runtime (`crypto.DigestStream`).
-    Platform,
-}
-
 /// The Worker's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -65,15 +53,13 @@ pub struct Config {
     pub cors_origins: Vec<String>,
     /// Where the packet digest is computed.
     pub packet_hasher: PacketHasher,
-    /// Where push parts' frames are hashed (`FRAME_HASHER`: `auto`, `core`
-    /// or `platform`).
-    pub frame_hasher: FrameHasher,
     /// Multipart uploads and pushes older than this (milliseconds) are
     /// discarded by the scheduled clean-up, which also collects unused packs
     /// older than this (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
     pub upload_ttl_ms: u64,
-    /// The most bytes of frames one push part carries
-    /// (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to 64 MiB).
+    /// The most bytes of frames one push part (or a push's create body)
+    /// carries, as sent (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to
+    /// 64 MiB).
     pub push_part_bytes: u64,
     /// Whether the benchmark routes and timings are on (`BENCH_ROUTES`,
     /// off unless `1`; docs/worker.md, "Settings").
@@ -109,11 +95,6 @@ impl Config {
             packet_hasher: match var("PACKET_HASHER").as_deref().map(str::trim) {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,
-            },
-            frame_hasher: match var("FRAME_HASHER").as_deref().map(str::trim) {
-                Some("core") => FrameHasher::Core,
-                Some("platform") => FrameHasher::Platform,
-                _ => FrameHasher::Auto,
             },
             upload_ttl_ms: var("UPLOAD_TTL_HOURS")
                 .and_then(|v| v.trim().parse::<f64>().ok())
@@ -213,7 +194,6 @@ mod tests {
         assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
         assert_eq!(c.push_part_bytes, 32 << 20);
         assert!(!c.bench_routes);
-        assert_eq!(c.frame_hasher, FrameHasher::Auto);
     }
 
     #[test]
@@ -250,10 +230,8 @@ mod tests {
         let c = Config::from_vars(|name| match name {
             "PUSH_PART_BYTES" => Some("1".into()),
             "BENCH_ROUTES" => Some("1".into()),
-            "FRAME_HASHER" => Some("core".into()),
             _ => None,
         });
-        assert_eq!(c.frame_hasher, FrameHasher::Core);
         assert_eq!(c.push_part_bytes, 1 << 20);
         assert!(c.bench_routes);
         assert_eq!(c.part_limits().max_bytes, 1 << 20);

@@ -1,6 +1,6 @@
-//! A request body's `Content-Encoding` (docs/transfer.md): `identity`,
-//! `gzip` (decoded by the runtime) or `zstd` (decoded in wasm,
-//! [`crate::zstd`]). Pure.
+//! A request body's `Content-Encoding`: each route names the ones it
+//! takes (the bodies of pushes are `identity`: their chunks are compressed
+//! one by one). Pure.
 
 use crate::problem::Problem;
 

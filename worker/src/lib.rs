@@ -26,7 +26,6 @@
 //! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
-//! | [`zstd`] | a streaming zstd decoder in bounded memory (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
@@ -55,7 +54,6 @@ pub mod route;
 pub mod rows;
 pub mod search;
 pub mod storage;
-pub mod zstd;
 
 #[cfg(target_arch = "wasm32")]
 mod api;

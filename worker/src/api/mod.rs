@@ -68,7 +68,11 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     };
     if let Some(body) = body {
         // Refused before its body was read (auth, limits, malformed URL).
-        store::discard(&body, config.max_single_upload_bytes + (1 << 20)).await;
+        let most = (config.max_single_upload_bytes + (1 << 20)).max(
+            config.batch_limits().max_batch_bytes()
+                + pillbox_wire::recipes::RecipeLimits::DEFAULT.max_bytes,
+        );
+        store::discard(&body, most).await;
     }
     let mut response = match answer {
         Ok(r) => r,

@@ -40,6 +40,7 @@ use crate::storage::index::{chunks, ends, packs, pushes};
 use crate::storage::keys;
 use crate::storage::load;
 use crate::storage::read::{self, ReadError};
+use crate::storage::stored::Stored;
 use crate::timing::{self, Counter, Stage};
 
 /// Bases a push may name.
@@ -215,6 +216,7 @@ fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<chunks::NewChunk> {
 /// its frames' bodies hold.
 struct State {
     row: PushRow,
+    json: Vec<u8>,
     assembly: Assembly,
     recipes: Recipes,
     recipes_etag: String,
@@ -279,6 +281,7 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
         .map_err(|p| Problem::internal(format!("the push's recipes: {}", p.error.message())))?;
     Ok(State {
         row,
+        json,
         assembly,
         recipes,
         recipes_etag,
@@ -589,6 +592,7 @@ impl Create<'_> {
                 db,
                 Finishing {
                     assembly,
+                    json,
                     manifest: recipes_names,
                     at_hand: &at_hand,
                     plan: &plan,
@@ -647,6 +651,7 @@ impl Create<'_> {
 /// What finishing a push needs.
 struct Finishing<'a> {
     assembly: Assembly,
+    json: Vec<u8>,
     manifest: Vec<Name>,
     at_hand: &'a AtHand,
     plan: &'a Plan,
@@ -801,6 +806,7 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
     let root = laid.root.encode();
     let keys_used = laid.root.packs.keys();
     let findings_text = kept.to_text();
+    let kept_findings = kept.clone();
     let new = NewPacket {
         digest: &digest,
         size: verified.size,
@@ -851,6 +857,21 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
         .as_deref()
         == Some(root.as_slice())
     {
+        let crate::push::storing::Laid {
+            root: r, layout, ..
+        } = laid;
+        load::remember(
+            &now,
+            std::rc::Rc::new(Stored::from_parts(
+                digest,
+                manifest,
+                f.json,
+                layout,
+                r.manifest,
+                r.layout,
+                Some(kept_findings),
+            )),
+        );
         stored(db, &digest).await
     } else {
         json_response(200, &now.stored(false))
@@ -1192,6 +1213,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         .collect();
     let State {
         assembly,
+        json,
         at_hand,
         arrived,
         ..
@@ -1201,6 +1223,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         db,
         Finishing {
             assembly,
+            json,
             manifest: manifest_names,
             at_hand: &at_hand,
             plan: &plan,

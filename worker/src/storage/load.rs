@@ -168,6 +168,22 @@ pub async fn load(bucket: &Bucket, row: &PacketRow) -> Result<Rc<Stored>, Proble
     Ok(loaded)
 }
 
+/// Keeps a packet just stored in the isolate, as `row` names it: the next
+/// push builds on it without reading it back.
+pub fn remember(row: &PacketRow, stored: Rc<Stored>) {
+    let key = cache_key(row);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.retain(|(k, _)| *k != key);
+        c.push((key, stored));
+        while c.len() > CACHED
+            || (c.len() > 1 && c.iter().map(|(_, l)| l.weight()).sum::<usize>() > CACHE_BYTES)
+        {
+            c.remove(0);
+        }
+    });
+}
+
 /// Forgets a packet (deleted).
 pub fn forget(digest: &str) {
     CACHE.with(|c| {

@@ -186,6 +186,32 @@ impl Stored {
         })
     }
 
+    /// A packet the Worker just stored from a push, from the parts it has
+    /// at hand (nothing is read back).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        digest: Digest,
+        manifest: Manifest,
+        json: Vec<u8>,
+        layout: Layout,
+        manifest_chunks: Vec<ChunkRef>,
+        layout_chunks: Vec<ChunkRef>,
+        findings: Option<KeptFindings>,
+    ) -> Stored {
+        let offsets = Offsets::of(&manifest);
+        Stored {
+            digest,
+            form: Form::Packed,
+            manifest,
+            json,
+            offsets,
+            layout,
+            manifest_chunks,
+            layout_chunks,
+            findings,
+        }
+    }
+
     /// Bytes of memory it takes, roughly (for the isolate's cache).
     pub fn weight(&self) -> usize {
         // The parsed manifest takes a few times its JSON.
