@@ -112,6 +112,7 @@ test(`a one-file save of a ${MEMBERS}-member workspace grows R2 + D1 by at most 
       r2: r2Bytes() - r2Before, d1: d1Bytes() - d1Before,
       wall_ms: Math.round(wall), edge_ms: t.total, r2_read: t.r2_read_bytes, hashed: t.hashed_bytes, written: t.r2_write_bytes,
       packs: edge.d1(`SELECT count(*) AS n FROM pack_users WHERE owner = '${next.entry.digest}'`)[0].n,
+      stages_ms: { d1: t.d1, r2_write: t.r2_write, body: t.body, hash: t.hash, decode: t.decode },
     };
     rows.push(row);
     console.log(JSON.stringify(row));

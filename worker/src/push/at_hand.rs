@@ -15,7 +15,7 @@ use pillbox_wire::chunking::MAX_CHUNK;
 use crate::storage::chunk::{ChunkRef, Name};
 use crate::storage::findings::BodyClass;
 use crate::storage::packs::PackTable;
-use crate::storage::stored::Stored;
+use crate::storage::stored::{Form, Stored};
 
 /// Bases and uploads, by name.
 #[derive(Default)]
@@ -67,8 +67,15 @@ impl AtHand {
             }
             self.bodies.entry(body).or_insert(chunks);
         }
+        // A packet pushed before format /2 keeps its manifest in an object
+        // of its own, which goes with it when it is deleted: its chunks are
+        // not a new packet's.
+        let manifest_chunks: &[ChunkRef] = match base.form {
+            Form::PushedV1 => &[],
+            Form::Whole | Form::Packed => &base.manifest_chunks,
+        };
         let mut at = 0usize;
-        for c in &base.manifest_chunks {
+        for c in manifest_chunks {
             let range = at..at + c.raw as usize;
             at = range.end;
             self.manifest_chunks

@@ -16,7 +16,8 @@ use super::at_hand::AtHand;
 use crate::problem::Problem;
 use crate::storage::chunk::Name;
 
-/// The chunks of the manifest's recipe neither sent nor at hand, each once.
+/// The chunks of the manifest's recipe neither sent nor a base's manifest
+/// chunk, each once.
 pub fn missing(
     recipe: &[ChunkName],
     sent: impl Fn(&Name) -> bool,
@@ -26,7 +27,7 @@ pub fn missing(
     recipe
         .iter()
         .map(|c| (c.sha256, u64::from(c.size)))
-        .filter(|n| !sent(n) && at_hand.manifest_bytes(n).is_none() && at_hand.chunk(n).is_none())
+        .filter(|n| !sent(n) && at_hand.manifest_bytes(n).is_none())
         .filter(|n| seen.insert(n.0))
         .map(|n| n.0)
         .collect()

@@ -188,9 +188,11 @@ fn decode(c: &ChunkRef, stored: &[u8], raw: &mut Vec<u8>) -> Result<(), ReadErro
     r
 }
 
-/// The raw bytes of `chunks` (slots of `packs`), each whole, in order:
-/// `each(index, raw)`. Runs of chunks back to back in one pack are one
-/// range read.
+/// The raw bytes of `chunks` (slots of `packs`), in order:
+/// `each(index, raw)`, once per zstd chunk (at most 1 MiB) and in pieces
+/// of at most 1 MiB for a chunk stored as it is (a body of a packet stored
+/// whole may be one chunk of any size). Runs of chunks back to back in one
+/// pack are one range read.
 pub async fn raw_chunks<E: From<ReadError>>(
     bucket: &Bucket,
     packs: &PackTable,
@@ -206,10 +208,20 @@ pub async fn raw_chunks<E: From<ReadError>>(
             .ok_or_else(|| ReadError::Corrupt(format!("a chunk in empty slot {slot}")))?;
         let mut reader = open(bucket, key, range).await?;
         for c in &list {
-            stored.clear();
-            reader.copy(c.stored, &mut stored).await?;
-            decode(c, &stored, &mut raw)?;
-            each(index, &raw)?;
+            if c.is_identity() {
+                let mut left = c.stored;
+                while left > 0 {
+                    stored.clear();
+                    reader.copy(left.min(1 << 20), &mut stored).await?;
+                    left -= stored.len() as u64;
+                    each(index, &stored)?;
+                }
+            } else {
+                stored.clear();
+                reader.copy(c.stored, &mut stored).await?;
+                decode(c, &stored, &mut raw)?;
+                each(index, &raw)?;
+            }
             index += 1;
         }
         reader.cancel();
