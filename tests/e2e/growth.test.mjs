@@ -19,7 +19,7 @@ import { after, before, test } from 'node:test';
 import { ROOT, buildWorker, client, startEdge } from './edge.mjs';
 
 const MEMBERS = Number(process.env.PILLBOX_GROWTH_MEMBERS || 21_000);
-const SAVES = Number(process.env.PILLBOX_GROWTH_SAVES || 12);
+const SAVES = Number(process.env.PILLBOX_GROWTH_SAVES || 9);
 const LIMIT = 64 << 10;
 
 let edge;
