@@ -99,11 +99,15 @@ async function open({ id, source, expectedDigest }) {
     total = Number.isFinite(length) && length > 0 ? length : null;
     source.body = response.body;
   }
-  // The whole-packet digest is computed on a second thread when one can be
-  // started; packet-core then skips it here and checks the result at the end.
-  const digests = DigestThread.start(id);
+  // A /1 packet is named by the SHA-256 of its whole file, computed on a
+  // second thread when one can be started (packet-core then skips it here
+  // and checks the result at the end); a /2 packet is named by its
+  // packet.json, which packet-core checks as soon as it is read, so the
+  // second thread stops once the verifier says so.
+  let digests = DigestThread.start(id);
   const verifier = digests ? Verifier.withExternalDigest(expectedDigest ?? null) : new Verifier(expectedDigest ?? null);
   let lastPost = 0;
+  let wholeNotNeeded = false;
   try {
     for await (const chunk of chunksOf(source)) {
       if (session.cancelled) {
@@ -114,6 +118,11 @@ async function open({ id, source, expectedDigest }) {
         return;
       }
       const progress = verifier.push(chunk);
+      if (digests && verifier.wholeHashNeeded === false) {
+        digests.abort();
+        digests = null;
+        wholeNotNeeded = true;
+      }
       if (digests) await digests.push(chunk); // hands the chunk over (transferred)
       const now = performance.now();
       if (now - lastPost > 50) { lastPost = now; post({ type: 'progress', id, progress, total }); }
@@ -130,7 +139,9 @@ async function open({ id, source, expectedDigest }) {
   delete source.body;
   let packet;
   try {
-    packet = digests ? verifier.finishWithDigest(await digests.finish()) : verifier.finish();
+    packet = digests
+      ? verifier.finishWithDigest(await digests.finish())
+      : wholeNotNeeded ? verifier.finishWithDigest(null) : verifier.finish();
   } catch (err) {
     sessions.delete(id);
     if (source.kind === 'url') refusedUrls.add(source.url);

@@ -1,5 +1,7 @@
 //! `pillbox`: moves an AI coding agent's session between machines as one
-//! deterministic, content-addressed session packet (`pillbox.session-packet/1`).
+//! deterministic session packet (`pillbox.session-packet/2`, named by the
+//! SHA-256 of its `packet.json`; `/1` packets, named by the whole file's,
+//! are read too).
 //!
 //! The binary is thin over `packet-core`, which holds every format rule:
 //! this crate walks directories, reads and writes files, stages and renames,
@@ -65,7 +67,7 @@ enum Command {
 enum Checkpoint {
     /// Pack a workspace (and optionally an agent's session log) into a packet.
     #[command(
-        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n  pillbox checkpoint pack . -o ws.tar --harness opencode --session ses_dceb97773ffeEbFZpPTlgwYItc\n\nCredential files (auth.json, .credentials.json, .netrc, .env, cloud credentials...) are never packed, and a file holding a secret (an API token, a private key...) refuses the pack unless --secrets exclude or --allow-secret; see docs/cli.md."
+        after_help = "Examples:\n  pillbox checkpoint pack . -o /tmp/ws.tar --exclude target --exclude '**/node_modules'\n  pillbox checkpoint pack . -o - --harness codex --thread 0199a213-81c0-7800-8aa1-bbab2a035a53 > ws.tar\n  pillbox checkpoint pack . -o ws.tar --harness claude --session 5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab\n  pillbox checkpoint pack . -o ws.tar --harness opencode --session ses_dceb97773ffeEbFZpPTlgwYItc\n\nCredential files (auth.json, .credentials.json, .netrc, .env, cloud credentials...) are never packed, and a file holding a secret (an API token, a private key...), or git history holding one that no remote has, refuses the pack unless --secrets exclude or --allow-secret; see docs/cli.md."
     )]
     Pack(PackArgs),
     /// Verify a packet, then restore its workspace (and session log) into empty targets.
@@ -278,7 +280,7 @@ struct PackFlags {
     /// Skip symlinks that point outside the workspace instead of refusing to pack.
     #[arg(long)]
     skip_escaping_symlinks: bool,
-    /// What a secret found in a file does: `refuse` the pack (naming each file, line and rule), or `exclude` the file (recorded in the manifest).
+    /// What a secret found in a file does: `refuse` the pack (naming each file, line and rule), or `exclude` the file (recorded in the manifest). In git history no remote has: refuse, or leave out its loose objects (else the repository's git directory).
     #[arg(long, value_enum, value_name = "ACTION", default_value = "refuse")]
     secrets: pack::secrets::SecretsMode,
     /// Pack files matching this glob even if they hold secrets (known test fixtures), relative to the workspace. Repeatable.
@@ -354,7 +356,7 @@ struct UnpackArgs {
     /// The workspace target: an empty or absent directory.
     #[arg(long, value_name = "DIR")]
     into: PathBuf,
-    /// The digest the packet must have (`sha256:<64 hex>`), checked before anything is written.
+    /// The digest the packet must have (`sha256:<64 hex>`: the SHA-256 of its packet.json, or of the whole file for a /1 packet), checked before anything is written.
     #[arg(long, value_name = "DIGEST")]
     digest: Option<String>,
     /// Unpack without an expected digest: the packet is still verified against its own manifest, but nothing proves it is the packet you meant.

@@ -2,21 +2,25 @@
 //! first, on every core. Into a file (the usual case) the packet is laid
 //! out in advance: each small file is then read once, on every core,
 //! hashed and written at its place; each large file is hashed, then copied
-//! while the whole packet is hashed (see `into_file`). To standard output,
-//! which cannot seek, pass 1 hashes every file in parallel to build the
-//! manifest, and pass 2 drives packet-core's [`Writer`], streaming each
-//! file again and refusing a file that is not, unchanged, the one pass 1
-//! hashed (its inode, size and change times; see `Stamp::check`), while a
-//! second thread computes the packet digest.
+//! into place (see `into_file`). To standard output, which cannot seek,
+//! pass 1 hashes every file in parallel to build the manifest, and pass 2
+//! drives packet-core's [`Writer`], streaming each file again and refusing
+//! a file that is not, unchanged, the one pass 1 hashed (its inode, size
+//! and change times; see `Stamp::check`).
+//!
+//! A packet is named by the SHA-256 of its `packet.json`
+//! (docs/session-packet.md §9): once every body is hashed, the manifest
+//! gives the digest, and nothing else of the packet is hashed for it.
 //!
 //! Every body also goes through packet-core's secret detector in the pass
-//! that already reads it (phase 2 into a file, pass 1 to standard output:
+//! that already reads it (phase 1 into a file, pass 1 to standard output:
 //! before any byte is written there); a secret refuses the pack or, with
 //! `--secrets exclude`, leaves its file out (see `secrets`). Files are
 //! opened below the walked folder, never through a link, and must be the
 //! regular files the walk listed; the packet's size limit is checked from
 //! the listed sizes before any file is read.
 
+mod git_history;
 mod into_file;
 pub mod secrets;
 
@@ -25,7 +29,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 
 use packet_core::secrets::{Detector, Scanner};
 use packet_core::{
@@ -75,7 +79,9 @@ pub struct HarnessRequest {
 pub struct PackReport {
     /// `pillbox.checkpoint.pack/1`.
     pub schema: &'static str,
-    /// The packet digest, `sha256:<hex>`.
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
+    /// The packet digest, `sha256:<hex>`: the SHA-256 of its `packet.json`.
     pub digest: String,
     /// Packet size in bytes.
     pub size: u64,
@@ -108,6 +114,9 @@ struct Collected {
     harness_source: Option<PathBuf>,
     /// Secrets the adapter found in what the packet's bytes hide.
     hidden: Vec<Found>,
+    /// Secrets found in git history and packed (or left out, already
+    /// taken from the walk), for the report.
+    history: Vec<SecretReport>,
     /// A session log the harness printed (a temporary file), kept until the
     /// packet is written.
     _harness_scratch: Option<tempfile::TempPath>,
@@ -127,20 +136,15 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         &request.walk,
         &mut walk,
     )?;
+    // Before anything is hashed: what it leaves out is left out of the walk.
+    let history = git_history::screen(&workspace, &mut walk, &request.secrets)?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
     let mut harness_scratch = None;
     let mut hidden: Vec<Found> = Vec::new();
     if let Some(h) = &request.harness {
         harness::check_id(h.kind, &h.id)?;
-        let workspace_bytes = walk
-            .planned
-            .iter()
-            .map(|p| match p {
-                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
-                _ => 0,
-            })
-            .sum();
+        let workspace_bytes = walk.listed_bytes();
         let located = harness::adapter(h.kind).locate(&LocateRequest {
             home: &h.home,
             id: &h.id,
@@ -165,6 +169,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch: harness_scratch,
     })
 }
@@ -177,6 +182,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         harness: harness_descriptor,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -271,6 +277,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         &found,
         policy,
         left_out,
+        history,
     ))
 }
 
@@ -286,9 +293,11 @@ fn report(
     found: &[Found],
     policy: &SecretPolicy,
     left_out: LeftOut,
+    history: Vec<SecretReport>,
 ) -> PackReport {
     let mut secret_reports = secrets::packed_reports(found, policy, &walk);
     secret_reports.extend(left_out.reports);
+    secret_reports.extend(history);
     secret_reports
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path).then(a.line.cmp(&b.line)));
     walk.skipped.extend(left_out.skipped);
@@ -296,6 +305,7 @@ fn report(
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
     PackReport {
         schema: "pillbox.checkpoint.pack/1",
+        format: manifest.format.id(),
         digest: digest.to_string(),
         size: manifest.packet_size(),
         members: manifest.totals.members,
@@ -316,10 +326,9 @@ fn report(
     }
 }
 
-/// A workspace packed in memory only: its manifest and digest (computed
-/// as `pack -o -` does, every file read twice and checked unchanged in
-/// between, secrets handled as `pack` handles them), the pack report
-/// (`output` is `-`), and where each body is.
+/// A workspace packed in memory only: its manifest and digest (every file
+/// hashed as `pack -o -` hashes it, secrets handled as `pack` handles
+/// them), the pack report (`output` is `-`), and where each body is.
 pub struct Packed {
     /// The manifest.
     pub manifest: Manifest,
@@ -341,6 +350,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         harness,
         harness_source,
         hidden,
+        history,
         _harness_scratch,
     } = collect(request)?;
     let planned = std::mem::take(&mut walk.planned);
@@ -351,8 +361,9 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         found,
         left_out,
     } = hash_and_screen(planned, harness, &hidden, &walk, policy, progress)?;
-    progress.phase("digest", manifest.packet_size());
-    let digest = write_packet(&manifest, &sources, io::sink(), progress, "the digest")?;
+    // The packet is named by its manifest, which holds every body's
+    // digest: no body is read again for the name.
+    let digest = manifest.json_digest();
     let mut by_member = vec![None; manifest.members.len()];
     let mut files = sources.into_iter();
     for (slot, m) in by_member.iter_mut().zip(&manifest.members) {
@@ -370,6 +381,7 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         &found,
         policy,
         left_out,
+        history,
     );
     Ok(Packed {
         manifest,
@@ -861,16 +873,9 @@ fn read_more(f: &mut File, buf: &mut [u8], path: &Path, member: &str) -> Result<
     }
 }
 
-/// A full block shared with the hashing thread, and how many of its bytes are used.
-type Block = (Arc<Vec<u8>>, usize);
-
-/// Blocks in circulation: one being filled, the rest queued for or being
-/// hashed on the other thread.
-const BLOCKS: usize = 4;
-
-/// Drives the writer and streams the packet into `sink`. This thread reads
-/// the files into 1 MiB blocks and writes each full block; a second thread
-/// hashes the same blocks (shared, not copied) for the packet digest.
+/// Drives the writer and streams the packet into `sink` in 1 MiB blocks,
+/// reading the files straight into the block being filled; returns the
+/// packet digest the writer gives (the manifest's: a packet is named by it).
 ///
 /// Bodies are not hashed again here (`verify_bodies: false`): each file's
 /// stamp from pass 1 is checked on the open file after its bytes were read
@@ -882,70 +887,31 @@ fn write_packet<W: Write>(
     progress: &Progress,
     label: &str,
 ) -> Result<Digest> {
-    let (full_tx, full_rx) = mpsc::sync_channel::<Block>(BLOCKS);
-    let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
-    std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || {
-            let mut hasher = Hasher::new();
-            for (block, used) in full_rx {
-                hasher.update(&block[..used]);
-                let _ = free_tx.send(block);
-            }
-            hasher.finish()
-        });
-        let mut out = Blocks {
-            buf: vec![0u8; CHUNK],
-            used: 0,
-            made: 1,
-            full: full_tx,
-            free: free_rx,
-            sink,
-            label,
-        };
-        let produced = produce(manifest, sources, progress, &mut out).and_then(|()| out.flush());
-        drop(out);
-        let digest = hasher.join();
-        produced?;
-        digest.map_err(|_| CliError::from(Refused::PackHashingStopped {}))
-    })
+    let mut out = Block {
+        buf: vec![0u8; CHUNK],
+        used: 0,
+        sink,
+        label,
+    };
+    let digest = produce(manifest, sources, progress, &mut out)?;
+    out.flush()?;
+    Ok(digest)
 }
 
-/// The block being filled, the channels to the hashing thread and the sink.
-struct Blocks<'a, W: Write> {
+/// The block being filled and the sink it goes to.
+struct Block<'a, W: Write> {
     buf: Vec<u8>,
     used: usize,
-    /// Blocks allocated so far (at most [`BLOCKS`]).
-    made: usize,
-    full: mpsc::SyncSender<Block>,
-    free: mpsc::Receiver<Arc<Vec<u8>>>,
     sink: W,
     label: &'a str,
 }
 
-impl<W: Write> Blocks<'_, W> {
-    /// Hands the current block to the hashing thread, writes it, and takes
-    /// an empty one.
+impl<W: Write> Block<'_, W> {
+    /// Writes the block and empties it.
     fn send(&mut self) -> Result<()> {
-        if self.used == 0 {
-            return Ok(());
-        }
-        let next = if self.made < BLOCKS {
-            self.made += 1;
-            vec![0u8; CHUNK]
-        } else {
-            self.free
-                .recv()
-                .ok()
-                .and_then(|b| Arc::try_unwrap(b).ok())
-                .unwrap_or_else(|| vec![0u8; CHUNK])
-        };
-        let block = Arc::new(std::mem::replace(&mut self.buf, next));
         let used = std::mem::take(&mut self.used);
-        self.full
-            .send((Arc::clone(&block), used))
-            .map_err(|_| CliError::from(Refused::PackHashingStopped {}))?;
         self.sink
-            .write_all(&block[..used])
+            .write_all(&self.buf[..used])
             .map_err(|e| CliError::io("write", self.label, e))
     }
 
@@ -974,8 +940,8 @@ fn produce<W: Write>(
     manifest: &Manifest,
     sources: &[BodySource],
     progress: &Progress,
-    out: &mut Blocks<'_, W>,
-) -> Result<()> {
+    out: &mut Block<'_, W>,
+) -> Result<Digest> {
     let options = WriterOptions {
         packet_digest: false,
         verify_bodies: false,
@@ -1026,19 +992,21 @@ fn produce<W: Write>(
                 // was then: same inode, size and change times.
                 source.stamp.check(&Stamp::now(&f, path)?, &entry.path)?;
             }
-            Step::Done(_) => break,
+            Step::Done(digest) => {
+                if source_of(manifest.members.len()).is_some() {
+                    return Err(CliError::Bug("more source files than file members".into()));
+                }
+                return digest.ok_or_else(|| CliError::Bug("the writer named no digest".into()));
+            }
         }
     }
-    if source_of(manifest.members.len()).is_some() {
-        return Err(CliError::Bug("more source files than file members".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+    use std::sync::mpsc;
     use std::time::Duration;
 
     /// Walks `ws` as pack does.
@@ -1090,6 +1058,56 @@ mod tests {
         fs::rename(ws.join("d"), t.path().join("moved")).unwrap();
         symlink(t.path().join("outside"), ws.join("d")).unwrap();
         (t, planned)
+    }
+
+    #[test]
+    fn save_s_in_memory_pack_screens_git_history_as_pack_does() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
+                .args(args)
+                .current_dir(&ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let key = format!(
+            "sk-proj-{}T3BlbkFJ{}",
+            "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
+            "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
+        );
+        fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
+        git(&["add", "notes.txt"]);
+        git(&["commit", "-q", "-m", "notes"]);
+        fs::write(ws.join("notes.txt"), "none\n").unwrap();
+        git(&["commit", "-q", "-a", "-m", "no notes"]);
+        let request = |mode| PackRequest {
+            workspace: ws.clone(),
+            output: PathBuf::from("-"),
+            harness: None,
+            walk: WalkOptions::default(),
+            secrets: SecretPolicy {
+                mode,
+                allow: vec![],
+            },
+        };
+        let e = pack_in_memory(&request(SecretsMode::Refuse), &Progress::new(true))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "secret_in_git_history");
+        let packed = pack_in_memory(&request(SecretsMode::Exclude), &Progress::new(true)).unwrap();
+        assert_eq!(packed.report.secrets.len(), 1);
+        assert_eq!(packed.report.secrets[0].action, "excluded");
+        let left_out = &packed.report.skipped[0].path;
+        assert!(left_out.starts_with("workspace/.git/objects/"));
+        assert!(!packed.manifest.members.iter().any(|m| &m.path == left_out));
     }
 
     #[test]

@@ -18,6 +18,9 @@ const PACK_AGAIN: &str = "pack again; if it persists, report this bug";
 /// What to do about secrets found in a workspace.
 const SECRETS_ADVICE: &str = "remove them (move keys to a credential helper or a secret manager; for .git/config, `git remote set-url` to a URL without the token and `git config --unset-all` the http extraheader), leave those files out with --secrets exclude, or, for known test fixtures, pass --allow-secret GLOB";
 
+/// What to do about secrets in git history no remote has.
+const GIT_HISTORY_ADVICE: &str = "rewrite the local history without them (`git rebase -i` to edit or drop the commit, `git commit --amend` for the last one, or `git filter-repo --invert-paths --path FILE`; `git stash drop` for a stash, `git rm --cached FILE` for the index), then let no object keep them: `git reflog expire --expire=now --all && git gc --prune=now`; or pass --secrets exclude (loose objects holding them are left out, or else the repository); for known test fixtures, --allow-secret GLOB (matched against the path in the commit)";
+
 /// A path as the JSON shows it.
 fn shown(p: &Path) -> Option<String> {
     Some(p.display().to_string())
@@ -100,11 +103,6 @@ refusals! {
         path: None,
         message: "hashing stopped after an earlier failure".to_owned(),
         advice: "fix the error reported for the file above and pack again";
-    /// Pack's hashing thread stopped.
-    PackHashingStopped {} => "pack_interrupted",
-        path: None,
-        message: "the hashing thread stopped unexpectedly".to_owned(),
-        advice: PACK_AGAIN;
     /// A walking thread stopped.
     PackWalkingStopped {} => "pack_interrupted",
         path: None,
@@ -134,6 +132,25 @@ refusals! {
             found.join(", ")
         ),
         advice: SECRETS_ADVICE;
+    /// Objects of a git repository that no remote has hold secrets.
+    SecretsInGitHistory { found: Vec<String> } => "secret_in_git_history",
+        path: found.first().and_then(|f| f.split(' ').next()).map(str::to_owned),
+        message: format!(
+            "{} secret(s) found in git history that no remote has (commit:path:line rule): {}; a packet never carries credentials",
+            found.len(),
+            found.join(", ")
+        ),
+        advice: GIT_HISTORY_ADVICE;
+    /// A git repository whose objects could not be scanned for secrets.
+    GitHistoryUnreadable { repository: String, why: String } => "git_history_unreadable",
+        path: Some(repository.clone()),
+        message: format!("the git history could not be scanned for secrets: {why}"),
+        advice: "check the repository with `git fsck`; to pack the workspace without it, pass --secrets exclude (the repository is left out) or --exclude for its folder";
+    /// A git repository with more history than the scan reads.
+    GitHistoryTooLarge { repository: String, what: &'static str } => "git_history_too_large",
+        path: Some(repository.clone()),
+        message: format!("the git history the remotes lack holds {what}: more than the secret scan reads"),
+        advice: "push the history to its remote (what a remote-tracking ref reaches is not read) or prune what nothing needs (`git gc --prune=now`); to pack the workspace without it, pass --secrets exclude (the repository is left out)";
     /// With `--secrets exclude`: the session log itself holds secrets.
     SecretInSessionLog { member: String, found: Vec<String> } => "secret_in_workspace",
         path: Some(member.clone()),

@@ -172,6 +172,17 @@ impl Walk {
         false
     }
 
+    /// The bytes of the files planned, as listed.
+    pub fn listed_bytes(&self) -> u64 {
+        self.planned
+            .iter()
+            .map(|p| match p {
+                Planned::File { size, .. } | Planned::Walked { size, .. } => *size,
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// The manifest's exclusion records.
     pub fn exclusion_records(&self) -> Vec<Exclusion> {
         self.exclusions

@@ -35,7 +35,7 @@
 //! let packet = assembly.finish(Findings::default())?;
 //! assert_eq!(packet.digest, built.digest);
 //! assert_eq!(packet.size, built.bytes.len() as u64);
-//! # Ok::<(), packet_core::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use alloc::vec::Vec;

@@ -1,7 +1,7 @@
-//! Independent readers agree with the format: every golden vector is listed
-//! and extracted with the same members, types, modes, link targets and
-//! contents by GNU tar, Python's `tarfile` (with the `data` extraction
-//! filter) and the `tar` crate.
+//! Independent readers agree with the format: every golden vector, /2 and
+//! /1, is listed and extracted with the same members, types, modes, link
+//! targets and contents by GNU tar, Python's `tarfile` (with the `data`
+//! extraction filter) and the `tar` crate.
 //!
 //! Needs `tar` (GNU) and `python3` (3.11.4 or newer, for `filter='data'`)
 //! on the PATH.
@@ -18,6 +18,7 @@ use std::process::Command;
 
 use description::{parse_digests, Description};
 use packet_core::in_memory::Source;
+use packet_core::Format;
 
 /// What a reader says a member is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,18 +32,31 @@ fn vectors_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors")
 }
 
-/// (name, packet path, expected members including packet.json)
+/// (name, packet path, expected members including packet.json) of every
+/// vector, /2 and /1 (tests/vectors/v1): the two versions are the same
+/// tar, and packets of both are on disks to be read.
 fn vectors() -> Vec<(String, PathBuf, BTreeMap<String, Node>)> {
     let digests = std::fs::read_to_string(vectors_dir().join("digests.json")).unwrap();
-    parse_digests(&digests)
+    let names: Vec<String> = parse_digests(&digests)
         .unwrap()
         .into_iter()
-        .map(|(name, _)| {
+        .map(|(name, _)| name)
+        .collect();
+    let v1 = std::fs::read_to_string(vectors_dir().join("v1/digests.json")).unwrap();
+    let v1: Vec<String> = parse_digests(&v1)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(names, v1);
+    let mut out = Vec::new();
+    for (format, folder) in [(Format::V2, "packets"), (Format::V1, "v1/packets")] {
+        for name in &names {
             let text =
                 std::fs::read_to_string(vectors_dir().join(format!("descriptions/{name}.json")))
                     .unwrap();
             let description = Description::parse(&text).unwrap();
-            let built = description.build().unwrap();
+            let built = description.build_as(format).unwrap();
             let mut expected = BTreeMap::new();
             expected.insert(
                 "packet.json".to_string(),
@@ -69,10 +83,11 @@ fn vectors() -> Vec<(String, PathBuf, BTreeMap<String, Node>)> {
                 };
                 expected.insert(path, node);
             }
-            let packet = vectors_dir().join(format!("packets/{name}.packet"));
-            (name, packet, expected)
-        })
-        .collect()
+            let packet = vectors_dir().join(format!("{folder}/{name}.packet"));
+            out.push((format!("{name} ({format:?})"), packet, expected));
+        }
+    }
+    out
 }
 
 /// A scratch directory removed on drop.

@@ -2,17 +2,26 @@
 //! reads back identically and writes the same bytes twice; how the input
 //! (or the bodies given to the writer) is chunked never changes the result,
 //! for valid and for corrupted packets alike.
+//!
+//! And the property the format rests on (docs/session-packet.md §9): a
+//! packet the reader accepts, however it was made, is exactly what the
+//! writer makes of the manifest and bodies read, and a /2 packet's digest
+//! is the SHA-256 of its `packet.json`. So a /2 packet's name determines
+//! every byte of it, bodies through their digests; and verifying a /2
+//! packet from its `packet.json` and bodies (`assembled::Assembly`) gives
+//! the reader's verdict.
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use packet_core::assembled::{Assembly, BodyHasher};
 use packet_core::exclude::credential_rule;
-use packet_core::in_memory::{build, Built, Source};
+use packet_core::in_memory::{build, build_as, Built, Source};
 use packet_core::offsets::{header_bytes, Offsets, Piece};
 use packet_core::path::portable_key;
 use packet_core::{
-    reader, Error, Event, Limits, Reader, ReaderOptions, Step, VerifiedPacket, Writer,
-    WriterOptions,
+    reader, BodyScan, Digest, Error, Event, Format, Limits, Manifest, Reader, ReaderOptions, Step,
+    VerifiedPacket, Writer, WriterOptions,
 };
 use proptest::prelude::*;
 
@@ -207,6 +216,162 @@ fn built(sources: &[Source]) -> Built {
     build(sources, None, vec![], &Limits::FORMAT).expect("a valid member set builds")
 }
 
+fn built_as(format: Format, sources: &[Source]) -> Built {
+    build_as(format, sources, None, vec![], &Limits::FORMAT).expect("a valid member set builds")
+}
+
+/// `packet.json`'s bytes in a packet the reader accepted.
+fn manifest_json<'p>(packet: &'p [u8], verified: &VerifiedPacket) -> &'p [u8] {
+    let range = &verified.manifest_range;
+    &packet[range.start as usize..range.end as usize]
+}
+
+/// What the writer makes of a manifest and the bodies of its members, and
+/// the digest it names the packet by.
+fn write(manifest: &Manifest, bodies: &[Vec<u8>]) -> (Vec<u8>, Option<Digest>) {
+    let mut writer = Writer::new(manifest);
+    let mut out = Vec::new();
+    loop {
+        match writer
+            .next()
+            .expect("the writer takes a manifest the reader accepted")
+        {
+            Step::Bytes(b) => out.extend_from_slice(b),
+            Step::Body { index, .. } => {
+                writer
+                    .body(&bodies[index])
+                    .expect("the body read fits its member");
+                out.extend_from_slice(&bodies[index]);
+            }
+            Step::Done(digest) => return (out, digest),
+        }
+    }
+}
+
+/// A change to a packet's bytes.
+#[derive(Clone, Debug)]
+enum Mutation {
+    /// One byte changed.
+    Flip(prop::sample::Index, u8),
+    /// Two blocks exchanged.
+    Swap(prop::sample::Index, prop::sample::Index),
+    /// A block copied in front of another: a header spliced in, say.
+    Copy(prop::sample::Index, prop::sample::Index),
+    /// A block removed.
+    Drop(prop::sample::Index),
+    /// The packet cut.
+    Cut(prop::sample::Index),
+    /// A run of blocks replaced by the same blocks of the twin packet (the
+    /// same members, one body changed): its header, body or `packet.json`
+    /// spliced in.
+    Splice(prop::sample::Index, usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    use prop::sample::Index;
+    prop_oneof![
+        2 => (any::<Index>(), 1u8..=255).prop_map(|(i, x)| Mutation::Flip(i, x)),
+        2 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::Swap(a, b)),
+        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::Copy(a, b)),
+        1 => any::<Index>().prop_map(Mutation::Drop),
+        1 => any::<Index>().prop_map(Mutation::Cut),
+        3 => (any::<Index>(), 1usize..4).prop_map(|(i, n)| Mutation::Splice(i, n)),
+    ]
+}
+
+/// `bytes` with the mutations applied in turn; `twin` is the packet the
+/// splices take blocks from.
+fn mutated(bytes: &[u8], twin: &[u8], mutations: &[Mutation]) -> Vec<u8> {
+    const BLOCK: usize = 512;
+    let mut p = bytes.to_vec();
+    for m in mutations {
+        let blocks = p.len() / BLOCK;
+        match m {
+            Mutation::Flip(at, xor) if !p.is_empty() => {
+                let i = at.index(p.len());
+                p[i] ^= xor;
+            }
+            Mutation::Swap(a, b) if blocks > 0 => {
+                let (x, y) = (a.index(blocks) * BLOCK, b.index(blocks) * BLOCK);
+                for i in 0..BLOCK {
+                    p.swap(x + i, y + i);
+                }
+            }
+            Mutation::Copy(from, to) if blocks > 0 => {
+                let from = from.index(blocks) * BLOCK;
+                let block = p[from..from + BLOCK].to_vec();
+                let to = to.index(blocks + 1) * BLOCK;
+                p.splice(to..to, block);
+            }
+            Mutation::Drop(at) if blocks > 0 => {
+                let at = at.index(blocks) * BLOCK;
+                p.drain(at..at + BLOCK);
+            }
+            Mutation::Cut(at) => p.truncate(at.index(p.len() + 1)),
+            Mutation::Splice(at, n) if blocks > 0 => {
+                let start = at.index(blocks) * BLOCK;
+                let end = (start + n * BLOCK).min(p.len()).min(twin.len());
+                if start < end {
+                    p[start..end].copy_from_slice(&twin[start..end]);
+                }
+            }
+            _ => {}
+        }
+    }
+    p
+}
+
+/// `sources` with the first non-empty file's first byte changed: the twin
+/// packet's members, one body apart.
+fn twin_of(sources: &[Source], xor: u8) -> Vec<Source> {
+    let mut twin = sources.to_vec();
+    if let Some(contents) = twin.iter_mut().find_map(|s| match s {
+        Source::File { contents, .. } if !contents.is_empty() => Some(contents),
+        _ => None,
+    }) {
+        contents[0] ^= xor;
+    }
+    twin
+}
+
+/// A verdict as two ways of verifying are compared: the packet, or the
+/// code, path and offset of the refusal.
+fn verdict(
+    result: Result<VerifiedPacket, Error>,
+) -> Result<VerifiedPacket, (&'static str, Option<String>, Option<u64>)> {
+    result.map_err(|e| (e.code().as_str(), e.path().map(str::to_string), e.offset()))
+}
+
+/// A /2 packet verified from its parts, as a store that keeps bodies apart
+/// does: `packet.json`, then each distinct body hashed in member order
+/// (`body(i)` is what the store holds for member `i`), and the findings
+/// assembled from the bodies scanned.
+fn assembled(
+    json: &[u8],
+    expected: Option<Digest>,
+    body: impl Fn(usize) -> Vec<u8>,
+) -> Result<VerifiedPacket, Error> {
+    let mut assembly = Assembly::new(json, expected, &Limits::FORMAT)?;
+    let manifest = assembly.manifest().clone();
+    let mut scan = BodyScan::new(&manifest);
+    for (i, member) in manifest.members.iter().enumerate() {
+        let Some(wanted) = member.body() else {
+            continue;
+        };
+        let bytes = body(i);
+        scan.body(&manifest, i, &bytes);
+        if assembly.needs(wanted) {
+            let mut hasher = BodyHasher::new(wanted);
+            let proof = hasher
+                .update(&bytes)
+                .and_then(|()| hasher.finish())
+                .map_err(|e| assembly.refuse_body(wanted, e))?;
+            assembly.prove(proof);
+        }
+    }
+    assembly.finish(scan.finish(&manifest))
+}
+
 /// Writes with the writer directly, feeding each body in chunks of the
 /// given sizes.
 fn write_chunked(built: &Built, sources: &[Source], sizes: &[usize]) -> Vec<u8> {
@@ -246,6 +411,7 @@ fn write_chunked(built: &Built, sources: &[Source], sizes: &[usize]) -> Vec<u8> 
 /// known does: members from [`Writer::after_manifest`] at their offsets,
 /// then `packet.json` in front with [`packet_core::write_manifest_member`].
 fn write_manifest_last(built: &Built, sources: &[Source]) -> Vec<u8> {
+    let named_by_manifest = built.manifest.format.named_by_manifest();
     let options = WriterOptions {
         packet_digest: true,
         verify_bodies: true,
@@ -263,7 +429,13 @@ fn write_manifest_last(built: &Built, sources: &[Source]) -> Vec<u8> {
                 out.extend_from_slice(body);
             }
             Step::Done(d) => {
-                assert_eq!(d, None, "no packet digest without packet.json");
+                // A /2 packet's name is its manifest's, known before
+                // packet.json is written; a /1 packet's needs the whole file.
+                if named_by_manifest {
+                    assert_eq!(d, Some(built.digest));
+                } else {
+                    assert_eq!(d, None, "no /1 packet digest without packet.json");
+                }
                 break;
             }
         }
@@ -319,8 +491,99 @@ proptest! {
 
     #[test]
     fn writing_the_manifest_last_gives_the_same_bytes(sources in member_set()) {
+        for format in Format::ALL {
+            let b = built_as(format, &sources);
+            prop_assert!(write_manifest_last(&b, &sources) == b.bytes, "{:?}", format);
+        }
+    }
+
+    /// The property the format rests on: whatever the bytes (a valid
+    /// packet, or one with bytes flipped, blocks swapped, copied or
+    /// dropped, cut, or blocks of a twin packet spliced in), a packet the
+    /// reader accepts is exactly the writer's encoding of the manifest and
+    /// bodies it read, and is named by its version's rule: a /2 packet by
+    /// its packet.json's bytes, a /1 packet by the whole file.
+    #[test]
+    fn an_accepted_packet_is_the_writers_encoding_and_its_manifest_names_it(
+        sources in member_set(),
+        v1 in prop::bool::weighted(0.25),
+        twin_xor in 1u8..=255,
+        mutations in proptest::collection::vec(mutation(), 0..4),
+    ) {
+        let format = if v1 { Format::V1 } else { Format::V2 };
+        let b = built_as(format, &sources);
+        let twin = built_as(format, &twin_of(&sources, twin_xor));
+        let bytes = mutated(&b.bytes, &twin.bytes, &mutations);
+        let Ok((reading, manifest)) = read(&bytes, ReaderOptions::default(), &[usize::MAX]) else {
+            return Ok(());
+        };
+        let (written, digest) = write(&manifest, &reading.bodies);
+        prop_assert!(written == bytes, "accepted bytes the writer does not write");
+        prop_assert_eq!(digest, Some(reading.verified.digest));
+        let json = manifest_json(&bytes, &reading.verified);
+        prop_assert!(json == manifest.to_canonical_json().as_slice());
+        if manifest.format.named_by_manifest() {
+            prop_assert_eq!(reading.verified.digest, Digest::of(json));
+            prop_assert_eq!(reading.verified.digest, manifest.json_digest());
+        } else {
+            prop_assert_eq!(reading.verified.digest, Digest::of(&bytes));
+        }
+        // An accepted packet is the original or its twin, whole.
+        prop_assert!(bytes == b.bytes || bytes == twin.bytes);
+    }
+
+    /// Verifying a /2 packet from its packet.json and its bodies gives the
+    /// reader's verdict on the packet: the same verified packet, or the
+    /// same refusal (code, path, offset), whichever bodies are corrupted
+    /// and whatever digest is expected.
+    #[test]
+    fn an_assembled_packet_has_the_readers_verdict(
+        sources in member_set(),
+        corrupt in proptest::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), 1u8..=255), 0..3),
+        expected in 0u8..4,
+    ) {
         let b = built(&sources);
-        prop_assert!(write_manifest_last(&b, &sources) == b.bytes);
+        let manifest = &b.manifest;
+        let offsets = Offsets::of(manifest);
+        let data = offsets.data_offsets();
+        // Each distinct body as the store holds it; corruption changes a
+        // body's bytes wherever members share it, in the packet and the store.
+        let mut store: BTreeMap<packet_core::Body, Vec<u8>> = BTreeMap::new();
+        for m in &manifest.members {
+            if let Some(body) = m.body() {
+                store.insert(body, contents_of(&sources, &m.path).to_vec());
+            }
+        }
+        let keys: Vec<packet_core::Body> = store.keys().copied().collect();
+        if !keys.is_empty() {
+            for (which, at, xor) in &corrupt {
+                let bytes = store.get_mut(&keys[which.index(keys.len())]).unwrap();
+                let i = at.index(bytes.len());
+                bytes[i] ^= xor;
+            }
+        }
+        let mut packet = b.bytes.clone();
+        for (i, m) in manifest.members.iter().enumerate() {
+            if let Some(body) = m.body() {
+                let at = data[i] as usize;
+                packet[at..at + body.size as usize].copy_from_slice(&store[&body]);
+            }
+        }
+        let expected = match expected {
+            0 => None,
+            1 => Some(b.digest),
+            2 => Some(Digest::of(&b.bytes)),
+            _ => Some(Digest::of(b"another packet")),
+        };
+        let options = ReaderOptions { expected_digest: expected, ..Default::default() };
+        let read = verdict(reader::verify(&packet, options));
+        let json = manifest.to_canonical_json();
+        let body = |i: usize| manifest.members[i].body().map(|k| store[&k].clone()).unwrap_or_default();
+        let parts = verdict(assembled(&json, expected, body));
+        prop_assert_eq!(&parts, &read);
+        // Corrupted bodies are always found.
+        let corrupted = keys.iter().any(|k| Digest::of(&store[k]) != k.sha256);
+        prop_assert_eq!(read.is_ok(), !corrupted && expected.is_none_or(|e| e == b.digest));
     }
 
     #[test]

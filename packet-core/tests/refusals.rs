@@ -358,8 +358,9 @@ fn more_members_than_the_format_allows() {
 
 /// The canonical manifest of the workspace and `n` directories below it.
 fn directories_manifest(n: usize) -> Vec<u8> {
-    let mut json = String::from(
-        r#"{"format":"pillbox.session-packet/1","members":[{"mode":"0755","path":"workspace","type":"dir"}"#,
+    let mut json = format!(
+        r#"{{"format":"{}","members":[{{"mode":"0755","path":"workspace","type":"dir"}}"#,
+        packet_core::FORMAT_ID
     );
     for i in 0..n {
         json.push_str(&format!(
@@ -416,6 +417,40 @@ fn assemble_checks_nothing_and_validate_refuses_what_build_does() {
         assembled,
         Manifest::build(fine(), None, vec![], &Limits::FORMAT).unwrap()
     );
+}
+
+/// Two files with one sha256 and different sizes: the later one in archive
+/// order is named, whichever is larger, as a reader meets it.
+#[test]
+fn a_digest_size_conflict_names_the_later_member() {
+    let d = Digest::of(b"x");
+    let three = |sizes: [u64; 3]| {
+        let mut members = vec![packet_core::Member::dir("workspace")];
+        for (name, size) in ["a", "b", "c"].iter().zip(sizes) {
+            members.push(packet_core::Member::file(
+                format!("workspace/{name}"),
+                size,
+                d,
+                false,
+            ));
+        }
+        Manifest::build(members, None, vec![], &Limits::FORMAT).map(|_| ())
+    };
+    for (sizes, path) in [
+        ([1, 2, 2], "workspace/b"),
+        ([2, 1, 1], "workspace/b"),
+        ([1, 1, 2], "workspace/c"),
+        ([2, 2, 1], "workspace/c"),
+        ([2, 1, 2], "workspace/b"),
+    ] {
+        let e = three(sizes).unwrap_err();
+        assert_eq!(
+            (e.code(), e.path()),
+            (C::DigestSizeConflict, Some(path)),
+            "{sizes:?}"
+        );
+    }
+    three([1, 1, 1]).unwrap();
 }
 
 // ---------------------------------------------------------------- the reader after a refusal

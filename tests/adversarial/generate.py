@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Generates the adversarial corpus of pillbox.session-packet/1.
+"""Generates the adversarial corpus of pillbox.session-packet/2.
 
 Every case is a hostile or malformed packet (or a tricky one the format
 accepts), built here from the ustar and PAX specifications and
 docs/session-packet.md with a tar writer of this script's own: nothing is
 taken from packet-core, so the corpus does not trust the code it tests.
+Every case is a /2 packet but those of the group `v1`, which show that
+packets written before /2 are still read by their own rules: named by the
+whole file's SHA-256, at most 1 GiB, and every byte rule of /2.
 
     python3 tests/adversarial/generate.py          # rewrite cases.json, packets/, corpus.rs
     python3 tests/adversarial/generate.py --check  # fail if the checked-in files differ
@@ -12,11 +15,17 @@ taken from packet-core, so the corpus does not trust the code it tests.
 Outputs (next to this script):
 - cases.json: THE table, read by every consumer. For each case: id, group,
   description, expect ({"outcome": "refuse", "code": ..., "path": ...} or
-  {"outcome": "accept"}), the packet file, its size and sha256, the digest
-  a consumer must be given as expected (`expected_digest`, only for digest
-  cases), and for a refused packet whose manifest is honest, the member set
+  {"outcome": "accept"}), the packet file, its size and sha256 (the file's),
+  its `digest` (the packet's name, `sha256:<hex>` by its version's rule: a
+  /2 packet's is the SHA-256 of packet.json's bytes, a /1 packet's that of
+  the whole file; a file without a complete packet.json as its first member
+  is refused before any name is checked, and is given its whole file's),
+  so that no consumer computes a name itself; the digest a consumer must be
+  given as expected instead (`expected_digest`, only for the cases about the
+  name), and for a refused packet whose manifest is honest, the member set
   behind it (`build`, in the shape of tests/vectors/descriptions/), which
-  packing must refuse with the same code and path.
+  packing must refuse with the same code and path. Given `digest` as the
+  expected digest, every case has its own outcome.
 - packets/<id>.packet, or packets/<id>.packet.gz (gzip, mtime 0) for the
   few cases larger than 1 MiB; consumers decompress them.
 - corpus.rs: the packet bytes for Rust tests that cannot read files (wasm),
@@ -39,7 +48,12 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BLOCK = 512
-FORMAT_ID = "pillbox.session-packet/1"
+FORMAT_ID = "pillbox.session-packet/2"
+FORMAT_V1 = "pillbox.session-packet/1"
+# The most bytes a ustar size field declares (11 octal digits): a member's
+# limit. A /2 packet is at most 16 GiB, a /1 packet 1 GiB.
+MEMBER_MAX = 0o77777777777
+GIB = 1 << 30
 GZIP_OVER = 1 << 20
 
 # ustar fields: (offset, width)
@@ -191,8 +205,8 @@ def totals(members) -> dict:
     return t
 
 
-def manifest(members, harness=None, exclusions=None) -> dict:
-    m = {"format": FORMAT_ID, "members": [entry(x) for x in members], "totals": totals(members)}
+def manifest(members, harness=None, exclusions=None, fmt=FORMAT_ID) -> dict:
+    m = {"format": fmt, "members": [entry(x) for x in members], "totals": totals(members)}
     if harness is not None:
         m["harness"] = harness
     if exclusions:
@@ -227,11 +241,12 @@ def manifest_member(body: bytes) -> bytes:
 END = b"\0" * (2 * BLOCK)
 
 
-def packet(members, harness=None, exclusions=None, manifest_bytes=None, archive=None) -> bytes:
+def packet(members, harness=None, exclusions=None, manifest_bytes=None, archive=None,
+           fmt=FORMAT_ID) -> bytes:
     """A packet: packet.json (from the members unless given), then the
     archive's members (the same members unless given), then the end marker."""
     body = manifest_bytes if manifest_bytes is not None else canonical_json(
-        manifest(members, harness, exclusions))
+        manifest(members, harness, exclusions, fmt))
     out = manifest_member(body)
     for m in members if archive is None else archive:
         out += member_bytes(m) if isinstance(m, dict) else m
@@ -290,25 +305,64 @@ def sha(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def manifest_body(p: bytes):
+    """packet.json's bytes, when the file opens with a regular-file header of
+    that name and holds all of the body it declares; else None."""
+    if len(p) < BLOCK or p[:12] != b"packet.json\0" or p[156:157] != b"0":
+        return None
+    try:
+        size = int(p[124:135], 8)
+    except ValueError:
+        return None
+    body = p[BLOCK : BLOCK + size]
+    return body if len(body) == size else None
+
+
+def name_of(p: bytes, version: int = 2) -> str:
+    """The packet's name by its version's rule (docs/session-packet.md §9):
+    a /2 packet is named by packet.json's exact bytes, a /1 packet by the
+    whole file. A file with no complete packet.json is refused before a
+    name is checked; it is given the whole file's."""
+    body = manifest_body(p)
+    if version == 2 and body is not None:
+        return "sha256:" + sha(body)
+    return "sha256:" + sha(p)
+
+
+def format_of(p: bytes):
+    """The format id packet.json states, if it is JSON with one."""
+    body = manifest_body(p)
+    try:
+        value = json.loads(body) if body is not None else None
+    except ValueError:
+        return None
+    return value.get("format") if isinstance(value, dict) else None
+
+
 # -------------------------------------------------------------------- cases
 
 CASES = []
 
 
 def case(group, cid, description, data, code=None, path=None, expected_digest=None, build=None,
-         findings=None):
+         findings=None, version=2):
     """One row of the table. `build` (see `described`) is the member set
     behind a refused packet whose manifest is honest: packing it must be
     refused with the same code and path as reading the packet. `findings`
     is what a reader reports about an accepted packet (docs/session-packet.md
-    §7.4); an accepted row without it must report nothing."""
+    §7.4); an accepted row without it must report nothing. `version` is the
+    format version the packet is of (the group `v1` holds the /1 ones)."""
+    assert (version == 1) == (group == "v1"), cid
+    stated = format_of(data)
+    assert stated not in (FORMAT_ID, FORMAT_V1) or stated == (FORMAT_V1 if version == 1 else FORMAT_ID), cid
     expect = {"outcome": "accept"} if code is None else {"outcome": "refuse", "code": code}
     if path is not None:
         expect["path"] = path
     if findings is not None:
         assert code is None, cid
         expect["findings"] = {"secrets": findings.get("secrets", []), "git": findings.get("git", [])}
-    c = {"id": cid, "group": group, "description": description, "expect": expect, "bytes": data}
+    c = {"id": cid, "group": group, "description": description, "expect": expect, "bytes": data,
+         "digest": name_of(data, version)}
     if expected_digest is not None:
         c["expected_digest"] = expected_digest
     if build is not None:
@@ -888,27 +942,91 @@ def limit_cases():
     g = "limits"
     p = packet([W, f("workspace/a", b"hello")])
     case(g, "limit-declared-size-8gib", "a header declaring 8 GiB where the manifest says 5 bytes",
-         patch(p, "workspace/a", SIZE, octal(0o77777777777, 12)), "member_mismatch", "workspace/a")
-    case(g, "limit-manifest-file-2gib", "the manifest lists a 2 GiB file",
-         packet([W, f("workspace/a", b"")], manifest_bytes=canonical_json(
-             manifest([W, dict(f("workspace/a"), size=2 << 30, sha256="0" * 64)]))), "limit_size", "workspace/a")
-    big = [W] + [dict(f("workspace/f%d" % i), size=600 << 20, sha256="0" * 64) for i in range(2)]
-    case(g, "limit-manifest-total", "the manifest lists two 600 MiB files (1.2 GiB in all)",
-         packet([W], manifest_bytes=canonical_json(manifest(big))), "limit_size")
+         patch(p, "workspace/a", SIZE, octal(MEMBER_MAX, 12)), "member_mismatch", "workspace/a")
+
+    def listing(sizes):
+        """packet.json listing the workspace and files of these sizes."""
+        return canonical_json(manifest([W] + [dict(f("workspace/f%d" % i), size=n, sha256="%064x" % (i + 1))
+                                              for i, n in enumerate(sizes)]))
+
+    case(g, "limit-manifest-file-8gib", "the manifest lists a file of 8 GiB, one byte more than a ustar "
+         "header can declare", packet([W, f("workspace/a", b"")], manifest_bytes=canonical_json(
+             manifest([W, dict(f("workspace/a"), size=8 * GIB, sha256="0" * 64)]))), "limit_size", "workspace/a")
+    case(g, "limit-manifest-total", "the manifest lists three 6 GiB files (18 GiB in all)",
+         packet([W], manifest_bytes=listing([6 * GIB] * 3)), "limit_size")
+    case(g, "limit-manifest-headers", "two files of 8 GiB - 1 byte: their sizes are under 16 GiB, the packet "
+         "with its headers is not", packet([W], manifest_bytes=listing([MEMBER_MAX] * 2)), "limit_size")
     case(g, "limit-manifest-declared", "packet.json declares 64 MiB + 1 bytes",
          bytes(header(b"packet.json", b"0", 0o644, (64 << 20) + 1)) + END, "limit_manifest", "packet.json")
     case(g, "limit-manifest-declared-8gib", "packet.json declares 8 GiB",
-         bytes(header(b"packet.json", b"0", 0o644, 0o77777777777)) + END, "limit_manifest", "packet.json")
+         bytes(header(b"packet.json", b"0", 0o644, MEMBER_MAX)) + END, "limit_manifest", "packet.json")
     many = [W] * 250_001  # the member count is checked before anything else
     case(g, "limit-members", "a manifest listing 250,001 members", packet(many, archive=[]), "limit_members")
-    size = (1 << 30) + 1
-    listed = canonical_json(manifest([W, dict(f("workspace/big"), size=size)]))
-    case(g, "limit-file-just-over-1gib", "a file of 1 GiB + 1 byte, its header and nothing more",
-         manifest_member(listed) + member_bytes(W) + bytes(header(b"workspace/big", b"0", 0o644, size)),
-         "limit_size", "workspace/big")
+    # Within /2's limits and past /1's: what follows the manifest is read.
+    listed = canonical_json(manifest([W, dict(f("workspace/big"), size=3 * GIB, sha256="0" * 64)]))
+    case(g, "limit-3gib-cut-after-manifest", "a 3 GiB file (past /1's 1 GiB limit, within /2's 16 GiB), the "
+         "packet cut after its manifest", manifest_member(listed), "truncated")
+    listed = canonical_json(manifest([W, dict(f("workspace/big"), size=MEMBER_MAX, sha256="0" * 64)]))
+    case(g, "limit-file-8gib-less-one", "a file of 8 GiB - 1 byte, the most a header declares: its header and "
+         "nothing more", manifest_member(listed) + member_bytes(W)
+         + bytes(header(b"workspace/big", b"0", 0o644, MEMBER_MAX)), "truncated")
     case(g, "limit-members-in-header-only", "a valid manifest, then 100 unlisted members",
          packet([W], archive=[W] + [member_bytes(d("workspace/%05d" % i)) for i in range(100)]),
          "member_unexpected", "workspace/00000")
+
+
+def v1_cases():
+    """Packets of pillbox.session-packet/1, written before /2: a reader
+    still accepts them, names them by the SHA-256 of the whole file and
+    holds them to 1 GiB and to every byte rule."""
+    g = "v1"
+
+    def v1(cid, description, data, code=None, path=None, **kw):
+        case(g, cid, description, data, code, path, version=1, **kw)
+
+    r = packet(RICH, fmt=FORMAT_V1)
+    v1("v1-accept", "a /1 packet given the SHA-256 of its whole file, its name", r,
+       expected_digest="sha256:" + sha(r))
+    v1("v1-accept-harness", "a /1 packet with a Codex harness section",
+       packet([d("harness"), d("harness/codex"), d("harness/codex/sessions"),
+               f("harness/codex/sessions/rollout-0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl", b"{}\n"), W],
+              harness={"kind": "codex", "rollout": "harness/codex/sessions/rollout-"
+                       "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl",
+                       "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"}, fmt=FORMAT_V1))
+    v1("v1-manifest-digest", "the same /1 packet given its packet.json's SHA-256 (a /2 name): a /1 packet is "
+       "named by its whole file", r, "packet_digest_mismatch", expected_digest="sha256:" + sha(manifest_body(r)))
+    v1("v1-other-digest", "a /1 packet given another packet's name", r, "packet_digest_mismatch",
+       expected_digest=name_of(packet([W], fmt=FORMAT_V1), 1))
+    size = GIB + 1
+    listed = canonical_json(manifest([W, dict(f("workspace/big"), size=size)], fmt=FORMAT_V1))
+    v1("v1-limit-file-just-over-1gib", "a /1 file of 1 GiB + 1 byte, its header and nothing more",
+       manifest_member(listed) + member_bytes(W) + bytes(header(b"workspace/big", b"0", 0o644, size)),
+       "limit_size", "workspace/big")
+    v1("v1-limit-manifest-file-2gib", "a /1 manifest listing a 2 GiB file",
+       packet([W, f("workspace/a", b"")], manifest_bytes=canonical_json(
+           manifest([W, dict(f("workspace/a"), size=2 * GIB, sha256="0" * 64)], fmt=FORMAT_V1))),
+       "limit_size", "workspace/a")
+    big = [W] + [dict(f("workspace/f%d" % i), size=600 << 20, sha256="%064x" % (i + 1)) for i in range(2)]
+    v1("v1-limit-manifest-total", "a /1 manifest listing two 600 MiB files (1.2 GiB in all)",
+       packet([W], manifest_bytes=canonical_json(manifest(big, fmt=FORMAT_V1))), "limit_size")
+    # The byte rules are /2's.
+    at = header_offset(r, A)
+    b = bytearray(r)
+    b[at + 150] ^= 1
+    v1("v1-checksum-member", "a /1 member header's checksum is wrong", bytes(b), "header_checksum")
+    b = bytearray(r)
+    b[at + BLOCK + 100] = 1
+    v1("v1-padding-body-nonzero", "bytes hidden in a /1 body's padding", bytes(b), "padding_not_zero", A)
+    b = bytearray(r)
+    b[at + BLOCK] ^= 0x20
+    v1("v1-member-sha-mismatch", "a /1 body of the right size with other bytes", bytes(b),
+       "member_digest_mismatch", A)
+    v1("v1-mode-setuid", "a setuid executable in a /1 header",
+       patch(r, "workspace/bin/run", MODE, octal(0o4755, 8)), "mode_not_canonical", "workspace/bin/run")
+    v1("v1-symlink-escape", "a /1 symlink up and out of the workspace",
+       packet([W, s("workspace/l", "../../etc")], fmt=FORMAT_V1), "symlink_escapes", "workspace/l")
+    v1("v1-trailing-byte", "one byte after a /1 packet's end marker", r + b"\n", "trailing_data")
+    v1("v1-truncated-last-byte", "a /1 packet one byte short", r[:-1], "truncated")
 
 
 def manifest_cases():
@@ -942,8 +1060,14 @@ def manifest_cases():
     raw("manifest-unknown-member-key", "an unknown key in a member (uid)",
         canonical_json(dict(good, members=[dict(good["members"][0], uid=0)] + good["members"][1:])),
         "manifest_invalid")
-    raw("manifest-wrong-format", "format pillbox.session-packet/2",
-        canonical_json(dict(good, format="pillbox.session-packet/2")), "manifest_invalid")
+    for cid, fmt, what in [
+        ("manifest-format-3", "pillbox.session-packet/3", "a version after /2"),
+        ("manifest-format-1-5", "pillbox.session-packet/1.5", "a version that does not exist"),
+        ("manifest-format-unversioned", "pillbox.session-packet", "no version"),
+        ("manifest-format-v2", "pillbox.session-packet/v2", "the version written v2"),
+        ("manifest-format-case", "Pillbox.Session-Packet/2", "the id in other case"),
+    ]:
+        raw(cid, "format %s (%s)" % (fmt, what), canonical_json(dict(good, format=fmt)), "manifest_invalid")
     raw("manifest-float", "a size written as a float",
         body.replace(b'"size":700', b'"size":700.0'), "manifest_invalid")
     raw("manifest-negative", "a negative size", body.replace(b'"size":700', b'"size":-700'), "manifest_invalid")
@@ -1096,7 +1220,27 @@ def manifest_cases():
     case(g, "member-mode-mismatch", "an executable bit the manifest does not list",
          patch(base(), "workspace/README.md", MODE, octal(0o755, 8)), "member_mismatch", "workspace/README.md")
     case(g, "packet-digest-mismatch", "a valid packet given with another packet's expected digest",
-         base(), "packet_digest_mismatch", expected_digest="sha256:" + sha(packet([W])))
+         base(), "packet_digest_mismatch", expected_digest=name_of(packet([W])))
+    # A /2 packet's name is its packet.json's SHA-256, checked before any
+    # other member: not the whole file's, and it does not vouch for bodies.
+    b = base()
+    case("digest", "digest-whole-file", "a /2 packet given the SHA-256 of its whole file (a /1 name)", b,
+         "packet_digest_mismatch", "packet.json", expected_digest="sha256:" + sha(b))
+    altered = packet(members, archive=members[:1] + [f("workspace/README.md", b"# pwnd\n" * 100)] + members[2:])
+    case("digest", "digest-body-altered", "a /2 packet given its name, one body altered: the name matches the "
+         "manifest, the body does not match its sha256", altered, "member_digest_mismatch",
+         "workspace/README.md", expected_digest=name_of(altered))
+    # One sha256 names one body.
+    same = b"the same bytes\n"
+    for cid, sizes, what in [
+        ("digest-size-conflict", (len(same), len(same) + 3), "the later one larger"),
+        ("digest-size-conflict-earlier-larger", (len(same) + 3, len(same)), "the earlier one larger"),
+    ]:
+        listed = [W, dict(f("workspace/a", same), size=sizes[0]), dict(f("workspace/b", same), size=sizes[1])]
+        archive = [W, f("workspace/a", same[:sizes[0]].ljust(sizes[0], b"!")),
+                   f("workspace/b", same[:sizes[1]].ljust(sizes[1], b"!"))]
+        case(g, cid, "two files with one sha256 and different sizes (%s)" % what,
+             packet(listed, archive=archive), "digest_size_conflict", "workspace/b")
     # A consumer parses the expected digest before it reads a byte.
     for cid, digest, what in [
         ("digest-syntax-empty", "sha256:", "no hex digits"),
@@ -1365,6 +1509,7 @@ def generate():
     special_cases()
     metadata_cases()
     limit_cases()
+    v1_cases()
     manifest_cases()
     cross_platform_cases()
     secret_cases()
@@ -1422,6 +1567,7 @@ def render(cases):
         row["file"] = "packets/" + name
         row["size"] = len(data)
         row["sha256"] = sha(data)
+        row["digest"] = c["digest"]
         if "expected_digest" in c:
             row["expected_digest"] = c["expected_digest"]
         if "build" in c:

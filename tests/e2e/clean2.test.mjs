@@ -5,13 +5,12 @@
 //
 // Run: node --test --test-concurrency=1 tests/e2e/clean2.test.mjs
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ROOT, buildWorker, client, fixtures, startEdge } from './edge.mjs';
+import { buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
 import { chunkBatch, cutsAndFrames, pushBody } from './wire.mjs';
 
 let edge;
@@ -32,10 +31,9 @@ after(async () => {
 
 function referenceBody(name, base) {
   const out = join(work, `${name}.body`);
-  const args = ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--', join(fx.dir, `${name}.pkt`), out];
+  const args = [join(fx.dir, `${name}.pkt`), out];
   if (base) args.push(join(fx.dir, `${base}.pkt`));
-  const r = spawnSync('cargo', args, { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
+  pushBodyExample(args);
   return readFileSync(out);
 }
 

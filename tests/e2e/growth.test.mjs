@@ -10,13 +10,12 @@
 // Run: node --test --test-concurrency=1 tests/e2e/growth.test.mjs
 // (PILLBOX_GROWTH_MEMBERS, PILLBOX_GROWTH_SAVES to change the workload.)
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ROOT, buildWorker, client, startEdge } from './edge.mjs';
+import { buildWorker, client, pushBodyExample, startEdge } from './edge.mjs';
 
 const MEMBERS = Number(process.env.PILLBOX_GROWTH_MEMBERS || 21_000);
 const SAVES = Number(process.env.PILLBOX_GROWTH_SAVES || 9);
@@ -37,10 +36,7 @@ after(async () => {
 });
 
 function example(args) {
-  const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--', ...args],
-    { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 26 });
-  assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout);
+  return JSON.parse(pushBodyExample(args).stdout);
 }
 
 /** The workspace after `turn` one-file edits: { entry, file }. */

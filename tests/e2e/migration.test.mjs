@@ -16,11 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ROOT, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
+import { ROOT, WRANGLER, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
 import { bodiesOf, manifestOf } from './transfer.mjs';
 import { cutsAndFrames, manifestFirst, pushBody, readBatch, readRecipes, rawOf, sha } from './wire.mjs';
 
-const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 const OLD = ['v1-small', 'v1-harness', 'v1-big'];
 /** Pushed at the second schema: stored as chunks, its layout an object. */
 const PUSHED = 'v1-base';

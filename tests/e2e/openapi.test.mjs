@@ -12,7 +12,6 @@
 // Run: node --test --test-concurrency=1 tests/e2e/openapi.test.mjs
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -22,7 +21,7 @@ import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 
 import { readDocument } from '../openapi/document.mjs';
-import { ROOT, TOKEN, buildWorker, fixtures, sha256, startEdge } from './edge.mjs';
+import { ROOT, TOKEN, buildWorker, fixtures, pushBodyExample, sha256, startEdge } from './edge.mjs';
 import { chunkBatch, cutsAndFrames, frameOf, manifestFirst, pushBody, readBatch, readRecipes, recipesDocument, sha } from './wire.mjs';
 
 const Ajv2020 = Ajv2020Module.default ?? Ajv2020Module;
@@ -361,6 +360,8 @@ describe('operations', () => {
     assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
     const huge = await call('PUT', T, { name }, { body: { digest: 'x'.repeat(70 * 1024) } });
     assert.equal(huge.status, 413);
+    const gzipped = await call('PUT', T, { name }, { body: { digest: small }, headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
     assert.equal((await call('PUT', T, { name }, { body: { digest: UNKNOWN } })).status, 404);
     const created = await call('PUT', T, { name }, { body: { digest: small } });
     assert.deepEqual([created.status, created.json.previous], [201, null]);
@@ -412,6 +413,8 @@ describe('operations', () => {
     assert.equal((await create({ digest: big.digest, size: big.size }, { token: 'wrong' })).status, 403);
     const badBody = await create({ digest: big.digest });
     assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
+    const gzipped = await create({ digest: big.digest, size: big.size }, { headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
     const tooBig = await create({ digest: big.digest, size: 17 * MIB });
     assert.deepEqual([tooBig.status, code(tooBig)], [413, 'limit_size']);
     const stored = await create({ digest: fx.index.small.digest, size: fx.index.small.size });
@@ -602,9 +605,7 @@ describe('operations', () => {
     assert.equal((await call('DELETE', P, { id: first.json.push_id })).status, 404, 'a completed push is gone');
     // Everything at hand in one request: the packet is stored at once.
     const out = join(mkdtempSync(join(tmpdir(), 'pillbox-e2e-openapi-')), 'fresh');
-    const made = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--',
-      'fresh', out, '77'], { cwd: ROOT, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
+    pushBodyExample(['fresh', out, '77']);
     const fresh = JSON.parse(readFileSync(`${out}.json`, 'utf8'));
     const s = cutsAndFrames(fresh, readFileSync(`${out}.pkt`));
     const oneShot = await create(q(fresh.digest, fresh.size), pushBody(s.recipes, manifestFirst(s)));
@@ -657,6 +658,8 @@ describe('operations', () => {
     assert.deepEqual([tooLong.status, code(tooLong)], [413, 'body_too_large']);
     const unsized = await call('POST', K, { digest: base.digest }, { body: { chunks: [] }, chunked: true });
     assert.deepEqual([unsized.status, code(unsized)], [411, 'length_required']);
+    const gzipped = await call('POST', K, { digest: base.digest }, { body: { chunks: [] }, headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
   });
 
   test('reads need the token when READ_ACCESS=token (401 without, 403 with a wrong one)', async () => {

@@ -6,13 +6,12 @@
 //
 // Run: node --test --test-concurrency=1 tests/e2e/push2.test.mjs
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { ROOT, buildWorker, client, fixtures, startEdge } from './edge.mjs';
+import { buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
 import {
   chunkBatch, cutsAndFrames, frameOf, manifestFirst, pushBody, readBatch, readRecipes, rawOf,
   recipesDocument, sha,
@@ -42,11 +41,9 @@ const post = (entry, body, bases) => api.call('POST', pushPath(entry, bases), { 
 /** The reference client's body (what the CLI sends) for fixture `name` over `base`. */
 function referenceBody(name, base) {
   const out = join(work, `${name}-over-${base ?? 'none'}.body`);
-  const args = ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--',
-    join(fx.dir, `${name}.pkt`), out];
+  const args = [join(fx.dir, `${name}.pkt`), out];
   if (base) args.push(join(fx.dir, `${base}.pkt`));
-  const r = spawnSync('cargo', args, { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
+  const r = pushBodyExample(args);
   return { body: readFileSync(out), summary: JSON.parse(r.stdout) };
 }
 
@@ -191,9 +188,7 @@ describe('a push that lacks something stays open', () => {
 /** A packet no other seed makes: { entry, bytes }. */
 function fresh(seed) {
   const out = join(work, `fresh-${seed}`);
-  const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--',
-    'fresh', out, String(seed)], { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
+  pushBodyExample(['fresh', out, String(seed)]);
   return { entry: JSON.parse(readFileSync(`${out}.json`, 'utf8')), bytes: readFileSync(`${out}.pkt`) };
 }
 
@@ -339,18 +334,13 @@ describe('packets uploaded whole', () => {
 
   test('the edge cuts a whole packet\'s manifest as the CLI does', async () => {
     const out = join(work, 'ws-1500');
-    const made = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--',
-      'workspace', out, '1500', '0'], { cwd: ROOT, encoding: 'utf8' });
-    assert.equal(made.status, 0, made.stderr);
+    pushBodyExample(['workspace', out, '1500', '0']);
     const entry = JSON.parse(readFileSync(`${out}.json`, 'utf8'));
     assert.ok(entry.manifest_len > 128 << 10, 'a manifest of several chunks');
     const put = await api.call('PUT', `/v1/packets/${entry.digest}`, { body: readFileSync(`${out}.pkt`) });
     assert.equal(put.status, 201, JSON.stringify(put.json));
     const recipes = readRecipes((await api.call('GET', `/v1/packets/${entry.digest}/recipes`)).bytes);
-    const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'pillbox-worker', '--example', 'push_body', '--',
-      'cuts', `${out}.pkt`], { cwd: ROOT, encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    const native = JSON.parse(r.stdout);
+    const native = JSON.parse(pushBodyExample(['cuts', `${out}.pkt`]).stdout);
     assert.ok(native.length > 4);
     assert.deepEqual(recipes.manifest.map((c) => [c.hex, c.size]), native, 'FastCDC in wasm cuts as natively');
   });

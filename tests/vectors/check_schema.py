@@ -1,4 +1,5 @@
-"""Validates manifests against proto/pillbox/session-packet-1.schema.json.
+"""Validates manifests against one version's schema,
+proto/pillbox/session-packet-2.schema.json (or -1 for /1 manifests).
 
     python3 check_schema.py SCHEMA DIR
 

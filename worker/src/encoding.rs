@@ -1,6 +1,6 @@
-//! A request body's `Content-Encoding`: each route names the ones it
-//! takes (the bodies of pushes are `identity`: their chunks are compressed
-//! one by one). Pure.
+//! A request body's `Content-Encoding`: every route takes `identity` only
+//! (the bodies of pushes carry chunks compressed one by one), and names the
+//! others in its refusal. Pure.
 
 use crate::problem::Problem;
 

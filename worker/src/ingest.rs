@@ -1,26 +1,27 @@
 //! Frames streamed in (docs/transfer.md, "Parts"): a push's create body
 //! (its recipes, then a chunk batch) or a part (a chunk batch), read as it
-//! arrives. The batch's table is checked before a frame's bytes are read;
-//! each frame's stored bytes are copied into wasm, decoded into exactly
-//! their raw size and hashed against its name ([`crate::push::arrival`]),
-//! and the frames the store does not hold yet are written, as sent, into
-//! one new pack through a `FixedLengthStream`. The pack's last bytes are
-//! handed to R2 only once every frame is verified; a refusal aborts the
-//! put, so a refused request stores nothing. Memory: the recipes, the
-//! table, one frame (at most 1 MiB stored and 1 MiB raw) and one input
-//! chunk.
+//! arrives, within its cap ([`crate::body`]). The batch's table is checked
+//! before a frame's bytes are read; each frame's stored bytes are copied
+//! into wasm, decoded into exactly their raw size and hashed against its
+//! name ([`crate::push::arrival`]), and the frames the store does not hold
+//! yet are written, as sent, into one new pack through a
+//! `FixedLengthStream`. The pack's last bytes are handed to R2 only once
+//! every frame is verified; a refusal aborts the put, so a refused request
+//! stores nothing, and its caller stops the body ([`Body::stop`]), so no
+//! frame after the refusal is decoded. Memory: the recipes, the table, one
+//! frame (at most 1 MiB stored and 1 MiB raw) and one input chunk.
 
 use js_sys::Uint8Array;
 use pillbox_wire::binary::DecodeError;
 use pillbox_wire::chunks::{Decoder, Frame};
 use pillbox_wire::recipes::{PushDecoded, PushDecoder, Recipes};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::ReadableStream;
 use worker::{Bucket, Data};
 
+use crate::body::Body;
 use crate::problem::Problem;
 use crate::push::arrival;
-use crate::store::{self, ChunkReader, FixedPut, StoreError};
+use crate::store::{self, FixedPut, StoreError};
 use crate::timing::{self, Counter, Stage};
 
 /// A refusal of the body's shape (422 with the codec's code).
@@ -37,44 +38,6 @@ fn failed(e: StoreError) -> Problem {
     match e {
         StoreError::Refused(e) => Problem::from_packet_error(&e),
         StoreError::Failed(m) => Problem::internal(m),
-    }
-}
-
-/// A request body, read in runtime chunks, with one chunk put back.
-pub struct Body {
-    reader: ChunkReader,
-    back: Option<Uint8Array>,
-}
-
-impl Body {
-    /// Reads `stream`.
-    pub fn new(stream: &ReadableStream) -> Result<Body, Problem> {
-        Ok(Body {
-            reader: ChunkReader::new(stream).map_err(failed)?,
-            back: None,
-        })
-    }
-
-    /// The next bytes, `None` at the end.
-    pub async fn next(&mut self) -> Result<Option<Uint8Array>, Problem> {
-        if let Some(c) = self.back.take() {
-            return Ok(Some(c));
-        }
-        timing::timed(Stage::Body, self.reader.next())
-            .await
-            .map_err(failed)
-    }
-
-    fn put_back(&mut self, chunk: Uint8Array) {
-        if chunk.length() > 0 {
-            self.back = Some(chunk);
-        }
-    }
-
-    /// Reads what is left and drops it (the connection stays usable).
-    pub async fn drain(&mut self) {
-        self.back = None;
-        store::drain(&self.reader).await;
     }
 }
 

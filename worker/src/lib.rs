@@ -22,11 +22,13 @@
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
+//! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
 //! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
+//! | `body` | a request body read as it arrives, held to its cap (wasm) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
 //! | `index` | the D1 queries of uploads, refs and listings (wasm) |
@@ -41,6 +43,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod caps;
 pub mod conditions;
 pub mod config;
 pub mod encoding;
@@ -57,6 +60,8 @@ pub mod storage;
 
 #[cfg(target_arch = "wasm32")]
 mod api;
+#[cfg(target_arch = "wasm32")]
+mod body;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]

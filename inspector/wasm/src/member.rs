@@ -2,19 +2,19 @@
 //! `File` slice, or the Worker's member read) and re-hashes it against the
 //! manifest before showing any of it. Also the preview's content sniffing.
 
-use packet_core::{Digest, Error, ErrorCode, Hasher, Kind, Manifest};
+use packet_core::assembled::BodyHasher;
+use packet_core::{Body, Entry, Error, Manifest};
 use wasm_bindgen::prelude::*;
 
 use crate::view::{refusal, Failure};
 
-/// Re-hashes one file member's body (JavaScript class `MemberCheck`).
+/// Re-hashes one file member's body (JavaScript class `MemberCheck`):
+/// packet-core's [`BodyHasher`], the check every consumer makes of a body
+/// it reads back, with the member's path on its refusals.
 #[wasm_bindgen]
 pub struct MemberCheck {
     path: String,
-    expected: Digest,
-    size: u64,
-    seen: u64,
-    hasher: Hasher,
+    hasher: BodyHasher,
 }
 
 impl MemberCheck {
@@ -25,13 +25,13 @@ impl MemberCheck {
             .members
             .get(index)
             .ok_or_else(|| Failure::bug(format!("no member {index}")))?;
-        match (member.kind(), member.sha256()) {
-            (Kind::File, Some(expected)) => Ok(MemberCheck {
+        match &member.entry {
+            Entry::File { size, sha256, .. } => Ok(MemberCheck {
                 path: member.path.clone(),
-                expected,
-                size: member.size(),
-                seen: 0,
-                hasher: Hasher::new(),
+                hasher: BodyHasher::new(Body {
+                    sha256: *sha256,
+                    size: *size,
+                }),
             }),
             _ => Err(Failure::bug(format!(
                 "{} has no body: it is a {}",
@@ -43,42 +43,16 @@ impl MemberCheck {
 
     /// Hashes the next part of the body.
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), Error> {
-        self.seen += chunk.len() as u64;
-        if self.seen > self.size {
-            return Err(self.mismatch(format!(
-                "more than the manifest's {} bytes were read back",
-                self.size
-            )));
-        }
-        self.hasher.update(chunk);
-        Ok(())
+        self.hasher.update(chunk).map_err(|e| e.at_path(&self.path))
     }
 
     /// Checks the whole body: its size and its sha256.
     pub fn finish_check(self) -> Result<(), Error> {
-        if self.seen != self.size {
-            return Err(self.mismatch(format!(
-                "{} bytes were read back, the manifest says {}",
-                self.seen, self.size
-            )));
-        }
-        let got = self.hasher.finish();
-        if got != self.expected {
-            return Err(Error::new(
-                ErrorCode::MemberDigestMismatch,
-                format!(
-                    "the bytes read back hash to {}, the manifest says {}",
-                    got.hex(),
-                    self.expected.hex()
-                ),
-            )
-            .at_path(self.path));
-        }
-        Ok(())
-    }
-
-    fn mismatch(&self, message: String) -> Error {
-        Error::new(ErrorCode::MemberDigestMismatch, message).at_path(&self.path)
+        let path = self.path;
+        self.hasher
+            .finish()
+            .map(|_| ())
+            .map_err(|e| e.at_path(path))
     }
 }
 
@@ -99,7 +73,7 @@ impl MemberCheck {
     /// The body size the manifest declares.
     #[wasm_bindgen(getter)]
     pub fn size(&self) -> f64 {
-        self.size as f64
+        self.hasher.expected().size as f64
     }
 }
 
@@ -147,7 +121,7 @@ pub fn classify(head: &[u8]) -> String {
 mod tests {
     use super::*;
     use packet_core::in_memory::{build, Source};
-    use packet_core::Limits;
+    use packet_core::{ErrorCode, Limits};
 
     #[test]
     fn classify_recognises_text_binary_and_images() {

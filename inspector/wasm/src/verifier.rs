@@ -119,14 +119,22 @@ impl Verifier {
 
     /// Ends the input of a verifier made by
     /// [`Verifier::with_external_digest`]: `digest` is the whole packet's,
-    /// computed by the caller over exactly the bytes pushed.
-    pub fn finish_with_digest(self, digest: Digest) -> Result<Packet, Failure> {
+    /// computed by the caller over exactly the bytes pushed; only a /1
+    /// packet needs it ([`Verifier::whole_hash_needed`]).
+    pub fn finish_with_digest(self, digest: Option<Digest>) -> Result<Packet, Failure> {
         if self.packet_hash.is_some() {
             return Err(Failure::bug(
                 "this verifier hashes the packet itself: end it with finish",
             ));
         }
-        Ok(Packet::from(self.reader.finish_with_digest(Some(digest))?))
+        Ok(Packet::from(self.reader.finish_with_digest(digest)?))
+    }
+
+    /// Whether the whole packet must be hashed: unknown (`None`) until
+    /// packet.json is read; then only for a /1 packet, which its whole file
+    /// names (a /2 packet is named by its manifest).
+    pub fn whole_hash_needed(&self) -> Option<bool> {
+        self.reader.whole_hash_needed()
     }
 }
 
@@ -150,12 +158,24 @@ impl Verifier {
     }
 
     /// Ends the input of a `withExternalDigest` verifier with the whole
-    /// packet's digest (`"sha256:<hex>"`); throws `packet_digest_mismatch`
-    /// when it differs from the expected one, or any other refusal.
+    /// packet's digest (`"sha256:<hex>"`), or `null` when
+    /// `wholeHashNeeded` said none is needed (a /2 packet); throws
+    /// `packet_digest_mismatch` when the packet's digest differs from the
+    /// expected one, or any other refusal.
     #[wasm_bindgen(js_name = finishWithDigest)]
-    pub fn finish_with_digest_js(self, digest: &str) -> Result<Packet, JsValue> {
-        let digest = digest.parse::<Digest>().map_err(|e| refusal(&e))?;
+    pub fn finish_with_digest_js(self, digest: Option<String>) -> Result<Packet, JsValue> {
+        let digest = digest
+            .map(|d| d.parse::<Digest>().map_err(|e| refusal(&e)))
+            .transpose()?;
         self.finish_with_digest(digest).map_err(|f| f.to_js())
+    }
+
+    /// `null` until packet.json is read; then whether the caller of a
+    /// `withExternalDigest` verifier must go on hashing the whole packet
+    /// (`true` only for a /1 packet).
+    #[wasm_bindgen(getter, js_name = wholeHashNeeded)]
+    pub fn whole_hash_needed_js(&self) -> Option<bool> {
+        self.whole_hash_needed()
     }
 
     /// Feeds a chunk; returns `{offset, manifest, membersTotal,

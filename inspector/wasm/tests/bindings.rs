@@ -146,18 +146,19 @@ fn a_flipped_body_byte_is_refused_naming_the_member() {
 }
 
 #[wasm_bindgen_test]
-fn a_truncated_packet_and_a_wrong_digest_are_refused_at_finish() {
+fn a_truncated_packet_is_refused_at_finish_and_a_wrong_digest_at_packet_json() {
     let built = packet("fn main() {}\n", None);
     let mut v = Verifier::new(None).unwrap();
     push_all(&mut v, &built.bytes[..built.bytes.len() - 512], 1000).unwrap();
     let refusal = v.finish().err().expect("refused");
     assert_eq!(string(&refusal, "code"), "truncated");
 
+    // A /2 packet's name is its packet.json's: checked before any member.
     let other = packet("fn main() { }\n", None);
     let mut v = Verifier::new(Some(other.digest.to_string())).unwrap();
-    push_all(&mut v, &built.bytes, 1000).unwrap();
-    let refusal = v.finish().err().expect("refused");
+    let refusal = push_all(&mut v, &built.bytes, 1000).err().expect("refused");
     assert_eq!(string(&refusal, "code"), "packet_digest_mismatch");
+    assert_eq!(number(&refusal, "offset"), 512.0);
 
     let refusal = Verifier::new(Some("sha256:nothex".into()))
         .err()
@@ -220,8 +221,24 @@ fn two_packets_compare_by_member_and_text_diffs_by_line() {
 }
 
 #[wasm_bindgen_test]
-fn the_packet_digest_can_be_computed_on_another_thread() {
+fn a_2_packet_needs_no_whole_hash_and_a_1_packet_takes_it_from_another_thread() {
+    // A /2 packet is named by its packet.json: once that is read the page
+    // stops hashing the file, and finishes with no whole digest.
     let built = packet("fn main() {}\n", None);
+    let mut v = Verifier::with_external_digest_js(Some(built.digest.to_string())).unwrap();
+    assert_eq!(v.whole_hash_needed_js(), None);
+    push_all(&mut v, &built.bytes, 700).unwrap();
+    assert_eq!(v.whole_hash_needed_js(), Some(false));
+    let p = v.finish_with_digest_js(None).unwrap();
+    assert_eq!(string(&p.report(), "digest"), built.digest.to_string());
+    assert_eq!(string(&p.report(), "format"), "pillbox.session-packet/2");
+    // Named by another packet's manifest: refused as soon as packet.json is read.
+    let other = packet("fn main() { }\n", None);
+    let mut v = Verifier::with_external_digest_js(Some(other.digest.to_string())).unwrap();
+    let refusal = push_all(&mut v, &built.bytes, 700).err().expect("refused");
+    assert_eq!(string(&refusal, "code"), "packet_digest_mismatch");
+
+    // A /1 packet: the whole file's digest, hashed elsewhere.
     let hash = |bytes: &[u8]| {
         let mut h = PacketHasher::new();
         for chunk in bytes.chunks(100) {
@@ -229,31 +246,50 @@ fn the_packet_digest_can_be_computed_on_another_thread() {
         }
         h.finish()
     };
-    assert_eq!(hash(&built.bytes), built.digest.to_string());
-
-    let mut v = Verifier::with_external_digest_js(Some(built.digest.to_string())).unwrap();
-    push_all(&mut v, &built.bytes, 700).unwrap();
-    let p = v.finish_with_digest_js(&hash(&built.bytes)).unwrap();
-    assert_eq!(string(&p.report(), "digest"), built.digest.to_string());
-
-    // The bytes verify, but they are not the packet that was asked for.
-    let other = packet("fn main() { }\n", None);
-    let mut v = Verifier::with_external_digest_js(Some(other.digest.to_string())).unwrap();
-    push_all(&mut v, &built.bytes, 700).unwrap();
+    let v1 = packet_v1("fn main() {}\n");
+    assert_eq!(hash(&v1.bytes), v1.digest.to_string());
+    let mut v = Verifier::with_external_digest_js(Some(v1.digest.to_string())).unwrap();
+    push_all(&mut v, &v1.bytes, 700).unwrap();
+    assert_eq!(v.whole_hash_needed_js(), Some(true));
+    let p = v.finish_with_digest_js(Some(hash(&v1.bytes))).unwrap();
+    assert_eq!(string(&p.report(), "digest"), v1.digest.to_string());
+    let mut v = Verifier::with_external_digest_js(Some(v1.digest.to_string())).unwrap();
+    push_all(&mut v, &v1.bytes, 700).unwrap();
     let refusal = v
-        .finish_with_digest_js(&hash(&built.bytes))
+        .finish_with_digest_js(Some(hash(b"other")))
         .err()
         .expect("refused");
     assert_eq!(string(&refusal, "code"), "packet_digest_mismatch");
 
     // Structure is still checked: a truncated packet is refused whatever digest is given.
     let mut v = Verifier::with_external_digest_js(None).unwrap();
-    push_all(&mut v, &built.bytes[..1024], 700).unwrap();
+    push_all(&mut v, &v1.bytes[..1024], 700).unwrap();
     let refusal = v
-        .finish_with_digest_js(&hash(&built.bytes[..1024]))
+        .finish_with_digest_js(Some(hash(&v1.bytes[..1024])))
         .err()
         .expect("refused");
     assert_eq!(string(&refusal, "code"), "truncated");
+}
+
+fn packet_v1(main: &str) -> Built {
+    let sources = vec![
+        Source::Dir {
+            path: "workspace".into(),
+        },
+        Source::File {
+            path: "workspace/main.rs".into(),
+            contents: main.as_bytes().to_vec(),
+            executable: false,
+        },
+    ];
+    packet_core::in_memory::build_as(
+        packet_core::Format::V1,
+        &sources,
+        None,
+        vec![],
+        &Limits::FORMAT,
+    )
+    .unwrap()
 }
 
 #[wasm_bindgen_test]
@@ -268,7 +304,7 @@ fn a_call_the_page_should_never_make_throws_a_bug_not_a_refusal() {
     let mut v = Verifier::new(None).unwrap();
     push_all(&mut v, &built.bytes, 700).unwrap();
     let thrown = v
-        .finish_with_digest_js(&built.digest.to_string())
+        .finish_with_digest_js(Some(built.digest.to_string()))
         .err()
         .expect("thrown");
     assert_eq!(string(&thrown, "code"), "bug");

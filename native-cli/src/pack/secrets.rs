@@ -65,8 +65,29 @@ pub struct SecretReport {
     /// The detector rule.
     pub rule: &'static str,
     /// `excluded` (left out, `--secrets exclude`), `allowed`
-    /// (`--allow-secret`) or `published` (inside published packages).
+    /// (`--allow-secret`), `published` (inside published packages) or,
+    /// in git history, `on-remote` (a remote-tracking ref reaches it).
     pub action: &'static str,
+    /// For a secret in git history (`path` is then the repository's git
+    /// directory): the object that holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitObject>,
+}
+
+/// The git object a secret in history lies in.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct GitObject {
+    /// The commit whose tree first holds it (12 hex digits), or the
+    /// commit whose message holds it; `null` for a staged or unreachable
+    /// object.
+    pub commit: Option<String>,
+    /// Its path in that tree or in the index; `null` for a message or an
+    /// unreachable object.
+    pub path: Option<String>,
+    /// The object's id.
+    pub object: String,
+    /// `blob`, `commit` or `tag`.
+    pub kind: String,
 }
 
 /// Why a secret does not stop the pack, if it does not.
@@ -102,6 +123,7 @@ pub fn packed_reports(found: &[Found], policy: &SecretPolicy, walk: &Walk) -> Ve
                 line: f.line,
                 rule: f.rule.id,
                 action,
+                git: None,
             })
         })
         .collect()
@@ -167,6 +189,7 @@ pub fn decide(
             line: f.line,
             rule: f.rule.id,
             action: "excluded",
+            git: None,
         });
     }
     out.exclusions = records

@@ -604,19 +604,12 @@ enum Completed {
     Refused(CliError),
 }
 
-/// `POST /v1/pushes/{id}/complete`, on a connection closed after it: the
-/// store rebuilds and verifies the packet, which can take long.
+/// `POST /v1/pushes/{id}/complete`: the store rebuilds and verifies the
+/// packet, which can take long.
 fn complete(remote: &Remote, session: &Push) -> Result<Completed> {
     let path = format!("{}/complete", push_path(&session.push_id));
     let what = format!("POST {path}");
-    let r = remote.send_bytes(
-        &what,
-        "POST",
-        &path,
-        "application/json",
-        b"null",
-        &[("connection", "close".to_owned())],
-    )?;
+    let r = remote.send_bytes(&what, "POST", &path, "application/json", b"null", &[])?;
     match r.status().as_u16() {
         s @ (200 | 201) => {
             let bytes = remote.read_body(&what, r, 1 << 20)?;

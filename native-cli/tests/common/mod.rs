@@ -89,6 +89,22 @@ pub fn fails(args: &[&str], exit: i32, code: &str) -> Value {
     j
 }
 
+/// Deterministic characters from `alphabet` (for planted credentials).
+pub fn chars(seed: u64, n: usize, alphabet: &[u8]) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            alphabet[(x % alphabet.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+/// Letters and digits.
+pub const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
 /// Packs `ws` into `out` and returns the JSON.
 pub fn pack(ws: &Path, out: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["pack", s(ws), "-o", s(out), "--quiet"];
@@ -185,6 +201,25 @@ pub fn tmp() -> tempfile::TempDir {
 /// The digest string of a pack report.
 pub fn digest(report: &Value) -> String {
     report["digest"].as_str().unwrap().to_owned()
+}
+
+/// The name of the packet `bytes` by its own version's rule, as
+/// packet-core reads it: the SHA-256 of its `packet.json` (/2), or of the
+/// whole file (/1).
+pub fn packet_name(bytes: &[u8]) -> String {
+    packet_core::reader::verify(bytes, Default::default())
+        .unwrap_or_else(|e| panic!("packet-core refuses the packet: {e:?}"))
+        .digest
+        .to_string()
+}
+
+/// The digest a row of tests/adversarial/cases.json names its accepted
+/// packet by: its `digest`, or else the packet's name by its own rule.
+pub fn case_digest(row: &Value, packet: &Path) -> String {
+    match row["digest"].as_str() {
+        Some(d) => d.to_owned(),
+        None => packet_name(&fs::read(packet).unwrap()),
+    }
 }
 
 /// Paths in a directory (non-recursive), sorted.

@@ -5,17 +5,20 @@
 //! 1. as a packet, as is (libFuzzer's own mutations of the seed corpus,
 //!    which holds the golden vectors, explore it);
 //! 2. as a program of structure-aware mutations applied to one of the
-//!    golden vectors compiled in: byte 0 picks the vector, then each group
-//!    of four bytes is one mutation (set a header byte and fix the block's
-//!    checksum, set a numeric header field, set any byte, truncate, copy,
-//!    drop or swap blocks, append bytes). Fixing checksums lets mutations
-//!    reach the checks that come after the checksum.
+//!    golden vectors compiled in (/2 ones, and two /1 ones for the /1 read
+//!    path): byte 0 picks the vector, then each group of four bytes is one
+//!    mutation (set a header byte and fix the block's checksum, set a
+//!    numeric header field, set any byte, truncate, copy, drop or swap
+//!    blocks, append bytes). Fixing checksums lets mutations reach the
+//!    checks that come after the checksum.
 //!
 //! For both, the reader must not panic, must give the same outcome (the
 //! same error code, path and offset) whole and in chunks of varying size,
 //! and, when it accepts a packet, that packet must be byte for byte what the
 //! writer produces from the manifest and the bodies it read (the format has
-//! one encoding).
+//! one encoding), named by its version's rule (a /2 packet by its
+//! `packet.json`), and a /2 packet verified from its `packet.json` and
+//! bodies must be the same verified packet.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -33,6 +36,8 @@ const SEEDS: &[&[u8]] = &[
     include_bytes!("../../../tests/vectors/packets/harness-codex.packet"),
     include_bytes!("../../../tests/vectors/packets/empty-files.packet"),
     include_bytes!("../../../tests/vectors/packets/utf8-paths.packet"),
+    include_bytes!("../../../tests/vectors/v1/packets/exec-bits.packet"),
+    include_bytes!("../../../tests/vectors/v1/packets/long-path-pax.packet"),
 ];
 
 /// (offset, width) of the numeric ustar fields: mode, uid, gid, size,

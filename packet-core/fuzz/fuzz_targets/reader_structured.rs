@@ -8,15 +8,16 @@
 //! existing member, `.git` look-alikes, roots), symlinks that escape or pass
 //! through other links, members below symlinks or files, duplicated,
 //! dropped or swapped members, wrong types, modes, sizes or digests, stale
-//! totals, harness descriptors; or it edits the archive around an honest
-//! manifest (a member's header or body, a block). Otherwise it falls back
-//! to libFuzzer's own mutations. The properties are `common::check`'s.
+//! totals, harness descriptors, the other version of the format; or it
+//! edits the archive around an honest manifest (a member's header or body,
+//! a block). Otherwise it falls back to libFuzzer's own mutations. The
+//! properties are `common::check`'s.
 #![no_main]
 
 mod common;
 
 use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
-use packet_core::{Digest, Entry, Harness, HarnessKind, Kind, Member};
+use packet_core::{Digest, Entry, Format, Harness, HarnessKind, Kind, Member};
 
 const SEEDS: &[&[u8]] = &[
     include_bytes!("../../../tests/vectors/packets/symlinks.packet"),
@@ -102,7 +103,8 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
-    let (mut m, mut bodies) = common::read(bytes, 0).ok()?;
+    let (verified, mut bodies) = common::read(bytes, 0).ok()?;
+    let mut m = verified.manifest;
     let steps = 1 + rng.below(3);
     for _ in 0..steps {
         let n = m.members.len();
@@ -218,6 +220,13 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                         session_id: "0199a213-81c0-7800-8aa1-bbab2a035a53".into(),
                         version: None,
                     }),
+                };
+            }
+            11 => {
+                // The other version: the same bytes but one, under /1's rules.
+                m.format = match m.format {
+                    Format::V1 => Format::V2,
+                    _ => Format::V1,
                 };
             }
             _ => {}

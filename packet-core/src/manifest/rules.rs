@@ -225,21 +225,26 @@ impl Manifest {
     /// different sizes cannot both be what they say, and a consumer that
     /// keeps each body once, by its digest, would serve one of them wrong.
     fn check_bodies(&self) -> Result<(), Error> {
-        let mut bodies: Vec<(&crate::digest::Digest, u64, usize)> = self
+        let mut bodies: Vec<(&crate::digest::Digest, usize, u64)> = self
             .members
             .iter()
             .enumerate()
             .filter_map(|(i, m)| match &m.entry {
-                Entry::File { size, sha256, .. } => Some((sha256, *size, i)),
+                Entry::File { size, sha256, .. } => Some((sha256, i, *size)),
                 _ => None,
             })
             .collect();
         bodies.sort_unstable();
-        // Of the conflicts, name the member that comes first in archive order.
+        // Name the first member, in archive order, whose size differs from
+        // that of an earlier member with its sha256: in each group of one
+        // sha256, the first whose size is not the group's first member's.
         let conflict = bodies
-            .windows(2)
-            .filter(|pair| pair[0].0 == pair[1].0 && pair[0].1 != pair[1].1)
-            .map(|pair| (pair[1].2, pair[0].2))
+            .chunk_by(|a, b| a.0 == b.0)
+            .filter_map(|group| {
+                let first = group[0];
+                let later = group.iter().find(|b| b.2 != first.2)?;
+                Some((later.1, first.1))
+            })
             .min();
         if let Some((later, other)) = conflict {
             let (a, b) = (&self.members[other], &self.members[later]);

@@ -1,17 +1,21 @@
 //! The adversarial corpus (tests/adversarial), compiled in so the same
 //! table runs natively and under wasm32: `cases.json` holds every case's
-//! expected outcome, `corpus.rs` the packet bytes in the same order (some
-//! gzip-compressed); each case's bytes are checked against its sha256.
+//! expected outcome and its name (`digest`), `corpus.rs` the packet bytes
+//! in the same order (some gzip-compressed); each case's bytes are checked
+//! against its sha256.
 //!
-//! Besides the reader, two more ways into packet-core meet the same cases:
-//! `packet.json`'s body parsed alone (`Manifest::parse`), and, for a case
+//! Besides the reader, three more ways into packet-core meet the same
+//! cases: `packet.json`'s body parsed alone (`Manifest::parse`); for a case
 //! whose row carries the member set behind its honest manifest (`build`),
-//! packing that member set.
+//! packing that member set; and for an accepted /2 packet, its verification
+//! from `packet.json` and its bodies (`assembled::Assembly`).
 
 use std::io::Read;
 
+use packet_core::assembled::{Assembly, BodyHasher};
 use packet_core::{
-    reader, Digest, ErrorCode, Event, Limits, Manifest, Reader, ReaderOptions, Step, Writer,
+    reader, BodyScan, Digest, ErrorCode, Event, Format, Limits, Manifest, Reader, ReaderOptions,
+    Step, VerifiedPacket, Writer,
 };
 use serde_json::Value;
 
@@ -31,6 +35,9 @@ pub struct Case {
     /// `None` for a packet the format accepts.
     pub code: Option<String>,
     pub path: Option<String>,
+    /// The packet's name, by its version's rule.
+    pub digest: Digest,
+    /// The digest to give as expected instead (a case about the name).
     pub expected_digest: Option<String>,
     /// The member set that packing must refuse as the reader refuses the
     /// packet.
@@ -77,6 +84,10 @@ pub fn cases() -> Vec<Case> {
                 group: row["group"].as_str().unwrap().to_string(),
                 code: refused.then(|| expect["code"].as_str().unwrap().to_string()),
                 path: expect["path"].as_str().map(str::to_string),
+                digest: row["digest"]
+                    .as_str()
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or_else(|| panic!("{id}: digest is not sha256:<hex>")),
                 expected_digest: row["expected_digest"].as_str().map(str::to_string),
                 build: row.get("build").map(|b| {
                     serde_json::from_value(b.clone()).unwrap_or_else(|e| panic!("{id}: build: {e}"))
@@ -92,13 +103,17 @@ pub fn cases() -> Vec<Case> {
         .collect()
 }
 
-/// Feeds `bytes` in chunks of `chunk` bytes; returns the error or the
-/// bodies read and the findings.
+/// What a packet read to its end gave: the manifest, the bodies read, the
+/// findings and the digest.
+type Reading = (Manifest, Vec<Vec<u8>>, Value, Digest);
+
+/// Feeds `bytes` in chunks of `chunk` bytes; returns the error or what was
+/// read.
 fn read_chunked(
     bytes: &[u8],
     options: ReaderOptions,
     chunk: usize,
-) -> Result<(packet_core::Manifest, Vec<Vec<u8>>, Value), packet_core::Error> {
+) -> Result<Reading, packet_core::Error> {
     let mut reader = Reader::new(options);
     let mut bodies: Vec<Vec<u8>> = Vec::new();
     for piece in bytes.chunks(chunk.max(1)) {
@@ -113,12 +128,13 @@ fn read_chunked(
     }
     let verified = reader.finish()?;
     let findings = serde_json::to_value(&verified.findings).unwrap();
-    Ok((verified.manifest, bodies, findings))
+    Ok((verified.manifest, bodies, findings, verified.digest))
 }
 
 /// Re-encodes an accepted packet with the writer: the format has one
-/// encoding, so the bytes must come back identical.
-fn rewrite(manifest: &packet_core::Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
+/// encoding, so the bytes must come back identical. With the digest the
+/// writer names it by.
+fn rewrite(manifest: &packet_core::Manifest, bodies: &[Vec<u8>]) -> (Vec<u8>, Option<Digest>) {
     let mut writer = Writer::new(manifest);
     let mut out = Vec::new();
     loop {
@@ -128,9 +144,32 @@ fn rewrite(manifest: &packet_core::Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
                 writer.body(&bodies[index]).unwrap();
                 out.extend_from_slice(&bodies[index]);
             }
-            Step::Done(_) => return out,
+            Step::Done(digest) => return (out, digest),
         }
     }
+}
+
+/// An accepted /2 packet verified from its parts, as a store that keeps
+/// bodies apart does: `packet.json`'s bytes, each body hashed, the
+/// findings assembled from the bodies scanned one by one.
+fn assemble(
+    json: &[u8],
+    manifest: &Manifest,
+    bodies: &[Vec<u8>],
+    expected: Digest,
+) -> Result<VerifiedPacket, packet_core::Error> {
+    let mut assembly = Assembly::new(json, Some(expected), &Limits::FORMAT)?;
+    let mut scan = BodyScan::new(manifest);
+    for (i, member) in manifest.members.iter().enumerate() {
+        let Some(body) = member.body() else { continue };
+        scan.body(manifest, i, &bodies[i]);
+        if assembly.needs(body) {
+            let mut hasher = BodyHasher::new(body);
+            hasher.update(&bodies[i])?;
+            assembly.prove(hasher.finish()?);
+        }
+    }
+    assembly.finish(scan.finish(manifest))
 }
 
 /// Whether a refusal is the case's: its code, and its path where the case
@@ -161,6 +200,7 @@ const MANIFEST_CODES: &[&str] = &[
     "path_collision",
     "limit_members",
     "limit_size",
+    "digest_size_conflict",
 ];
 
 /// `packet.json`'s body, when the packet opens with a regular-file header
@@ -196,6 +236,11 @@ pub fn check(case: &Case) -> Result<(), String> {
         ..ReaderOptions::default()
     };
     let whole = reader::verify(&case.bytes, options);
+    let version = if case.group == "v1" {
+        Format::V1
+    } else {
+        Format::V2
+    };
     match (&case.code, &whole) {
         (None, Err(e)) => return Err(format!("refused ({e}), the corpus expects acceptance")),
         (Some(code), Ok(_)) => return Err(format!("ACCEPTED, the corpus expects {code}")),
@@ -204,6 +249,33 @@ pub fn check(case: &Case) -> Result<(), String> {
             let found = serde_json::to_value(&verified.findings).unwrap();
             if found != case.findings {
                 return Err(format!("findings {found}, expected {}", case.findings));
+            }
+            if verified.digest != case.digest {
+                return Err(format!(
+                    "named {}, the corpus names it {}",
+                    verified.digest, case.digest
+                ));
+            }
+            if verified.manifest.format != version {
+                return Err(format!("read as {:?}", verified.manifest.format));
+            }
+        }
+    }
+    // Given its name as the expected digest, a case ends as it does
+    // without one: the name is right, so consumers can always give it.
+    if case.expected_digest.is_none() {
+        let named = ReaderOptions {
+            expected_digest: Some(case.digest),
+            ..options
+        };
+        match (reader::verify(&case.bytes, named), &whole) {
+            (Ok(_), Ok(_)) => {}
+            (Err(e), Err(_)) => expected(case, &e).map_err(|m| format!("given its digest: {m}"))?,
+            (named, _) => {
+                return Err(format!(
+                    "given its digest: {:?}",
+                    named.map(|_| ()).map_err(|e| e.code())
+                ))
             }
         }
     }
@@ -214,12 +286,30 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
         let chunked = read_chunked(&case.bytes, options, chunk);
         match (&whole, &chunked) {
-            (Ok(_), Ok((manifest, bodies, findings))) => {
-                if rewrite(manifest, bodies) != case.bytes {
+            (Ok(verified), Ok((manifest, bodies, findings, digest))) => {
+                let (rewritten, written_digest) = rewrite(manifest, bodies);
+                if rewritten != case.bytes {
                     return Err("accepted but not the writer's encoding".into());
+                }
+                if written_digest != Some(case.digest) || *digest != case.digest {
+                    return Err(format!(
+                        "in chunks of {chunk}, named {digest}, the writer names it {written_digest:?}"
+                    ));
                 }
                 if *findings != case.findings {
                     return Err(format!("in chunks of {chunk}, findings {findings}"));
+                }
+                if version == Format::V2 && chunk == 4096 {
+                    let json = manifest_body(&case.bytes).expect("an accepted packet.json");
+                    match assemble(json, manifest, bodies, case.digest) {
+                        Ok(assembled) if assembled == *verified => {}
+                        other => {
+                            return Err(format!(
+                                "assembled from its parts: {:?}",
+                                other.map_err(|e| e.to_string())
+                            ))
+                        }
+                    }
                 }
             }
             (Err(a), Err(b)) if a.code() == b.code() && a.path() == b.path() => {}
@@ -273,6 +363,8 @@ pub fn run_all() {
         "digest",
         "cross-platform",
         "findings",
+        "accept",
+        "v1",
     ] {
         assert!(cases.iter().any(|c| c.group == group), "no case in {group}");
     }

@@ -34,8 +34,8 @@
 //! byte per step: the low byte). `harness` and `exclusions` are
 //! optional and use the manifest's own shapes.
 
-use packet_core::in_memory::{build, Built, Source};
-use packet_core::{Exclusion, Harness, Limits, ReaderOptions, WriteError};
+use packet_core::in_memory::{build_as, Built, Source};
+use packet_core::{Exclusion, Format, Harness, Limits, ReaderOptions, WriteError};
 use serde::Deserialize;
 
 /// One vector's description.
@@ -177,10 +177,18 @@ impl Description {
         self.members.iter().map(MemberDescription::source).collect()
     }
 
-    /// Builds the packet with the format's limits.
+    /// Builds the packet (of the version packet-core writes) with the
+    /// format's limits.
     pub fn build(&self) -> Result<Built, BuildError> {
+        self.build_as(Format::CURRENT)
+    }
+
+    /// Builds the packet in version `format` of the format: the /1 packet
+    /// of the same members, for the /1 vectors.
+    pub fn build_as(&self, format: Format) -> Result<Built, BuildError> {
         let sources = self.sources().map_err(BuildError::Description)?;
-        build(
+        build_as(
+            format,
             &sources,
             self.harness.clone(),
             self.exclusions.clone(),

@@ -1,12 +1,14 @@
-//! The golden vectors of `pillbox.session-packet/1`.
+//! The golden vectors of `pillbox.session-packet/2`, and those of `/1`
+//! kept as they were written.
 //!
 //! Layout of this folder:
 //!
 //! | path | holds |
 //! |---|---|
 //! | `descriptions/<name>.json` | the input of each vector (see [`description`]) |
-//! | `packets/<name>.packet` | the packet built from it |
-//! | `digests.json` | each vector's packet digest |
+//! | `packets/<name>.packet` | the /2 packet built from it |
+//! | `digests.json` | each vector's packet digest (a /2 packet's: the SHA-256 of its `packet.json`) |
+//! | `v1/packets/<name>.packet`, `v1/digests.json` | the /1 packets of the same descriptions, as /1 writers wrote them, and their digests (the SHA-256 of the whole file): never regenerated, so that every reader keeps reading /1 |
 //!
 //! Inputs that must be refused live in one table for every consumer, the
 //! adversarial corpus (tests/adversarial/cases.json).
@@ -61,6 +63,21 @@ pub fn packet(name: &str) -> Option<Vec<u8>> {
 /// The path of `digests.json`.
 pub fn digests_path() -> PathBuf {
     root().join("digests.json")
+}
+
+/// The path of a vector's /1 packet.
+pub fn v1_packet_path(name: &str) -> PathBuf {
+    root().join("v1/packets").join(format!("{name}.packet"))
+}
+
+/// The checked-in /1 packet of a vector, if any.
+pub fn v1_packet(name: &str) -> Option<Vec<u8>> {
+    fs::read(v1_packet_path(name)).ok()
+}
+
+/// The path of the /1 vectors' `digests.json`.
+pub fn v1_digests_path() -> PathBuf {
+    root().join("v1/digests.json")
 }
 
 /// Writes `digests.json` for these (name, digest) pairs: one line per

@@ -15,6 +15,7 @@ use super::http::{
     attachment, content_length, empty, header, internal, json_response, no_content, parse_json,
     range_not_satisfiable, set, streamed, Answer, IMMUTABLE,
 };
+use crate::caps::Caps;
 use crate::conditions::{etag, none_match};
 use crate::config::Config;
 use crate::index::{self, NewPacket, NewStorage};
@@ -43,7 +44,7 @@ const SEARCH_SCAN: u32 = 64;
 /// Most bytes one `POST …/chunks` answers.
 const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Largest `POST …/chunks` body: 65,536 hex names with their quotes.
-const MAX_CHUNK_REQUEST: usize = 5 << 20;
+const MAX_CHUNK_REQUEST: u64 = 5 << 20;
 
 /// The size of this instance's wasm linear memory, in bytes. Linear memory
 /// only grows, so after a verification this is the most the instance has
@@ -522,19 +523,10 @@ pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest, query: &Q
 /// batch of frames as stored, each read from its pack (back-to-back chunks
 /// in one read). The request's size is checked before it is read.
 pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
-    let length = content_length(req)?;
-    if length > MAX_CHUNK_REQUEST as u64 {
-        return Err(super::http::body_too_large(MAX_CHUNK_REQUEST as u64));
-    }
+    let body = super::http::body(req, Caps::bytes(MAX_CHUNK_REQUEST))?;
+    content_length(req)?;
     let row = indexed(db, &digest).await?;
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
-    if bytes.len() > MAX_CHUNK_REQUEST {
-        return Err(super::http::body_too_large(MAX_CHUNK_REQUEST as u64));
-    }
-    let asked: ChunkRequest = parse_json(&bytes)?;
+    let asked: ChunkRequest = parse_json(&body.read_all().await?)?;
     if asked.chunks.len() > BatchLimits::MAX_FRAMES as usize {
         return Err(too_many());
     }

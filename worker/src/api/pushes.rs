@@ -16,12 +16,13 @@ use pillbox_wire::recipes::{PushDecoder, PushLimits, RecipeLimits, Recipes};
 use pillbox_wire::{MissingChunks, PartReceived};
 use worker::{Bucket, Conditional, D1Database, Request};
 
-use super::http::{content_length, header, internal, json_response, no_content, Answer};
+use super::http::{content_length, internal, json_response, no_content, Answer};
 use super::packets::{already_stored, indexed, stored, too_large};
+use crate::body::Body as RequestBody;
+use crate::caps::{self, Caps};
 use crate::config::Config;
-use crate::encoding::Encoding;
 use crate::index::{self, NewPacket, NewStorage};
-use crate::ingest::{self, Body as RequestBody};
+use crate::ingest;
 use crate::problem::Problem;
 use crate::push::arrival;
 use crate::push::at_hand::AtHand;
@@ -336,35 +337,22 @@ pub async fn create(
         b.parse::<Digest>()
             .map_err(Problem::from_packet_error_400)?;
     }
-    Encoding::parse(
-        header(req, "content-encoding").as_deref(),
-        &[Encoding::Identity],
-    )?;
+    let mut body = super::http::body(req, create_caps(config))?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(size, config) {
         return Err(p);
     }
-    let length = content_length(req)?;
-    let most = limits(config).max_body_bytes();
-    if length > most {
-        return Err(Problem::too_large(
-            "push_too_large",
-            format!("a push's body has at most {most} bytes, this one has {length}"),
-            "send fewer frames in the body and the rest as parts (the push's part_limits)",
-        ));
+    content_length(req)?;
+    if body.is_absent() {
+        return Err(Problem::bad_request("body_invalid", "the push has no body"));
     }
-    let stream = req
-        .inner()
-        .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "the push has no body"))?;
     let (at_hand, used) = if bases_readable {
         load_bases(bucket, db, &bases).await?
     } else {
         (AtHand::new(), Vec::new())
     };
-    let mut body = RequestBody::new(&stream)?;
     let created = Create {
         bucket,
         db,
@@ -376,9 +364,41 @@ pub async fn create(
     };
     let answer = created.run(&mut body, at_hand).await;
     if answer.is_err() {
-        body.drain().await;
+        body.stop().await;
     }
     answer
+}
+
+/// A push's create body: its recipes and a chunk batch, at most
+/// [`PushLimits::max_body_bytes`] as sent (413 `push_too_large`); what
+/// its frames decode to is held by the batch's limits.
+fn create_caps(config: &Config) -> Caps {
+    Caps {
+        sent: limits(config).max_body_bytes(),
+        refuse: |most| {
+            Problem::too_large(
+                "push_too_large",
+                format!("a push's body has at most {} as sent", caps::bytes(most)),
+                "send fewer frames in the body and the rest as parts (the push's part_limits)",
+            )
+        },
+    }
+}
+
+/// A part: a chunk batch within the part limits, table included, as sent
+/// (413 `part_too_large`); what its frames decode to is held by the
+/// batch's limits.
+fn part_caps(config: &Config) -> Caps {
+    Caps {
+        sent: config.batch_limits().max_batch_bytes(),
+        refuse: |most| {
+            Problem::too_large(
+                "part_too_large",
+                format!("a part has at most {most} bytes as sent"),
+                "send fewer chunks per part (part_limits.max_bytes)",
+            )
+        },
+    }
 }
 
 struct Create<'a> {
@@ -979,23 +999,10 @@ pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
 
 /// `POST /v1/pushes/{id}/recipes`
 pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    Encoding::parse(
-        header(req, "content-encoding").as_deref(),
-        &[Encoding::Identity],
-    )?;
-    let length = content_length(req)?;
-    let most = RecipeLimits::DEFAULT.max_bytes;
-    if length > most {
-        return Err(super::http::body_too_large(most));
-    }
+    let body = super::http::body(req, Caps::bytes(RecipeLimits::DEFAULT.max_bytes))?;
+    content_length(req)?;
     let row = open_push(db, id).await?;
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
-    if bytes.len() as u64 > most {
-        return Err(super::http::body_too_large(most));
-    }
+    let bytes = body.read_all().await?;
     let asked = Recipes::decode(&bytes, RecipeLimits::DEFAULT).map_err(ingest::malformed)?;
     if !asked.manifest.is_empty() {
         return Err(Problem::new(
@@ -1065,29 +1072,16 @@ pub async fn part(
     number: u16,
     reveal: bool,
 ) -> Answer {
-    let length = content_length(req)?;
-    Encoding::parse(
-        header(req, "content-encoding").as_deref(),
-        &[Encoding::Identity],
-    )?;
-    let most = config.batch_limits().max_batch_bytes();
-    if length > most {
-        return Err(Problem::too_large(
-            "part_too_large",
-            format!("a part has at most {most} bytes as sent, this one has {length}"),
-            "send fewer chunks per part (part_limits.max_bytes)",
-        ));
-    }
+    let mut body = super::http::body(req, part_caps(config))?;
+    content_length(req)?;
     let row = open_push(db, id).await?;
     let state = read_state(bucket, db, row.clone()).await?;
-    let stream = req
-        .inner()
-        .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
-    let mut body = RequestBody::new(&stream)?;
+    if body.is_absent() {
+        return Err(Problem::bad_request("body_invalid", "the part has no body"));
+    }
     let answer = receive(&mut body, bucket, db, config, &state, number, reveal).await;
     if answer.is_err() {
-        body.drain().await;
+        body.stop().await;
     }
     answer
 }

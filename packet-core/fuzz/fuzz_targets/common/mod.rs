@@ -3,17 +3,27 @@
 //! structure-aware mutator uses to write packets the writer would refuse.
 #![allow(dead_code)]
 
+use packet_core::assembled::{Assembly, BodyHasher};
 use packet_core::raw::{encode_header, encode_member_header, HeaderSpec, BLOCK};
-use packet_core::{path, reader, Event, Kind, Manifest, Reader, ReaderOptions, Step, Totals, Writer};
+use packet_core::{
+    path, reader, BodyScan, Digest, Event, Kind, Limits, Manifest, Reader, ReaderOptions, Step,
+    Totals, VerifiedPacket, Writer,
+};
 
-/// The outcome of reading: the manifest and bodies, or the error's code,
-/// path and offset.
-pub type Outcome = Result<(Manifest, Vec<Vec<u8>>), (&'static str, Option<String>, Option<u64>)>;
+/// A refusal as outcomes are compared: its code, path and offset.
+pub type Refused = (&'static str, Option<String>, Option<u64>);
+
+/// The outcome of reading: the verified packet and the bodies, or the
+/// refusal.
+pub type Outcome = Result<(VerifiedPacket, Vec<Vec<u8>>), Refused>;
+
+fn refused(e: packet_core::Error) -> Refused {
+    (e.code().as_str(), e.path().map(str::to_string), e.offset())
+}
 
 /// Reads `bytes` whole (`chunk_seed == 0`) or in chunks of 1 to 1500 bytes.
 pub fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
-    let fail =
-        |e: packet_core::Error| (e.code().as_str(), e.path().map(str::to_string), e.offset());
+    let fail = refused;
     let mut reader = Reader::new(ReaderOptions::default());
     let mut bodies: Vec<Vec<u8>> = Vec::new();
     let (mut at, mut state) = (0, chunk_seed);
@@ -40,14 +50,35 @@ pub fn read(bytes: &[u8], chunk_seed: usize) -> Outcome {
             })
             .map_err(fail)?;
     }
-    Ok((reader.finish().map_err(fail)?.manifest, bodies))
+    Ok((reader.finish().map_err(fail)?, bodies))
+}
+
+/// A /2 packet verified from its parts, as a store that keeps bodies apart
+/// does: `packet.json`'s bytes, each distinct body hashed, the findings
+/// assembled from the bodies scanned.
+fn assemble(json: &[u8], bodies: &[Vec<u8>]) -> Result<VerifiedPacket, Refused> {
+    let mut assembly = Assembly::new(json, None, &Limits::FORMAT).map_err(refused)?;
+    let manifest = assembly.manifest().clone();
+    let mut scan = BodyScan::new(&manifest);
+    for (i, member) in manifest.members.iter().enumerate() {
+        let Some(body) = member.body() else { continue };
+        scan.body(&manifest, i, &bodies[i]);
+        if assembly.needs(body) {
+            let mut hasher = BodyHasher::new(body);
+            hasher.update(&bodies[i]).map_err(refused)?;
+            assembly.prove(hasher.finish().map_err(refused)?);
+        }
+    }
+    assembly.finish(scan.finish(&manifest)).map_err(refused)
 }
 
 /// The properties: no panic, the same outcome whole and chunked, and an
-/// accepted packet is the writer's encoding of what was read and keeps the
-/// format's promises (canonical paths inside the roots, no two members
-/// colliding under the portable key, every symlink resolving inside its
-/// root).
+/// accepted packet is the writer's encoding of what was read, is named by
+/// its version's rule (a /2 packet by its `packet.json`'s bytes, a /1
+/// packet by the whole file), is what verifying a /2 packet from its
+/// `packet.json` and bodies gives, and keeps the format's promises
+/// (canonical paths inside the roots, no two members colliding under the
+/// portable key, every symlink resolving inside its root).
 pub fn check(bytes: &[u8]) {
     let whole = read(bytes, 0);
     let chunked = read(bytes, bytes.len() | 1);
@@ -60,9 +91,30 @@ pub fn check(bytes: &[u8]) {
         reader::verify(bytes, ReaderOptions::default()).is_ok(),
         whole.is_ok()
     );
-    let Ok((manifest, bodies)) = whole else {
+    let Ok((verified, bodies)) = whole else {
         return;
     };
+    let manifest = &verified.manifest;
+    let range = verified.manifest_range.clone();
+    let json = &bytes[range.start as usize..range.end as usize];
+    if manifest.format.named_by_manifest() {
+        assert_eq!(
+            verified.digest,
+            Digest::of(json),
+            "a /2 packet is named by its manifest"
+        );
+        let parts = assemble(json, &bodies).expect("its parts verify");
+        assert!(
+            parts == verified,
+            "assembled from its parts, another packet"
+        );
+    } else {
+        assert_eq!(
+            verified.digest,
+            Digest::of(bytes),
+            "a /1 packet is named by its file"
+        );
+    }
     let mut keys: Vec<String> = Vec::new();
     for e in &manifest.members {
         assert!(
@@ -82,7 +134,7 @@ pub fn check(bytes: &[u8]) {
         keys.windows(2).all(|w| w[0] != w[1]),
         "accepted colliding members"
     );
-    let mut writer = Writer::new(&manifest);
+    let mut writer = Writer::new(manifest);
     let mut out = Vec::new();
     loop {
         match writer
@@ -94,7 +146,14 @@ pub fn check(bytes: &[u8]) {
                 writer.body(&bodies[index]).expect("the body fits");
                 out.extend_from_slice(&bodies[index]);
             }
-            Step::Done(_) => break,
+            Step::Done(digest) => {
+                assert_eq!(
+                    digest,
+                    Some(verified.digest),
+                    "the writer names it otherwise"
+                );
+                break;
+            }
         }
     }
     assert!(
