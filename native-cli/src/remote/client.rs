@@ -97,6 +97,8 @@ pub struct Remote {
     agent: RwLock<ureq::Agent>,
     retry: RetryPolicy,
     traffic: Traffic,
+    /// `GET /v1`'s answer, once read.
+    settings: std::sync::OnceLock<Settings>,
     /// No request starts before this (set after a long request).
     settle_until: Mutex<Option<Instant>>,
 }
@@ -175,6 +177,7 @@ impl Remote {
             agent: RwLock::new(new_agent()),
             retry: RetryPolicy::default(),
             traffic: Traffic::default(),
+            settings: std::sync::OnceLock::new(),
             settle_until: Mutex::new(None),
         })
     }
@@ -613,6 +616,9 @@ pub(super) fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Res
 /// `GET /v1`: the store's settings (push reads its single-upload limit),
 /// and whether it takes delta transfer.
 pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
+    if let Some(s) = remote.settings.get() {
+        return Ok(s.clone());
+    }
     let what = "GET /v1";
     let r = remote.get(what, "/v1")?;
     if r.status().as_u16() != 200 {
@@ -621,13 +627,16 @@ pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
     let bytes = remote.read_body(what, r, 1 << 20)?;
     let info: Info = parse_answer(what, &bytes)?;
     let offer: Offer = parse_answer(what, &bytes)?;
-    Ok(Settings {
+    let settings = Settings {
         delta: offer.transfer.iter().any(|t| t == TRANSFER_DELTA),
         info,
-    })
+    };
+    let _ = remote.settings.set(settings.clone());
+    Ok(settings)
 }
 
-/// What `GET /v1` says.
+/// What `GET /v1` says (asked once per run).
+#[derive(Clone)]
 pub(super) struct Settings {
     /// The limits and settings every store sends.
     pub info: Info,
