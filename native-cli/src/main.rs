@@ -1,5 +1,7 @@
 //! `pillbox`: moves an AI coding agent's session between machines as one
-//! deterministic, content-addressed session packet (`pillbox.session-packet/1`).
+//! deterministic session packet (`pillbox.session-packet/2`, named by the
+//! SHA-256 of its `packet.json`; `/1` packets, named by the whole file's,
+//! are read too).
 //!
 //! The binary is thin over `packet-core`, which holds every format rule:
 //! this crate walks directories, reads and writes files, stages and renames,
@@ -355,7 +357,7 @@ struct UnpackArgs {
     /// The workspace target: an empty or absent directory.
     #[arg(long, value_name = "DIR")]
     into: PathBuf,
-    /// The digest the packet must have (`sha256:<64 hex>`), checked before anything is written.
+    /// The digest the packet must have (`sha256:<64 hex>`: the SHA-256 of its packet.json, or of the whole file for a /1 packet), checked before anything is written.
     #[arg(long, value_name = "DIGEST")]
     digest: Option<String>,
     /// Unpack without an expected digest: the packet is still verified against its own manifest, but nothing proves it is the packet you meant.

@@ -2,15 +2,18 @@
 //! first, on every core. Into a file (the usual case) the packet is laid
 //! out in advance: each small file is then read once, on every core,
 //! hashed and written at its place; each large file is hashed, then copied
-//! while the whole packet is hashed (see `into_file`). To standard output,
-//! which cannot seek, pass 1 hashes every file in parallel to build the
-//! manifest, and pass 2 drives packet-core's [`Writer`], streaming each
-//! file again and refusing a file that is not, unchanged, the one pass 1
-//! hashed (its inode, size and change times; see `Stamp::check`), while a
-//! second thread computes the packet digest.
+//! into place (see `into_file`). To standard output, which cannot seek,
+//! pass 1 hashes every file in parallel to build the manifest, and pass 2
+//! drives packet-core's [`Writer`], streaming each file again and refusing
+//! a file that is not, unchanged, the one pass 1 hashed (its inode, size
+//! and change times; see `Stamp::check`).
+//!
+//! A packet is named by the SHA-256 of its `packet.json`
+//! (docs/session-packet.md §9): once every body is hashed, the manifest
+//! gives the digest, and nothing else of the packet is hashed for it.
 //!
 //! Every body also goes through packet-core's secret detector in the pass
-//! that already reads it (phase 2 into a file, pass 1 to standard output:
+//! that already reads it (phase 1 into a file, pass 1 to standard output:
 //! before any byte is written there); a secret refuses the pack or, with
 //! `--secrets exclude`, leaves its file out (see `secrets`). Files are
 //! opened below the walked folder, never through a link, and must be the
@@ -29,7 +32,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 
 use packet_core::secrets::{Detector, Finding, Scanner};
 use packet_core::{
@@ -81,7 +84,9 @@ pub struct HarnessRequest {
 pub struct PackReport {
     /// `pillbox.checkpoint.pack/1`.
     pub schema: &'static str,
-    /// The packet digest, `sha256:<hex>`.
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
+    /// The packet digest, `sha256:<hex>`: the SHA-256 of its `packet.json`.
     pub digest: String,
     /// Packet size in bytes.
     pub size: u64,
@@ -306,6 +311,7 @@ fn report(
         .sort_by(|a, b| packet_core::path::compare(&a.path, &b.path));
     PackReport {
         schema: "pillbox.checkpoint.pack/1",
+        format: manifest.format.id(),
         digest: digest.to_string(),
         size: manifest.packet_size(),
         members: manifest.totals.members,
@@ -1142,16 +1148,9 @@ fn read_more(f: &mut File, buf: &mut [u8], path: &Path, member: &str) -> Result<
     }
 }
 
-/// A full block shared with the hashing thread, and how many of its bytes are used.
-type Block = (Arc<Vec<u8>>, usize);
-
-/// Blocks in circulation: one being filled, the rest queued for or being
-/// hashed on the other thread.
-const BLOCKS: usize = 4;
-
-/// Drives the writer and streams the packet into `sink`. This thread reads
-/// the files into 1 MiB blocks and writes each full block; a second thread
-/// hashes the same blocks (shared, not copied) for the packet digest.
+/// Drives the writer and streams the packet into `sink` in 1 MiB blocks,
+/// reading the files straight into the block being filled; returns the
+/// packet digest the writer gives (the manifest's: a packet is named by it).
 ///
 /// Bodies are not hashed again here (`verify_bodies: false`): each file's
 /// stamp from pass 1 is checked on the open file after its bytes were read
@@ -1163,70 +1162,31 @@ fn write_packet<W: Write>(
     progress: &Progress,
     label: &str,
 ) -> Result<Digest> {
-    let (full_tx, full_rx) = mpsc::sync_channel::<Block>(BLOCKS);
-    let (free_tx, free_rx) = mpsc::channel::<Arc<Vec<u8>>>();
-    std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || {
-            let mut hasher = Hasher::new();
-            for (block, used) in full_rx {
-                hasher.update(&block[..used]);
-                let _ = free_tx.send(block);
-            }
-            hasher.finish()
-        });
-        let mut out = Blocks {
-            buf: vec![0u8; CHUNK],
-            used: 0,
-            made: 1,
-            full: full_tx,
-            free: free_rx,
-            sink,
-            label,
-        };
-        let produced = produce(manifest, sources, progress, &mut out).and_then(|()| out.flush());
-        drop(out);
-        let digest = hasher.join();
-        produced?;
-        digest.map_err(|_| CliError::from(Refused::PackHashingStopped {}))
-    })
+    let mut out = Block {
+        buf: vec![0u8; CHUNK],
+        used: 0,
+        sink,
+        label,
+    };
+    let digest = produce(manifest, sources, progress, &mut out)?;
+    out.flush()?;
+    Ok(digest)
 }
 
-/// The block being filled, the channels to the hashing thread and the sink.
-struct Blocks<'a, W: Write> {
+/// The block being filled and the sink it goes to.
+struct Block<'a, W: Write> {
     buf: Vec<u8>,
     used: usize,
-    /// Blocks allocated so far (at most [`BLOCKS`]).
-    made: usize,
-    full: mpsc::SyncSender<Block>,
-    free: mpsc::Receiver<Arc<Vec<u8>>>,
     sink: W,
     label: &'a str,
 }
 
-impl<W: Write> Blocks<'_, W> {
-    /// Hands the current block to the hashing thread, writes it, and takes
-    /// an empty one.
+impl<W: Write> Block<'_, W> {
+    /// Writes the block and empties it.
     fn send(&mut self) -> Result<()> {
-        if self.used == 0 {
-            return Ok(());
-        }
-        let next = if self.made < BLOCKS {
-            self.made += 1;
-            vec![0u8; CHUNK]
-        } else {
-            self.free
-                .recv()
-                .ok()
-                .and_then(|b| Arc::try_unwrap(b).ok())
-                .unwrap_or_else(|| vec![0u8; CHUNK])
-        };
-        let block = Arc::new(std::mem::replace(&mut self.buf, next));
         let used = std::mem::take(&mut self.used);
-        self.full
-            .send((Arc::clone(&block), used))
-            .map_err(|_| CliError::from(Refused::PackHashingStopped {}))?;
         self.sink
-            .write_all(&block[..used])
+            .write_all(&self.buf[..used])
             .map_err(|e| CliError::io("write", self.label, e))
     }
 
@@ -1255,8 +1215,8 @@ fn produce<W: Write>(
     manifest: &Manifest,
     sources: &[BodySource],
     progress: &Progress,
-    out: &mut Blocks<'_, W>,
-) -> Result<()> {
+    out: &mut Block<'_, W>,
+) -> Result<Digest> {
     let options = WriterOptions {
         packet_digest: false,
         verify_bodies: false,
@@ -1307,19 +1267,21 @@ fn produce<W: Write>(
                 // was then: same inode, size and change times.
                 source.stamp.check(&Stamp::now(&f, path)?, &entry.path)?;
             }
-            Step::Done(_) => break,
+            Step::Done(digest) => {
+                if source_of(manifest.members.len()).is_some() {
+                    return Err(CliError::Bug("more source files than file members".into()));
+                }
+                return digest.ok_or_else(|| CliError::Bug("the writer named no digest".into()));
+            }
         }
     }
-    if source_of(manifest.members.len()).is_some() {
-        return Err(CliError::Bug("more source files than file members".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+    use std::sync::mpsc;
     use std::time::Duration;
 
     /// Walks `ws` as pack does.

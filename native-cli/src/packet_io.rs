@@ -129,7 +129,7 @@ impl PacketSource for PacketInput {
 }
 
 /// A block of packet bytes read from the source, shared (not copied) by
-/// the thread that parses it, the thread that hashes the whole packet and
+/// the thread that parses it, the thread that hashes a /1 packet whole and
 /// any consumer of member data (unpack's writing thread). When the last
 /// holder drops it, its buffer goes back to the reading loop for reuse, so
 /// at most [`BLOCKS`] buffers ever exist.
@@ -170,10 +170,12 @@ pub const BLOCKS: usize = 8;
 /// Reads one pass over a packet with a fresh [`Reader`], calling `on_event`
 /// for every event.
 ///
-/// The reader checks the members (and hashes every body) on this thread;
-/// the whole packet is hashed on a second thread from the same 1 MiB
-/// blocks, and handed to the reader's finish, which compares it with the
-/// expected digest.
+/// The reader checks the members (and hashes every body) on this thread. A
+/// /2 packet is named by its `packet.json`, which the reader checks before
+/// any other member: nothing else is hashed. A /1 packet is named by the
+/// whole file, which a second thread hashes from the same 1 MiB blocks
+/// once `packet.json` shows the version (the blocks before are hashed
+/// here); the reader's finish compares it with the expected digest.
 pub fn read_packet(
     source: &dyn PacketSource,
     options: ReaderOptions,
@@ -181,6 +183,17 @@ pub fn read_packet(
     on_event: &mut dyn FnMut(Event<'_>) -> Result<()>,
 ) -> Result<VerifiedPacket> {
     read_packet_blocks(source, options, progress, &mut |e, _| on_event(e))
+}
+
+/// Who hashes the whole packet, for a /1 packet's name.
+enum WholeHash {
+    /// Not known yet: `packet.json` is still being read. The blocks so far
+    /// are hashed on the reading thread.
+    Undecided(Hasher),
+    /// A /1 packet: the hashing thread takes every block.
+    Elsewhere(mpsc::SyncSender<Arc<Block>>),
+    /// A /2 packet, or the reading is over.
+    Unneeded,
 }
 
 /// [`read_packet`], also handing `on_event` the block an event's bytes
@@ -194,17 +207,11 @@ pub fn read_packet_blocks(
 ) -> Result<VerifiedPacket> {
     let mut input = source.open_packet()?;
     let mut reader = Reader::hashed_elsewhere(options);
-    let (full_tx, full_rx) = mpsc::sync_channel::<Arc<Block>>(BLOCKS);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
     let hashing_stopped = || CliError::from(Refused::ReadHashingStopped {});
     std::thread::scope(|scope| {
-        let hasher = scope.spawn(move || {
-            let mut hasher = Hasher::new();
-            for block in full_rx {
-                hasher.update(block.bytes());
-            }
-            hasher.finish()
-        });
+        let mut whole = WholeHash::Undecided(Hasher::new());
+        let mut hasher = None;
         let mut made = 0;
         let read = (|| -> Result<()> {
             loop {
@@ -230,17 +237,40 @@ pub fn read_packet_blocks(
                     home: free_tx.clone(),
                 });
                 progress.inc(n as u64);
-                if full_tx.send(Arc::clone(&block)).is_err() {
-                    return Err(hashing_stopped());
+                match &mut whole {
+                    WholeHash::Undecided(h) => h.update(block.bytes()),
+                    WholeHash::Elsewhere(to) => {
+                        to.send(Arc::clone(&block)).map_err(|_| hashing_stopped())?
+                    }
+                    WholeHash::Unneeded => {}
                 }
                 reader.feed_with(block.bytes(), |event| on_event(event, &block))?;
+                whole = match std::mem::replace(&mut whole, WholeHash::Unneeded) {
+                    WholeHash::Undecided(h) => match reader.whole_hash_needed() {
+                        None => WholeHash::Undecided(h),
+                        Some(false) => WholeHash::Unneeded,
+                        Some(true) => {
+                            let (to, blocks) = mpsc::sync_channel::<Arc<Block>>(BLOCKS);
+                            hasher = Some(scope.spawn(move || {
+                                let mut h = h;
+                                for block in blocks {
+                                    h.update(block.bytes());
+                                }
+                                h.finish()
+                            }));
+                            WholeHash::Elsewhere(to)
+                        }
+                    },
+                    decided => decided,
+                };
             }
         })();
-        drop(full_tx);
-        let digest = hasher.join();
+        // Ends the hashing thread's input.
+        drop(whole);
+        let digest = hasher.map(|h| h.join());
         read?;
-        let digest = digest.map_err(|_| hashing_stopped())?;
-        Ok(reader.finish_with_digest(Some(digest))?)
+        let digest = digest.transpose().map_err(|_| hashing_stopped())?;
+        Ok(reader.finish_with_digest(digest)?)
     })
 }
 
@@ -300,6 +330,58 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ends, read.manifest.members.len());
+    }
+
+    /// A packet of `format` with a body of several read blocks and, with
+    /// `members`, that many more files: enough makes its packet.json
+    /// longer than a block.
+    fn built(format: packet_core::Format, members: usize) -> packet_core::in_memory::Built {
+        use packet_core::in_memory::{build_as, Source};
+        let mut sources = vec![
+            Source::Dir {
+                path: "workspace".into(),
+            },
+            Source::File {
+                path: "workspace/big.bin".into(),
+                contents: (0..2 * CHUNK + 11).map(|i| (i % 251) as u8).collect(),
+                executable: false,
+            },
+        ];
+        for i in 0..members {
+            sources.push(Source::File {
+                path: format!("workspace/{i:05}-{}", "x".repeat(100)),
+                contents: vec![],
+                executable: false,
+            });
+        }
+        build_as(format, &sources, None, vec![], &Limits::FORMAT).unwrap()
+    }
+
+    #[test]
+    fn a_packet_is_named_by_its_versions_rule_however_long_its_manifest() {
+        use packet_core::{Digest, Format};
+        for members in [0, 5000] {
+            for format in Format::ALL {
+                let b = built(format, members);
+                let whole = Digest::of(&b.bytes);
+                let manifest = b.manifest.json_digest();
+                assert_eq!(members > 0, b.manifest.canonical_len() > CHUNK as u64);
+                let (name, not_name) = match format {
+                    Format::V1 => (whole, manifest),
+                    Format::V2 => (manifest, whole),
+                };
+                let what = format!("{format:?} with {members} more members");
+                let source = Bytes(b.bytes);
+                let read = verify(&source, Some(name), &Progress::new(true)).unwrap();
+                assert_eq!(read.digest, name, "{what}");
+                let read = verify(&source, None, &Progress::new(true)).unwrap();
+                assert_eq!(read.digest, name, "{what}");
+                let err = verify(&source, Some(not_name), &Progress::new(true))
+                    .err()
+                    .unwrap();
+                assert_eq!(err.code(), "packet_digest_mismatch", "{what}");
+            }
+        }
     }
 
     #[test]

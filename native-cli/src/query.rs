@@ -21,6 +21,8 @@ pub struct VerifyReport {
     pub schema: &'static str,
     /// Always true (a failure prints a `pillbox.error/1` object instead).
     pub ok: bool,
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// The packet digest.
     pub digest: String,
     /// Whether it was compared with `--digest`.
@@ -49,6 +51,7 @@ pub fn verify(
     Ok(VerifyReport {
         schema: "pillbox.checkpoint.verify/1",
         ok: true,
+        format: read.manifest.format.id(),
         digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
         size: read.size,
@@ -64,8 +67,8 @@ pub fn verify(
 pub struct InspectReport {
     /// `pillbox.checkpoint.inspect/1`.
     pub schema: &'static str,
-    /// The packet's format id.
-    pub format: String,
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// The packet digest.
     pub digest: String,
     /// Packet size in bytes.
@@ -94,7 +97,7 @@ pub fn inspect(
     let m = &read.manifest;
     Ok(InspectReport {
         schema: "pillbox.checkpoint.inspect/1",
-        format: m.format.id().to_owned(),
+        format: m.format.id(),
         digest: read.digest.to_string(),
         size: read.size,
         totals: m.totals,
@@ -174,6 +177,8 @@ pub struct CatReport {
     pub sha256: String,
     /// Its mode.
     pub mode: String,
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// The packet digest.
     pub packet_digest: String,
     /// Whether the packet digest was compared with `--digest`.
@@ -261,6 +266,7 @@ pub fn cat(
             .map(|d| d.hex().to_string())
             .unwrap_or_default(),
         mode: entry.mode().to_string(),
+        format: read.manifest.format.id(),
         packet_digest: read.digest.to_string(),
         digest_checked: expected.is_some(),
     })
@@ -271,6 +277,8 @@ pub fn cat(
 pub struct DiffSide {
     /// The packet as named on the command line.
     pub packet: String,
+    /// Its format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// Its digest.
     pub digest: String,
     /// Its size.
@@ -328,6 +336,7 @@ pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> 
     let side = |src: &dyn PacketSource, r: &VerifiedPacket| -> Result<DiffSide> {
         Ok(DiffSide {
             packet: src.label(),
+            format: r.manifest.format.id(),
             digest: r.digest.to_string(),
             size: r.size,
             totals: r.manifest.totals,

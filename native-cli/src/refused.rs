@@ -103,11 +103,6 @@ refusals! {
         path: None,
         message: "hashing stopped after an earlier failure".to_owned(),
         advice: "fix the error reported for the file above and pack again";
-    /// Pack's hashing thread stopped.
-    PackHashingStopped {} => "pack_interrupted",
-        path: None,
-        message: "the hashing thread stopped unexpectedly".to_owned(),
-        advice: PACK_AGAIN;
     /// A walking thread stopped.
     PackWalkingStopped {} => "pack_interrupted",
         path: None,

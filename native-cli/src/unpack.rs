@@ -61,6 +61,8 @@ pub struct UnpackRequest {
 pub struct UnpackReport {
     /// `pillbox.checkpoint.unpack/1`.
     pub schema: &'static str,
+    /// The packet's format id, which says what its digest is the SHA-256 of.
+    pub format: &'static str,
     /// The packet digest.
     pub digest: String,
     /// Whether the digest was checked against `--digest` (false with `--trust-unverified`).
@@ -149,6 +151,7 @@ pub fn unpack(
             let totals = placed.read.manifest.totals;
             Ok(UnpackReport {
                 schema: "pillbox.checkpoint.unpack/1",
+                format: placed.read.manifest.format.id(),
                 digest: placed.read.digest.to_string(),
                 digest_checked: request.expected.is_some(),
                 size: placed.read.size,

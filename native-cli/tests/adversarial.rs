@@ -23,7 +23,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{checkpoint, s, snapshot, tmp, write, Node};
+use common::{case_digest, checkpoint, s, snapshot, tmp, write, Node};
 use serde_json::Value;
 
 struct Case {
@@ -31,7 +31,8 @@ struct Case {
     code: Option<String>,
     path: Option<String>,
     expected_digest: Option<String>,
-    sha256: String,
+    /// The row, for the digest its packet is named by.
+    row: Value,
     file: PathBuf,
     /// What verify and unpack report about an accepted packet.
     findings: Value,
@@ -54,7 +55,7 @@ fn cases() -> Vec<Case> {
                 .then(|| row["expect"]["code"].as_str().unwrap().to_owned()),
             path: row["expect"]["path"].as_str().map(str::to_owned),
             expected_digest: row["expected_digest"].as_str().map(str::to_owned),
-            sha256: row["sha256"].as_str().unwrap().to_owned(),
+            row: row.clone(),
             file: corpus_dir().join(row["file"].as_str().unwrap()),
             findings: row["expect"]
                 .get("findings")
@@ -136,11 +137,13 @@ fn check(case: &Case, index: usize) -> Result<(), String> {
     let root = t.path().join("root");
     sentinel(&root);
     let packet = packet_file(case, t.path());
-    let digest = case
-        .expected_digest
-        .clone()
-        .unwrap_or_else(|| format!("sha256:{}", case.sha256));
-    let digest_args: Vec<&str> = if case.code.is_none() || case.expected_digest.is_some() {
+    let accepted = case.code.is_none();
+    let digest = match &case.expected_digest {
+        Some(d) => d.clone(),
+        None if accepted => case_digest(&case.row, &packet),
+        None => String::new(),
+    };
+    let digest_args: Vec<&str> = if accepted || case.expected_digest.is_some() {
         vec!["--digest", &digest]
     } else {
         vec![]

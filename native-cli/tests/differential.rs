@@ -23,7 +23,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{checkpoint, ok, s, snapshot, tmp, write, Node};
+use common::{case_digest, checkpoint, ok, s, snapshot, tmp, write, Node};
 use packet_core::Digest;
 use serde_json::Value;
 
@@ -323,13 +323,11 @@ fn every_accepted_packet_reads_and_extracts_the_same_everywhere() {
             .unwrap();
     for c in table["cases"].as_array().unwrap() {
         if c["expect"]["outcome"] == "accept" {
-            packets.push((
-                format!("case {}", c["id"].as_str().unwrap()),
-                repo()
-                    .join("tests/adversarial")
-                    .join(c["file"].as_str().unwrap()),
-                format!("sha256:{}", c["sha256"].as_str().unwrap()),
-            ));
+            let file = repo()
+                .join("tests/adversarial")
+                .join(c["file"].as_str().unwrap());
+            let digest = case_digest(c, &file);
+            packets.push((format!("case {}", c["id"].as_str().unwrap()), file, digest));
         }
     }
     // Generated workspaces.

@@ -579,9 +579,10 @@ fn a_rollout_too_large_for_the_packet_is_refused_before_it_is_read() {
     write(&ws.join("a"), "0123456789");
     let home = t.path().join("home");
     let rollout = codex_home(&home, THREAD, &ws, MODEL);
-    // Sparse: reading or hashing it would take seconds; the refusal must not.
+    // Sparse: reading or hashing it would take seconds; the refusal must
+    // not. 5 bytes short of the format's 16 GiB limit.
     let f = fs::OpenOptions::new().write(true).open(&rollout).unwrap();
-    f.set_len((1 << 30) - 5).unwrap();
+    f.set_len((16 << 30) - 5).unwrap();
     drop(f);
     let started = std::time::Instant::now();
     let j = fails(
@@ -604,7 +605,7 @@ fn a_rollout_too_large_for_the_packet_is_refused_before_it_is_read() {
     assert_eq!(j["path"], s(&rollout));
     let message = j["message"].as_str().unwrap();
     assert!(
-        message.contains(&((1u64 << 30) - 5).to_string()),
+        message.contains(&((16u64 << 30) - 5).to_string()),
         "{message}"
     );
     assert!(message.contains("10 bytes"), "{message}");

@@ -83,3 +83,32 @@ fn python_tarfile_data_filter_extracts_the_same_tree_as_unpack() {
     assert_eq!(snapshot(&theirs.join("workspace")), snapshot(&ours));
     assert_eq!(names(&theirs), ["workspace"]);
 }
+
+#[test]
+fn gnu_tar_and_sha256sum_name_a_packet_as_pack_does() {
+    // What docs/cli.md tells users: a packet's digest is the SHA-256 of its
+    // packet.json, which any tar reader extracts.
+    let t = tmp();
+    let ws = t.path().join("ws");
+    sample_workspace(&ws);
+    let packet = t.path().join("p.tar");
+    let d = digest(&pack(&ws, &packet, &[]));
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "set -o pipefail; tar -xOf \"$1\" packet.json | sha256sum",
+            "bash",
+            s(&packet),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let hex = printed.split_whitespace().next().unwrap();
+    assert_eq!(format!("sha256:{hex}"), d, "{printed}");
+    assert_eq!(ok(&["verify", s(&packet), "--digest", &d])["digest"], d);
+}

@@ -334,7 +334,7 @@ fn verify_inspect_cat_report_the_packet() {
     assert_eq!(v["totals"]["symlinks"], 2);
     let i = ok(&["inspect", s(&packet)]);
     assert_eq!(i["schema"], "pillbox.checkpoint.inspect/1");
-    assert_eq!(i["format"], "pillbox.session-packet/1");
+    assert_eq!(i["format"], "pillbox.session-packet/2");
     let members = i["members"].as_array().unwrap();
     assert_eq!(members[0]["path"], "workspace");
     let run = members
@@ -591,4 +591,156 @@ fn a_file_and_standard_output_get_the_same_bytes() {
         "--quiet",
     ]);
     assert_eq!(snapshot(&ws), snapshot(&out));
+}
+
+/// A `pillbox.session-packet/1` packet, as packet-core built packets
+/// before /2, written to `dir/v1.packet`: a file of several read blocks, an
+/// executable, a symlink, an empty folder. Returns its path, its name (the
+/// SHA-256 of the whole file) and its manifest's SHA-256.
+fn v1_packet(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
+    use packet_core::in_memory::{build_as, Source};
+    use packet_core::{Digest, Format, Limits};
+    let file = |path: &str, contents: Vec<u8>, executable| Source::File {
+        path: path.into(),
+        contents,
+        executable,
+    };
+    let sources = vec![
+        Source::Dir {
+            path: "workspace".into(),
+        },
+        file("workspace/a.txt", b"one\n".to_vec(), false),
+        file(
+            "workspace/big.bin",
+            (0..(3 << 20) + 5).map(|i: u32| (i * 7) as u8).collect(),
+            false,
+        ),
+        file("workspace/run.sh", b"#!/bin/sh\n".to_vec(), true),
+        Source::Symlink {
+            path: "workspace/link".into(),
+            target: "a.txt".into(),
+        },
+        Source::Dir {
+            path: "workspace/many".into(),
+        },
+    ];
+    let built = build_as(Format::V1, &sources, None, vec![], &Limits::FORMAT).unwrap();
+    let whole = Digest::of(&built.bytes);
+    assert_eq!(built.digest, whole);
+    let path = dir.join("v1.packet");
+    fs::write(&path, &built.bytes).unwrap();
+    (
+        path,
+        whole.to_string(),
+        built.manifest.json_digest().to_string(),
+    )
+}
+
+#[test]
+fn a_version_1_packet_is_read_by_its_whole_file_digest() {
+    let t = tmp();
+    let (packet, whole, manifest) = v1_packet(t.path());
+    let v = ok(&["verify", s(&packet), "--digest", &whole]);
+    assert_eq!(v["format"], "pillbox.session-packet/1");
+    assert_eq!(v["digest"], whole.as_str());
+    assert_eq!(v["digest_checked"], true);
+    assert_eq!(ok(&["verify", s(&packet)])["digest"], whole.as_str());
+    // Standard input is spooled, then read the same way.
+    let r = run(pillbox()
+        .args(["checkpoint", "verify", "-", "--digest", &whole])
+        .write_stdin(fs::read(&packet).unwrap()));
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json()["digest"], whole.as_str());
+    let i = ok(&["inspect", s(&packet), "--digest", &whole]);
+    assert_eq!(i["format"], "pillbox.session-packet/1");
+    assert_eq!(i["digest"], whole.as_str());
+    assert_eq!(i["totals"]["files"], 3);
+    let c = checkpoint(&["cat", s(&packet), "workspace/a.txt", "--digest", &whole]);
+    assert_eq!(c.code, 0);
+    assert_eq!(c.stdout, b"one\n");
+    assert_eq!(c.stderr_json()["packet_digest"], whole.as_str());
+    assert_eq!(c.stderr_json()["format"], "pillbox.session-packet/1");
+    let out = t.path().join("out");
+    let u = ok(&["unpack", s(&packet), "--digest", &whole, "--into", s(&out)]);
+    assert_eq!(u["format"], "pillbox.session-packet/1");
+    assert_eq!(u["digest"], whole.as_str());
+    let tree = snapshot(&out);
+    assert_eq!(tree.len(), 5);
+    assert_eq!(
+        tree["run.sh"],
+        Node::File {
+            executable: true,
+            contents: b"#!/bin/sh\n".to_vec()
+        }
+    );
+    assert_eq!(tree["link"], Node::Symlink("a.txt".into()));
+    assert!(
+        matches!(&tree["big.bin"], Node::File { contents, .. } if contents.len() == (3 << 20) + 5)
+    );
+
+    // Its manifest's digest does not name it: that is /2's rule.
+    let j = fails(
+        &["verify", s(&packet), "--digest", &manifest],
+        3,
+        "packet_digest_mismatch",
+    );
+    assert!(j["message"].as_str().unwrap().contains(&whole), "{j}");
+    fails(
+        &["inspect", s(&packet), "--digest", &manifest],
+        3,
+        "packet_digest_mismatch",
+    );
+    let c = checkpoint(&["cat", s(&packet), "workspace/a.txt", "--digest", &manifest]);
+    assert_eq!(c.code, 3);
+    assert!(c.stdout.is_empty());
+    assert_eq!(c.stderr_json()["code"], "packet_digest_mismatch");
+    let refused = t.path().join("refused");
+    fails(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &manifest,
+            "--into",
+            s(&refused),
+        ],
+        3,
+        "packet_digest_mismatch",
+    );
+    assert!(!refused.exists());
+}
+
+#[test]
+fn a_version_2_packet_is_refused_by_its_whole_file_digest() {
+    let t = tmp();
+    let ws = t.path().join("ws");
+    sample_workspace(&ws);
+    let packet = t.path().join("p.tar");
+    let d = digest(&pack(&ws, &packet, &[]));
+    let whole = packet_core::Digest::of(&fs::read(&packet).unwrap()).to_string();
+    assert_ne!(d, whole);
+    let v = ok(&["verify", s(&packet), "--digest", &d]);
+    assert_eq!(v["format"], "pillbox.session-packet/2");
+    // Refused at packet.json, before any other member is read.
+    for command in ["verify", "inspect"] {
+        let j = fails(
+            &[command, s(&packet), "--digest", &whole],
+            3,
+            "packet_digest_mismatch",
+        );
+        assert_eq!(j["path"], "packet.json", "{command}: {j}");
+        assert_eq!(j["offset"], 512, "{command}: {j}");
+    }
+    let c = checkpoint(&["cat", s(&packet), "workspace/README.md", "--digest", &whole]);
+    assert_eq!(c.code, 3);
+    assert!(c.stdout.is_empty());
+    assert_eq!(c.stderr_json()["code"], "packet_digest_mismatch");
+    let out = t.path().join("out");
+    let j = fails(
+        &["unpack", s(&packet), "--digest", &whole, "--into", s(&out)],
+        3,
+        "packet_digest_mismatch",
+    );
+    assert_eq!(j["offset"], 512);
+    assert!(!out.exists());
 }

@@ -21,10 +21,9 @@ import { after, before, describe, test } from 'node:test';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
 
 import { corpusCases } from './corpus.mjs';
-import { TOKEN, buildWorker, client, startEdge } from './edge.mjs';
+import { TOKEN, buildWorker, client, startEdge, workerFixtures } from './edge.mjs';
 import { push } from './transfer.mjs';
 
 const MIB = 1 << 20;
@@ -140,9 +139,7 @@ function describePacket(bytes) {
   const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-describe-'));
   const file = join(dir, 'p.pkt');
   writeFileSync(file, bytes);
-  const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'describe', file], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout);
+  return JSON.parse(workerFixtures(['describe', file]).stdout);
 }
 
 describe('findings, whichever way a packet is stored', () => {

@@ -7,12 +7,11 @@
 // Run: node --test --test-concurrency=1 tests/e2e/memory.test.mjs
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ROOT, buildWorker, client, sha256, startEdge } from './edge.mjs';
+import { buildWorker, client, sha256, startEdge, workerFixtures } from './edge.mjs';
 
 const MIB = 1 << 20;
 const PART = 16 * MIB;
@@ -27,9 +26,7 @@ before(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-memory-'));
   const file = join(dir, 'p.pkt');
   // 64 files of 1 MiB (incompressible), about 64 MiB.
-  const r = spawnSync('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'large', file, '64', '0'],
-    { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
+  workerFixtures(['large', file, '64', '0']);
   packet = readFileSync(file);
   edge = await startEdge({ MAX_SINGLE_UPLOAD_BYTES: String(PART), PART_SIZE_BYTES: String(PART) });
   api = client(edge.url);

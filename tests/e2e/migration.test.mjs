@@ -13,10 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ROOT, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
+import { ROOT, WRANGLER, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
 import { bodiesOf, manifestOf, push } from './transfer.mjs';
 
-const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 const OLD = ['small', 'harness', 'big'];
 const THREAD = '0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
 

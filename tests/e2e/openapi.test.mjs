@@ -359,6 +359,8 @@ describe('operations', () => {
     assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
     const huge = await call('PUT', T, { name }, { body: { digest: 'x'.repeat(70 * 1024) } });
     assert.equal(huge.status, 413);
+    const gzipped = await call('PUT', T, { name }, { body: { digest: small }, headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
     assert.equal((await call('PUT', T, { name }, { body: { digest: UNKNOWN } })).status, 404);
     const created = await call('PUT', T, { name }, { body: { digest: small } });
     assert.deepEqual([created.status, created.json.previous], [201, null]);
@@ -410,6 +412,8 @@ describe('operations', () => {
     assert.equal((await create({ digest: big.digest, size: big.size }, { token: 'wrong' })).status, 403);
     const badBody = await create({ digest: big.digest });
     assert.deepEqual([badBody.status, code(badBody)], [400, 'body_invalid']);
+    const gzipped = await create({ digest: big.digest, size: big.size }, { headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
     const tooBig = await create({ digest: big.digest, size: 17 * MIB });
     assert.deepEqual([tooBig.status, code(tooBig)], [413, 'limit_size']);
     const stored = await create({ digest: fx.index.small.digest, size: fx.index.small.size });
@@ -613,6 +617,8 @@ describe('operations', () => {
     assert.equal((await call('POST', K, { digest: UNKNOWN }, { body: { chunks: [] } })).status, 404);
     const tooMany = await call('POST', K, { digest: base.digest }, { body: { chunks: Array(65_537).fill(wanted[0]) } });
     assert.deepEqual([tooMany.status, code(tooMany)], [413, 'chunks_too_many']);
+    const gzipped = await call('POST', K, { digest: base.digest }, { body: { chunks: [] }, headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
   });
 
   test('reads need the token when READ_ACCESS=token (401 without, 403 with a wrong one)', async () => {

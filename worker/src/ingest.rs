@@ -1,39 +1,34 @@
 //! A push part streamed in (docs/transfer.md, "Parts"): the body is
-//! decoded as it arrives (gzip by the runtime's `DecompressionStream`, zstd
-//! in wasm by [`crate::zstd`]), read as a chunk batch by pillbox-wire's
-//! decoder, every frame checked against the push's plan and hashed, and the
-//! chunks the store does not hold yet written into one new pack. Only the
-//! batch's table and zstd's window are held in wasm; frame bytes stay in
-//! the runtime's buffers and go to R2 and to the hash from there. The
-//! pack's last bytes are handed to R2 only once every frame is verified; a
-//! refusal aborts the put, so a refused part stores nothing.
+//! decoded as it arrives, within its caps ([`crate::body`]), read as a
+//! chunk batch by pillbox-wire's decoder, every frame checked against the
+//! push's plan and hashed, and the chunks the store does not hold yet
+//! written into one new pack. Only the batch's table and zstd's window are
+//! held in wasm; frame bytes stay in the runtime's buffers and go to R2
+//! and to the hash from there. The pack's last bytes are handed to R2 only
+//! once every frame is verified; a refusal aborts the put, so a refused
+//! part stores nothing.
 
 use std::collections::HashSet;
 
-use js_sys::{Reflect, Uint8Array};
+use js_sys::Uint8Array;
 use packet_core::{Digest, Hasher};
 use pillbox_wire::chunks::{BatchLimits, Decoded, Decoder, Frame};
-use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::ReadableStream;
 use worker::{Bucket, D1Database, Data};
 
+use crate::body::Body;
 use crate::config::FrameHasher;
-use crate::encoding::Encoding;
 use crate::index;
 use crate::parts::{FrameAt, PartRecord};
 use crate::plan::Plan;
 use crate::problem::Problem;
-use crate::store::{self, ChunkReader, FixedPut, PlatformHash, StoreError};
+use crate::store::{self, FixedPut, PlatformHash, StoreError};
 use crate::timing::{self, Stage};
-use crate::zstd::ZstdStream;
 
 /// Frames at most this large are hashed in wasm (a round trip to the
 /// runtime's hash costs more than hashing a few KiB); larger ones by the
 /// runtime, without copying them into wasm.
 const HASH_IN_WASM: u32 = 16 << 10;
-/// Decoded zstd output handed on at a time.
-const ZSTD_STEP: usize = 1 << 20;
 
 /// A chunk written into a pack: its sha256, offset and size.
 pub type StoredChunk = (Digest, u64, u64);
@@ -62,79 +57,6 @@ fn refused(code: &str, message: String) -> Problem {
     )
 }
 
-/// The decoded body, as runtime buffers.
-struct Source {
-    reader: ChunkReader,
-    zstd: Option<ZstdStream>,
-    decoded: Vec<u8>,
-    ended: bool,
-    stage: Stage,
-}
-
-impl Source {
-    fn new(body: &ReadableStream, encoding: Encoding) -> Result<Source, Problem> {
-        let (stream, stage) = match encoding {
-            Encoding::Gzip => (gunzip(body).map_err(failed)?, Stage::Decode),
-            _ => (body.clone(), Stage::Body),
-        };
-        Ok(Source {
-            reader: ChunkReader::new(&stream).map_err(failed)?,
-            zstd: (encoding == Encoding::Zstd)
-                .then(|| ZstdStream::new(crate::config::ZSTD_MAX_WINDOW)),
-            decoded: Vec::new(),
-            ended: false,
-            stage,
-        })
-    }
-
-    /// The next decoded bytes, `None` at the end.
-    async fn next(&mut self) -> Result<Option<Uint8Array>, Problem> {
-        let Some(zstd) = self.zstd.as_mut() else {
-            let read = timing::timed(self.stage, self.reader.next()).await;
-            return read.map_err(|e| bad_encoding(e, self.stage));
-        };
-        loop {
-            self.decoded.clear();
-            let since = timing::now();
-            let more = zstd
-                .decode(&mut self.decoded, ZSTD_STEP)
-                .map_err(|e| refused(e.code, e.message))?;
-            timing::add(Stage::Decode, since);
-            if more {
-                let since = timing::now();
-                let out = Uint8Array::from(self.decoded.as_slice());
-                timing::add(Stage::Copy, since);
-                return Ok(Some(out));
-            }
-            if self.ended {
-                zstd.finish().map_err(|e| refused(e.code, e.message))?;
-                return Ok(None);
-            }
-            match timing::timed(Stage::Body, self.reader.next())
-                .await
-                .map_err(failed)?
-            {
-                Some(chunk) => {
-                    let since = timing::now();
-                    let bytes = chunk.to_vec();
-                    timing::add(Stage::Copy, since);
-                    zstd.feed(&bytes);
-                }
-                None => self.ended = true,
-            }
-        }
-    }
-
-    /// Reads what is left and drops it (the connection stays usable).
-    async fn drain(&mut self) {
-        if self.zstd.is_some() {
-            store::drain(&self.reader).await;
-        } else {
-            while let Ok(Some(_)) = self.next().await {}
-        }
-    }
-}
-
 fn failed(e: StoreError) -> Problem {
     match e {
         StoreError::Refused(e) => Problem::from_packet_error(&e),
@@ -142,46 +64,15 @@ fn failed(e: StoreError) -> Problem {
     }
 }
 
-fn bad_encoding(e: StoreError, stage: Stage) -> Problem {
-    match (e, stage) {
-        // The runtime's gzip decoder failed: the body is not gzip.
-        (StoreError::Failed(m), Stage::Decode) => refused(
-            "encoding_invalid",
-            format!("the gzip body does not decode: {m}"),
-        ),
-        (e, _) => failed(e),
-    }
-}
-
-/// `body` through the runtime's gzip decoder.
-fn gunzip(body: &ReadableStream) -> Result<ReadableStream, StoreError> {
-    let ctor = Reflect::get(&js_sys::global(), &JsValue::from_str("DecompressionStream"))
-        .map_err(|e| store::js_error("DecompressionStream", e))?;
-    let ctor: js_sys::Function = ctor
-        .dyn_into()
-        .map_err(|e| store::js_error("DecompressionStream", e))?;
-    let args = js_sys::Array::of1(&JsValue::from_str("gzip"));
-    let transform =
-        Reflect::construct(&ctor, &args).map_err(|e| store::js_error("DecompressionStream", e))?;
-    let pipe: js_sys::Function = Reflect::get(body, &JsValue::from_str("pipeThrough"))
-        .map_err(|e| store::js_error("pipeThrough", e))?
-        .dyn_into()
-        .map_err(|e| store::js_error("pipeThrough", e))?;
-    Ok(pipe
-        .call1(body, &transform)
-        .map_err(|e| store::js_error("pipeThrough", e))?
-        .unchecked_into())
-}
-
 /// Reads the batch's head and table; returns the frames and the decoded
 /// bytes after the table.
 async fn read_table(
-    source: &mut Source,
+    body: &mut Body,
     decoder: &mut Decoder,
 ) -> Result<(Vec<Frame>, Option<Uint8Array>), Problem> {
     let mut table = Vec::new();
     loop {
-        let Some(chunk) = source.next().await? else {
+        let Some(chunk) = body.next().await? else {
             decoder.finish().map_err(|e| refused(e.code(), e.message))?;
             return Ok((decoder.table().to_vec(), None));
         };
@@ -342,7 +233,7 @@ impl PackWrites<'_> {
 
 /// Streams the frames: hashes each, writes the new ones to `sink`.
 async fn pump_frames(
-    source: &mut Source,
+    body: &mut Body,
     decoder: &mut Decoder,
     frames: &[Frame],
     new: &[bool],
@@ -360,7 +251,7 @@ async fn pump_frames(
     loop {
         let chunk = match first.take() {
             Some(c) => c,
-            None => match source.next().await? {
+            None => match body.next().await? {
                 Some(c) => c,
                 None => break,
             },
@@ -421,28 +312,6 @@ async fn pump_frames(
     Ok(())
 }
 
-/// Reads a whole request body (a manifest, recipes), decoded, into wasm:
-/// at most `max` bytes once decoded, else `too_large`.
-pub async fn read_decoded(
-    body: &ReadableStream,
-    encoding: Encoding,
-    max: u64,
-    too_large: impl Fn() -> Problem,
-) -> Result<Vec<u8>, Problem> {
-    let mut source = Source::new(body, encoding)?;
-    let mut out = Vec::new();
-    while let Some(chunk) = source.next().await? {
-        if out.len() as u64 + u64::from(chunk.length()) > max {
-            source.drain().await;
-            return Err(too_large());
-        }
-        let start = out.len();
-        out.resize(start + chunk.length() as usize, 0);
-        chunk.copy_to(&mut out[start..]);
-    }
-    Ok(out)
-}
-
 /// Where a part goes and what it may hold.
 pub struct Target<'a> {
     /// The push's plan (what it may upload).
@@ -459,19 +328,17 @@ pub struct Target<'a> {
 
 /// Receives one part: decodes and checks `body` against the plan, writes
 /// the chunks the store lacks into the target's pack. On a refusal nothing
-/// is stored and the body is read to its end.
+/// is stored and the body is stopped: no more of it is decoded.
 pub async fn ingest(
     bucket: &Bucket,
     db: &D1Database,
-    body: &ReadableStream,
-    encoding: Encoding,
+    mut body: Body,
     target: &Target<'_>,
 ) -> Result<Ingested, Problem> {
-    let mut source = Source::new(body, encoding)?;
     let mut decoder = Decoder::new(BatchLimits::with_max_bytes(target.max_bytes));
-    let result = ingest_from(bucket, db, &mut source, &mut decoder, target).await;
+    let result = ingest_from(bucket, db, &mut body, &mut decoder, target).await;
     if result.is_err() {
-        source.drain().await;
+        body.stop().await;
     }
     result
 }
@@ -479,7 +346,7 @@ pub async fn ingest(
 async fn ingest_from(
     bucket: &Bucket,
     db: &D1Database,
-    source: &mut Source,
+    body: &mut Body,
     decoder: &mut Decoder,
     target: &Target<'_>,
 ) -> Result<Ingested, Problem> {
@@ -489,7 +356,7 @@ async fn ingest_from(
         digest,
         ..
     } = *target;
-    let (frames, first) = read_table(source, decoder).await?;
+    let (frames, first) = read_table(body, decoder).await?;
     check_table(&frames, plan)?;
     let shas: Vec<Digest> = frames.iter().map(|f| f.sha256).collect();
     let held = timing::timed(Stage::D1, index::find_chunks(db, &shas))
@@ -522,7 +389,7 @@ async fn ingest_from(
     let pack_size = offset;
     let bytes: u64 = frames.iter().map(|f| u64::from(f.size)).sum();
     if pack_size == 0 {
-        pump_frames(source, decoder, &frames, &new, first, None, target.hasher).await?;
+        pump_frames(body, decoder, &frames, &new, first, None, target.hasher).await?;
     } else {
         timing::timed(
             Stage::D1,
@@ -536,7 +403,7 @@ async fn ingest_from(
             .execute();
         let pump = async {
             let pumped = pump_frames(
-                source,
+                body,
                 decoder,
                 &frames,
                 &new,

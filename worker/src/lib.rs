@@ -22,6 +22,7 @@
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
+//! | [`caps`] | what a request body may hold as sent and decoded, the count that holds it there (pure) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
 //! | [`layout`] | where a stored packet's bodies lie, in which packs (pure) |
 //! | [`compact`] | merging a new packet's small packs into one (pure) |
@@ -31,6 +32,7 @@
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`zstd`] | a streaming zstd decoder in bounded memory (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
+//! | `body` | a request body read as it arrives, decoded, held to its caps (wasm) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | a push part streamed in: decoded, checked, packed (wasm) |
 //! | `assemble` | a stored packet's bytes streamed out of R2, or verified (wasm) |
@@ -47,6 +49,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod caps;
 pub mod compact;
 pub mod conditions;
 pub mod config;
@@ -69,6 +72,8 @@ pub mod zstd;
 mod api;
 #[cfg(target_arch = "wasm32")]
 mod assemble;
+#[cfg(target_arch = "wasm32")]
+mod body;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]

@@ -236,12 +236,11 @@ pub async fn verify_into_bucket(
         )
         .await;
         if pumped.is_err() {
-            // Stop the put (it must not wait for more bytes), then read the
-            // rest of the source: a request answered before its body was read
-            // leaves the connection unusable for the next request. Errors
-            // here change nothing.
+            // Stop the put (it must not wait for more bytes), then drop the
+            // rest of the source ([`crate::caps::rest`]). Errors here change
+            // nothing.
             sink.abort("packet refused").await;
-            drain(&reader).await;
+            crate::body::drop_rest(&reader, crate::caps::rest(Some(size), 0)).await;
         }
         pumped
     };
@@ -307,31 +306,6 @@ pub async fn read_range(
         None => Ok(None),
         Some(o) => Ok(Some(ChunkReader::new(&body_stream(&o)?)?)),
     }
-}
-
-/// Reads and discards a request body nobody read, up to `limit` bytes
-/// (then cancels it). A local `wrangler dev` leaves a connection unusable
-/// when a request is answered before its body was read.
-pub async fn discard(body: &ReadableStream, limit: u64) {
-    if body.locked() {
-        return;
-    }
-    let Ok(reader) = ChunkReader::new(body) else {
-        return;
-    };
-    let mut seen = 0u64;
-    while let Ok(Some(chunk)) = reader.next().await {
-        seen += u64::from(chunk.length());
-        if seen > limit {
-            reader.cancel();
-            break;
-        }
-    }
-}
-
-/// Reads a stream to its end, discarding it.
-pub async fn drain(reader: &ChunkReader) {
-    while let Ok(Some(_)) = reader.next().await {}
 }
 
 /// Size of the chunks the source is read in: large, because every chunk

@@ -8,25 +8,20 @@
 //! gives every header and offset.
 //!
 //! Phase 1, on every core: each small file is read once, straight into its
-//! place among its neighbours' headers, hashed, and written at its offset
-//! in a temporary file beside the output; each large file is only hashed
-//! (its stamp is kept). The manifest's rules are checked meanwhile on a
-//! thread of their own ([`Manifest::assemble`], then
-//! [`Manifest::validate`]): a packet that breaks one is never kept.
+//! place among its neighbours' headers, hashed, run through packet-core's
+//! secret detector, and written at its offset in a temporary file beside
+//! the output; each large file is hashed and run through the detector in
+//! the same read (its stamp is kept). The manifest's rules are checked
+//! meanwhile on a thread of their own ([`Manifest::assemble`], then
+//! [`Manifest::validate`]): a packet that breaks one is never kept. Nor is
+//! a packet holding a secret the caller does not accept
+//! ([`Packed::Blocked`]), which is known before phase 2 starts.
 //!
-//! Phase 2: one thread goes through the packet in order, writing the
-//! manifest, now complete, at the start, reading back what phase 1 wrote
-//! and copying each large file into place (refusing one that is not,
-//! unchanged, the file phase 1 hashed: see `Stamp::check`), while this
-//! thread hashes the same blocks for the packet digest. The whole packet
-//! digest cannot start before the manifest is known, and the manifest
-//! needs every member's digest: writing the manifest and copying large
-//! files are what overlap with it.
-//!
-//! Phase 2 also runs every body through packet-core's secret detector, on
-//! the copying thread, which has time to spare while the other hashes the
-//! packet: a secret costs no read of its own, and a packet holding one is
-//! never kept (the temporary file goes, [`Packed::Blocked`]).
+//! Phase 2: the manifest, now complete, is written at the start, and each
+//! large file is copied into place, refusing one that is not, unchanged,
+//! the file phase 1 hashed (see `Stamp::check`). A packet is named by its
+//! manifest (docs/session-packet.md §9), which lists every body's digest
+//! and determines every other byte: nothing else is hashed.
 //!
 //! [`pack_into_file`] runs the steps in order: [`members_to_lay_out`],
 //! [`phase_one`], [`fill_in_digests`], [`phase_two`], [`keep_as`]. The
@@ -40,10 +35,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
-use packet_core::secrets::{Detector, Scanner};
+use packet_core::secrets::{Finding, Scanner};
 use packet_core::{
-    write_manifest_member, Digest, Exclusion, Harness, Hasher, Kind, Limits, Manifest, Member,
-    Sink, Step, Writer, WriterOptions,
+    write_manifest_member, Digest, Exclusion, Harness, Kind, Limits, Manifest, Member, Sink, Step,
+    Writer, WriterOptions,
 };
 use tempfile::NamedTempFile;
 
@@ -54,10 +49,6 @@ use crate::packet_io::CHUNK;
 use crate::progress::Progress;
 use crate::walk::{sort_planned, walked_source, FileId, FileSource, Planned, WalkRoot};
 
-/// Blocks phase 2 reads and hashes: small enough that a block read on one
-/// core is still in cache when the other hashes it.
-const PHASE2_BLOCK: usize = 128 << 10;
-
 /// Bodies up to this size are read into their job's buffer and written
 /// with the headers around them; larger ones are streamed on their own.
 const SMALL: u64 = 256 << 10;
@@ -65,9 +56,20 @@ const SMALL: u64 = 256 << 10;
 /// A run of packet bytes is handed to a worker once it holds this much.
 const RUN_BYTES: usize = 512 << 10;
 
-/// Stands for a digest not computed yet: it is written with the same
-/// number of characters as any other, so the layout does not move.
-const PLACEHOLDER: Digest = Digest([0; 32]);
+/// `packet.json` is written in blocks of this size.
+const MANIFEST_BLOCK: usize = 128 << 10;
+
+/// Stands for member `index`'s digest until it is computed. It is written
+/// with the same number of characters as any other, so the layout does not
+/// move, and it differs from every other member's, so the rule that one
+/// sha256 names one size, checked meanwhile, holds of the placeholders.
+/// It holds of the digests that replace them too: each is the SHA-256 of
+/// exactly the size listed (two sizes sharing one would be a collision).
+fn placeholder(index: usize) -> Digest {
+    let mut bytes = [0u8; 32];
+    bytes[24..].copy_from_slice(&(index as u64 + 1).to_be_bytes());
+    Digest(bytes)
+}
 
 /// Where each file member's bytes are: files walked below the workspace
 /// at the member's own path there (not stored, so that a large workspace
@@ -121,29 +123,23 @@ enum Job {
     Large(Slot),
 }
 
-/// A stretch of the packet, for phase 2.
-enum Region {
-    /// The `packet.json` member, `0..end`, written once every digest is known.
-    Manifest(u64),
-    /// Bytes phase 1 wrote: `start..end`.
-    Written(u64, u64),
-    /// A large body, copied from its source.
-    Large(Slot),
-}
-
 /// What phase 1 learnt of one body.
 struct Hashed {
     index: usize,
     digest: Digest,
     /// For a large body: what it was when hashed.
     stamp: Option<Stamp>,
+    /// The secrets the detector found in it.
+    secrets: Vec<Finding>,
 }
 
-/// What the workers established: every body's digest, and the failure
-/// with the lowest member index (so the error does not depend on timing).
+/// What the workers established: every body's digest and secrets, and the
+/// failure with the lowest member index (so the error does not depend on
+/// timing).
 struct Outcome {
     digests: Vec<Option<Digest>>,
     stamps: BTreeMap<usize, Stamp>,
+    secrets: BTreeMap<usize, Vec<Finding>>,
     failure: Option<(usize, CliError)>,
 }
 
@@ -197,25 +193,25 @@ pub fn pack_into_file(
     let tmp = temporary_file_beside(output)?;
     let (out, out_path) = (tmp.as_file(), tmp.path());
     progress.phase("pack", manifest.totals.bytes);
-    let read = phase_one(&manifest, &sources, out, out_path, progress)?;
+    let read = phase_one(&manifest, &sources, scanner, out, out_path, progress)?;
+    if !accept(&read.found) {
+        return Ok(Packed::Blocked(read.found));
+    }
     fill_in_digests(&mut manifest, read.digests)?;
     between_phases();
-    progress.phase("write", manifest.packet_size());
-    let scan = BodyScan::new(&manifest, &read.bodies, scanner);
-    let (digest, found) = phase_two(
+    progress.phase("write", read.large.iter().map(|s| s.size).sum());
+    phase_two(
         &manifest,
-        &read.regions,
+        read.manifest_end,
+        &read.large,
         &read.stamps,
-        scan,
         out,
         out_path,
         progress,
     )?;
-    if !accept(&found) {
-        return Ok(Packed::Blocked(found));
-    }
+    let digest = manifest.json_digest();
     let output = keep_as(tmp, output)?;
-    Ok(Packed::Kept(manifest, digest, output, found))
+    Ok(Packed::Kept(manifest, digest, output, read.found))
 }
 
 /// The members in the packet's order, each file with its walked size and a
@@ -231,11 +227,11 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
         elsewhere: BTreeMap::new(),
     };
     let mut members = Vec::with_capacity(planned.len());
-    let digest_for = |size: u64| {
+    let digest_for = |index: usize, size: u64| {
         if size == 0 {
             Digest::EMPTY
         } else {
-            PLACEHOLDER
+            placeholder(index)
         }
     };
     for (index, p) in planned.into_iter().enumerate() {
@@ -251,7 +247,8 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
             } => {
                 let source = source.ok_or_else(|| bug("a harness file without a source"))?;
                 sources.elsewhere.insert(index, FileSource::Path(source));
-                members.push(Member::file(member, size, digest_for(size), executable));
+                let digest = digest_for(index, size);
+                members.push(Member::file(member, size, digest, executable));
             }
             Planned::Walked {
                 member,
@@ -269,7 +266,8 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
                         .ok_or_else(|| bug("a walked file outside its root"))?;
                     sources.elsewhere.insert(index, source);
                 }
-                members.push(Member::file(member, size, digest_for(size), executable));
+                let digest = digest_for(index, size);
+                members.push(Member::file(member, size, digest, executable));
             }
         }
         sources.ids.push(id);
@@ -291,33 +289,28 @@ fn temporary_file_beside(output: &Path) -> Result<NamedTempFile> {
         .map_err(|e| CliError::io("create a temporary file in", &dir, e))
 }
 
-/// A file body in the packet: where it starts, its size, its member.
-#[derive(Clone, Copy)]
-struct Body {
-    at: u64,
-    size: u64,
-    index: usize,
-}
-
 /// What phase 1 leaves for phase 2.
 struct PhaseOne {
-    /// The packet's stretches, in order.
-    regions: Vec<Region>,
-    /// Every non-empty body, in order.
-    bodies: Vec<Body>,
+    /// Where the `packet.json` member ends: the first member's offset.
+    manifest_end: u64,
+    /// Every large body, in order.
+    large: Vec<Slot>,
     /// Every body's digest, by member index.
     digests: Vec<Option<Digest>>,
     /// What each large file was when it was hashed.
     stamps: BTreeMap<usize, Stamp>,
+    /// The secrets found, in the packet's order.
+    found: Vec<Found>,
 }
 
 /// Phase 1, on every core: the layout goes out in jobs (small files read
-/// into their place and written, large files hashed) while the manifest's
-/// rules are checked. A rule the members break is reported first, then a
-/// file that could not be read.
+/// into their place and written, large files hashed; every body scanned
+/// for secrets) while the manifest's rules are checked. A rule the members
+/// break is reported first, then a file that could not be read.
 fn phase_one(
     manifest: &Manifest,
     sources: &Sources,
+    scanner: &Scanner,
     out: &File,
     out_path: &Path,
     progress: &Progress,
@@ -330,6 +323,7 @@ fn phase_one(
     let outcome = Mutex::new(Outcome {
         digests: vec![None; manifest.members.len()],
         stamps: Default::default(),
+        secrets: Default::default(),
         failure: None,
     });
     let (laid_out, validated) = std::thread::scope(|scope| {
@@ -344,6 +338,7 @@ fn phase_one(
             scope.spawn(|| {
                 let mut worker = Worker {
                     manifest,
+                    scanner,
                     out,
                     out_path,
                     progress,
@@ -367,12 +362,21 @@ fn phase_one(
     if let Some((_, e)) = outcome.failure {
         return Err(e);
     }
-    let (regions, bodies) = laid_out?;
+    let large = laid_out?;
+    let found = outcome
+        .secrets
+        .into_iter()
+        .flat_map(|(index, secrets)| {
+            let member = manifest.members.get(index).map_or("", |m| m.path.as_str());
+            Found::of(member, secrets)
+        })
+        .collect();
     Ok(PhaseOne {
-        regions,
-        bodies,
+        manifest_end: head,
+        large,
         digests: outcome.digests,
         stamps: outcome.stamps,
+        found,
     })
 }
 
@@ -405,30 +409,18 @@ fn bug(message: &str) -> CliError {
     CliError::Bug(message.into())
 }
 
-/// Adds `start..end`, written in phase 1, to the regions.
-fn written(start: u64, end: u64, regions: &mut Vec<Region>) {
-    if start == end {
-        return;
-    }
-    match regions.last_mut() {
-        Some(Region::Written(_, last)) if *last == start => *last = end,
-        _ => regions.push(Region::Written(start, end)),
-    }
-}
-
 /// Drives the writer over the manifest with placeholder digests and hands
 /// the workers the packet in runs of about [`RUN_BYTES`] (from the first
-/// member on), and each large body on its own; returns the packet's
-/// regions and bodies in order, for phase 2.
+/// member on), and each large body on its own; returns the large bodies
+/// in order, for phase 2.
 fn lay_out(
     manifest: &Manifest,
     sources: &Sources,
     head: u64,
     jobs: &mpsc::SyncSender<Job>,
     stop: &AtomicBool,
-) -> Result<(Vec<Region>, Vec<Body>)> {
-    let mut regions = vec![Region::Manifest(head)];
-    let mut bodies = Vec::new();
+) -> Result<Vec<Slot>> {
+    let mut large = Vec::new();
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let send = |job: Job| {
         jobs.send(job)
@@ -450,7 +442,7 @@ fn lay_out(
     let mut run = new_run(head);
     loop {
         if stop.load(Ordering::Relaxed) {
-            return Ok((regions, bodies));
+            return Ok(large);
         }
         let Job::Run { bytes, slots, .. } = &mut run else {
             return Err(bug("the layout lost its run"));
@@ -465,11 +457,6 @@ fn lay_out(
                 let source = sources
                     .of(manifest, index)
                     .ok_or_else(|| bug("no source file for this member"))?;
-                bodies.push(Body {
-                    at: offset,
-                    size,
-                    index,
-                });
                 if size <= SMALL {
                     let at = bytes.len();
                     bytes.resize(at + size as usize, 0);
@@ -481,9 +468,6 @@ fn lay_out(
                     });
                 } else {
                     let full = std::mem::replace(&mut run, new_run(offset + size));
-                    if let Job::Run { offset, bytes, .. } = &full {
-                        written(*offset, *offset + bytes.len() as u64, &mut regions);
-                    }
                     send(full)?;
                     let slot = Slot {
                         index,
@@ -491,7 +475,7 @@ fn lay_out(
                         at: offset,
                         size,
                     };
-                    regions.push(Region::Large(slot.clone()));
+                    large.push(slot.clone());
                     send(Job::Large(slot))?;
                 }
                 let mut left = size;
@@ -503,24 +487,21 @@ fn lay_out(
             }
             Step::Done(_) => break,
         }
-        if let Job::Run { offset, bytes, .. } = &run {
+        if let Job::Run { bytes, .. } = &run {
             if bytes.len() >= RUN_BYTES {
-                written(*offset, *offset + bytes.len() as u64, &mut regions);
                 let full = std::mem::replace(&mut run, new_run(writer.offset()));
                 send(full)?;
             }
         }
     }
-    if let Job::Run { offset, bytes, .. } = &run {
-        written(*offset, *offset + bytes.len() as u64, &mut regions);
-    }
     send(run)?;
-    Ok((regions, bodies))
+    Ok(large)
 }
 
 /// A worker thread's state.
 struct Worker<'a> {
     manifest: &'a Manifest,
+    scanner: &'a Scanner,
     out: &'a File,
     out_path: &'a Path,
     progress: &'a Progress,
@@ -560,6 +541,9 @@ impl Worker<'_> {
                             if let Some(stamp) = h.stamp {
                                 o.stamps.insert(h.index, stamp);
                             }
+                            if !h.secrets.is_empty() {
+                                o.secrets.insert(h.index, h.secrets);
+                            }
                         }
                     }
                 }
@@ -581,7 +565,7 @@ impl Worker<'_> {
                 mut bytes,
                 slots,
             } => {
-                let mut digests = Vec::with_capacity(slots.len());
+                let mut hashed = Vec::with_capacity(slots.len());
                 // Every body has a byte after it (the last one, this one).
                 bytes.push(0);
                 for slot in &slots {
@@ -589,10 +573,13 @@ impl Worker<'_> {
                     let digest = self
                         .read_small(slot, window)
                         .map_err(|e| Box::new((slot.index, e)))?;
-                    digests.push(Hashed {
+                    let body = &window[..slot.size as usize];
+                    let secrets = self.scanner.scan(relative(self.member(slot.index)), body);
+                    hashed.push(Hashed {
                         index: slot.index,
                         digest,
                         stamp: None,
+                        secrets,
                     });
                 }
                 bytes.pop();
@@ -600,16 +587,17 @@ impl Worker<'_> {
                 self.out
                     .write_all_at(&bytes, offset)
                     .map_err(|e| Box::new((first, CliError::io("write", self.out_path, e))))?;
-                Ok(digests)
+                Ok(hashed)
             }
             Job::Large(slot) => {
-                let (digest, stamp) = self
+                let (digest, stamp, secrets) = self
                     .hash_large(&slot)
                     .map_err(|e| Box::new((slot.index, e)))?;
                 Ok(vec![Hashed {
                     index: slot.index,
                     digest,
                     stamp: Some(stamp),
+                    secrets,
                 }])
             }
         }
@@ -662,8 +650,9 @@ impl Worker<'_> {
         Ok(Digest::of(&window[..size]))
     }
 
-    /// Hashes a large file; returns its digest and what it was then.
-    fn hash_large(&mut self, slot: &Slot) -> Result<(Digest, Stamp)> {
+    /// Hashes a large file and looks for secrets in the same read; returns
+    /// its digest, what it was then, and the secrets.
+    fn hash_large(&mut self, slot: &Slot) -> Result<(Digest, Stamp, Vec<Finding>)> {
         if self.buf.is_empty() {
             self.buf = vec![0u8; CHUNK];
         }
@@ -672,11 +661,17 @@ impl Worker<'_> {
             source: slot.source.clone(),
             size: slot.size,
         };
-        let (stamp, digest) =
-            hash_file(&mut self.opener, &file, &mut self.buf, self.progress, None)?;
+        let mut detector = self.scanner.detector(relative(&file.member));
+        let (stamp, digest) = hash_file(
+            &mut self.opener,
+            &file,
+            &mut self.buf,
+            self.progress,
+            Some(&mut detector),
+        )?;
         // Its size is in the layout already.
         match stamp.size.cmp(&slot.size) {
-            std::cmp::Ordering::Equal => Ok((digest, stamp)),
+            std::cmp::Ordering::Equal => Ok((digest, stamp, detector.finish())),
             std::cmp::Ordering::Less => Err(self.changed(slot.index, "shrank")),
             std::cmp::Ordering::Greater => Err(self.changed(slot.index, "grew")),
         }
@@ -687,237 +682,102 @@ impl Worker<'_> {
     }
 }
 
-/// Streams the `packet.json` member into the packet from offset 0 on, in
-/// phase 2's blocks, each written and then handed to the hashing thread.
-/// The first error is kept (a [`Sink`] cannot fail) and later bytes are
-/// dropped; `stopped` tells that the hashing thread went away.
-struct BlockSink<'a> {
-    free: &'a mpsc::Receiver<Vec<u8>>,
-    full: &'a mpsc::SyncSender<(Vec<u8>, usize)>,
-    out: &'a File,
-    at: u64,
-    /// The block being filled, and how much of it is.
-    block: Option<(Vec<u8>, usize)>,
-    error: Option<io::Error>,
-    stopped: bool,
+/// A member's path below its root, as the secret detector takes it.
+fn relative(member: &str) -> &str {
+    member.split_once('/').map_or("", |(_, rest)| rest)
 }
 
-impl BlockSink<'_> {
-    /// Writes and hands over the block being filled.
+/// Writes what it is given at the packet's start and on, in blocks of
+/// [`MANIFEST_BLOCK`]. The first error is kept (a [`Sink`] cannot fail) and later
+/// bytes are dropped.
+struct WriteFromStart<'a> {
+    out: &'a File,
+    at: u64,
+    block: Vec<u8>,
+    error: Option<io::Error>,
+}
+
+impl WriteFromStart<'_> {
+    /// Writes the block being filled.
     fn flush(&mut self) {
-        let Some((block, used)) = self.block.take() else {
-            return;
-        };
-        if self.error.is_some() || self.stopped {
-            return;
+        if self.error.is_none() && !self.block.is_empty() {
+            match self.out.write_all_at(&self.block, self.at) {
+                Ok(()) => self.at += self.block.len() as u64,
+                Err(e) => self.error = Some(e),
+            }
         }
-        if let Err(e) = self.out.write_all_at(&block[..used], self.at) {
-            self.error = Some(e);
-            return;
-        }
-        self.at += used as u64;
-        if self.full.send((block, used)).is_err() {
-            self.stopped = true;
-        }
+        self.block.clear();
     }
 }
 
-impl Sink for BlockSink<'_> {
+impl Sink for WriteFromStart<'_> {
     fn put(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() && self.error.is_none() && !self.stopped {
-            let (block, used) = match &mut self.block {
-                Some(block) => block,
-                None => {
-                    let Ok(block) = self.free.recv() else {
-                        self.stopped = true;
-                        return;
-                    };
-                    self.block.insert((block, 0))
-                }
-            };
-            let n = bytes.len().min(block.len() - *used);
-            block[*used..*used + n].copy_from_slice(&bytes[..n]);
-            *used += n;
+        while !bytes.is_empty() {
+            let n = bytes.len().min(MANIFEST_BLOCK - self.block.len());
+            self.block.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];
-            if *used == block.len() {
+            if self.block.len() == MANIFEST_BLOCK {
                 self.flush();
             }
         }
     }
 }
 
-/// The secret detector over the bodies, fed the blocks phase 2 reads, in
-/// the packet's order: a body that lies in one block is scanned at once, a
-/// body spread over several streams through a detector.
-struct BodyScan<'a> {
-    manifest: &'a Manifest,
-    bodies: &'a [Body],
-    /// The first body not scanned to its end.
-    next: usize,
-    scanner: &'a Scanner,
-    /// The detector of `bodies[next]`, once it started.
-    current: Option<Detector>,
-    found: Vec<Found>,
-}
-
-impl<'a> BodyScan<'a> {
-    fn new(manifest: &'a Manifest, bodies: &'a [Body], scanner: &'a Scanner) -> BodyScan<'a> {
-        BodyScan {
-            manifest,
-            bodies,
-            next: 0,
-            scanner,
-            current: None,
-            found: Vec::new(),
-        }
-    }
-
-    /// Reads `bytes`, the packet's bytes from `at` on.
-    fn feed(&mut self, at: u64, bytes: &[u8]) {
-        let end = at + bytes.len() as u64;
-        while let Some(&body) = self.bodies.get(self.next) {
-            let body_end = body.at + body.size;
-            if body.at >= end {
-                return;
-            }
-            let from = body.at.max(at);
-            let to = body_end.min(end);
-            if from >= to {
-                // A body before this block: not expected, as blocks come
-                // in order, but nothing to scan.
-                self.next += 1;
-                continue;
-            }
-            let piece = &bytes[(from - at) as usize..(to - at) as usize];
-            let member = &self.manifest.members[body.index].path;
-            let relative = member.split_once('/').map_or("", |(_, r)| r);
-            if from == body.at && to == body_end {
-                let findings = self.scanner.scan(relative, piece);
-                self.found.extend(Found::of(member, findings));
-            } else {
-                let scanner = self.scanner;
-                self.current
-                    .get_or_insert_with(|| scanner.detector(relative))
-                    .feed(piece);
-                if to < body_end {
-                    return;
-                }
-                if let Some(d) = self.current.take() {
-                    self.found.extend(Found::of(member, d.finish()));
-                }
-            }
-            self.next += 1;
-        }
-    }
-}
-
-/// Phase 2: the packet's bytes in order, read back from the file or (for
-/// large bodies) copied from their sources, hashed on this thread while a
-/// second one reads, copies and looks for secrets in the bodies. Returns
-/// the packet digest and the secrets found.
+/// Phase 2: the `packet.json` member, now complete, written at the start
+/// (`0..manifest_end`), then each large body copied from its source, which
+/// must still be, unchanged, the file phase 1 hashed. On one thread: the
+/// writes into one file take its lock in turn, so more would not copy
+/// faster.
 fn phase_two(
     manifest: &Manifest,
-    regions: &[Region],
+    manifest_end: u64,
+    large: &[Slot],
     stamps: &BTreeMap<usize, Stamp>,
-    mut scan: BodyScan<'_>,
     out: &File,
     out_path: &Path,
     progress: &Progress,
-) -> Result<(Digest, Vec<Found>)> {
-    const BUFFERS: usize = 4;
-    let (full_tx, full_rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(BUFFERS);
-    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-    for _ in 0..BUFFERS {
-        let _ = free_tx.send(vec![0u8; PHASE2_BLOCK]);
+) -> Result<()> {
+    let mut sink = WriteFromStart {
+        out,
+        at: 0,
+        block: Vec::with_capacity(MANIFEST_BLOCK),
+        error: None,
+    };
+    let written = write_manifest_member(manifest, &mut sink);
+    sink.flush();
+    if let Some(e) = sink.error {
+        return Err(CliError::io("write", out_path, e));
     }
-    std::thread::scope(|scope| {
-        let copier = scope.spawn(move || -> Result<Vec<Found>> {
-            let mut opener = Opener::default();
-            for region in regions {
-                match region {
-                    Region::Manifest(end) => {
-                        let mut sink = BlockSink {
-                            free: &free_rx,
-                            full: &full_tx,
-                            out,
-                            at: 0,
-                            block: None,
-                            error: None,
-                            stopped: false,
-                        };
-                        let written = write_manifest_member(manifest, &mut sink);
-                        sink.flush();
-                        if let Some(e) = sink.error {
-                            return Err(CliError::io("write", out_path, e));
-                        }
-                        if sink.stopped {
-                            return Ok(scan.found);
-                        }
-                        if written != *end {
-                            return Err(bug("the manifest changed length once digested"));
-                        }
-                    }
-                    Region::Written(start, end) => {
-                        let mut at = *start;
-                        while at < *end {
-                            let Ok(mut buf) = free_rx.recv() else {
-                                return Ok(scan.found);
-                            };
-                            let n = (*end - at).min(PHASE2_BLOCK as u64) as usize;
-                            out.read_exact_at(&mut buf[..n], at)
-                                .map_err(|e| CliError::io("read back", out_path, e))?;
-                            scan.feed(at, &buf[..n]);
-                            at += n as u64;
-                            if full_tx.send((buf, n)).is_err() {
-                                return Ok(scan.found);
-                            }
-                        }
-                    }
-                    Region::Large(slot) => {
-                        let member = manifest
-                            .members
-                            .get(slot.index)
-                            .map_or("", |e| e.path.as_str());
-                        let display = slot.source.display();
-                        let path = display.as_path();
-                        let (mut f, _) = opener.open(&slot.source, member)?;
-                        let mut done = 0u64;
-                        while done < slot.size {
-                            let Ok(mut buf) = free_rx.recv() else {
-                                return Ok(scan.found);
-                            };
-                            let want = (slot.size - done).min(PHASE2_BLOCK as u64) as usize;
-                            let n = read_more(&mut f, &mut buf[..want], path, member)?;
-                            out.write_all_at(&buf[..n], slot.at + done)
-                                .map_err(|e| CliError::io("write", out_path, e))?;
-                            scan.feed(slot.at + done, &buf[..n]);
-                            done += n as u64;
-                            progress.inc(n as u64);
-                            if full_tx.send((buf, n)).is_err() {
-                                return Ok(scan.found);
-                            }
-                        }
-                        // The open file must still be the one phase 1
-                        // hashed, as it was then.
-                        let stamp = stamps
-                            .get(&slot.index)
-                            .ok_or_else(|| bug("a large file was not hashed"))?;
-                        stamp.check(&Stamp::now(&f, path)?, member)?;
-                    }
-                }
-            }
-            Ok(scan.found)
-        });
-        let mut hasher = Hasher::new();
-        for (buf, used) in full_rx {
-            hasher.update(&buf[..used]);
-            let _ = free_tx.send(buf);
+    if written != manifest_end {
+        return Err(bug("the manifest changed length once digested"));
+    }
+    let mut opener = Opener::default();
+    let mut buf = vec![0u8; CHUNK];
+    for slot in large {
+        let member = manifest
+            .members
+            .get(slot.index)
+            .map_or("", |e| e.path.as_str());
+        let display = slot.source.display();
+        let path = display.as_path();
+        let (mut f, _) = opener.open(&slot.source, member)?;
+        let mut done = 0u64;
+        while done < slot.size {
+            let want = (slot.size - done).min(CHUNK as u64) as usize;
+            let n = read_more(&mut f, &mut buf[..want], path, member)?;
+            out.write_all_at(&buf[..n], slot.at + done)
+                .map_err(|e| CliError::io("write", out_path, e))?;
+            done += n as u64;
+            progress.inc(n as u64);
         }
-        let found = copier
-            .join()
-            .unwrap_or_else(|_| Err(bug("the copying thread stopped unexpectedly")))?;
-        Ok((hasher.finish(), found))
-    })
+        // The open file must still be the one phase 1 hashed, as it was
+        // then.
+        let stamp = stamps
+            .get(&slot.index)
+            .ok_or_else(|| bug("a large file was not hashed"))?;
+        stamp.check(&Stamp::now(&f, path)?, member)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1097,7 +957,10 @@ mod tests {
             fs::write(d.join("small.txt"), b"SMALL").unwrap();
         })
         .unwrap();
-        assert_eq!(Digest::of(&bytes), digest);
+        // The packet is named by its packet.json, as written.
+        let json = manifest.to_canonical_json();
+        assert_eq!(&bytes[512..512 + json.len()], &json[..]);
+        assert_eq!(Digest::of(&json), digest);
         let small = manifest.find("workspace/small.txt").unwrap().1;
         assert_eq!(small.sha256(), Some(Digest::of(b"small")));
     }

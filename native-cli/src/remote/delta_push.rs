@@ -829,19 +829,14 @@ impl<'r> Push2<'r> {
     }
 
     /// `POST /v1/pushes/{id}/complete`: the store proves what is not
-    /// proven yet and stores the packet.
+    /// proven yet and stores the packet, which can take long.
     fn complete(&mut self, session: &Push) -> Result<Completed> {
         let path = format!("{}/complete", push_path(&session.push_id));
         let what = format!("POST {path}");
         self.report.requests += 1;
-        let r = self.remote.send_bytes(
-            &what,
-            "POST",
-            &path,
-            "application/json",
-            b"null",
-            &[("connection", "close".to_owned())],
-        )?;
+        let r = self
+            .remote
+            .send_bytes(&what, "POST", &path, "application/json", b"null", &[])?;
         match r.status().as_u16() {
             s @ (200 | 201) => {
                 let bytes = self.remote.read_body(&what, r, 1 << 20)?;

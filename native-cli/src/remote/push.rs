@@ -471,15 +471,8 @@ fn drive_multipart(
         let path = format!("{}/complete", upload_path(&view.upload_id));
         let what = format!("POST {path}");
         // The complete request has no fields: its body is JSON `null`. It
-        // can run long (the store assembles the packet): the connection is
-        // not used again after it.
-        let r = remote.send_json(
-            &what,
-            "POST",
-            &path,
-            &(),
-            &[("connection", "close".to_owned())],
-        )?;
+        // can run long (the store assembles and verifies the packet).
+        let r = remote.send_json(&what, "POST", &path, &(), &[])?;
         match r.status().as_u16() {
             201 | 200 => {
                 outcome.created = r.status().as_u16() == 201;

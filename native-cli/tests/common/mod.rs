@@ -203,6 +203,25 @@ pub fn digest(report: &Value) -> String {
     report["digest"].as_str().unwrap().to_owned()
 }
 
+/// The name of the packet `bytes` by its own version's rule, as
+/// packet-core reads it: the SHA-256 of its `packet.json` (/2), or of the
+/// whole file (/1).
+pub fn packet_name(bytes: &[u8]) -> String {
+    packet_core::reader::verify(bytes, Default::default())
+        .unwrap_or_else(|e| panic!("packet-core refuses the packet: {e:?}"))
+        .digest
+        .to_string()
+}
+
+/// The digest a row of tests/adversarial/cases.json names its accepted
+/// packet by: its `digest`, or else the packet's name by its own rule.
+pub fn case_digest(row: &Value, packet: &Path) -> String {
+    match row["digest"].as_str() {
+        Some(d) => d.to_owned(),
+        None => packet_name(&fs::read(packet).unwrap()),
+    }
+}
+
 /// Paths in a directory (non-recursive), sorted.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)

@@ -19,6 +19,11 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
         return Err(Problem::not_found("no such endpoint"));
     }
     let length = content_length(req)?;
+    if length > config.max_single_upload_bytes {
+        return Err(crate::caps::too_large(crate::caps::Over::Sent(
+            config.max_single_upload_bytes,
+        )));
+    }
     let body = req
         .inner()
         .body()

@@ -1,18 +1,22 @@
 //! What every handler shares: building responses (JSON, empty, streamed,
-//! refusals), CORS, and reading request headers and JSON bodies.
+//! refusals), CORS, and reading request headers and bodies (each held to
+//! its caps, [`crate::body`]).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::{Headers, Request, Response, ResponseBody};
 
+use crate::body::Body;
+use crate::caps::{self, Caps};
 use crate::config::Config;
+use crate::encoding::Encoding;
 use crate::problem::Problem;
 
 /// What a handler returns: a response, or a refusal that becomes one.
 pub type Answer = Result<Response, Problem>;
 
 /// Largest JSON request body (`POST /v1/uploads`, `PUT /v1/refs/{name}`).
-const MAX_JSON_BODY: usize = 64 * 1024;
+const MAX_JSON_BODY: u64 = 64 * 1024;
 
 /// A runtime failure as a 500.
 pub fn internal(e: worker::Error) -> Problem {
@@ -177,33 +181,41 @@ pub fn content_length(req: &Request) -> Result<u64, Problem> {
         })
 }
 
+/// The request's declared `Content-Length`, if it has one (a body sent
+/// with chunked transfer encoding has none).
+pub fn declared_length(req: &Request) -> Option<u64> {
+    header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+/// The request's body in one of `encodings` (415 `encoding_unsupported`
+/// otherwise), to be read within `caps`: a declared `Content-Length` over
+/// them is refused here, before a byte is read.
+pub fn body(req: &Request, encodings: &[Encoding], caps: Caps) -> Result<Body, Problem> {
+    let encoding = Encoding::parse(header(req, "content-encoding").as_deref(), encodings)?;
+    Body::open(req.inner().body(), declared_length(req), encoding, caps)
+}
+
 /// Reads a JSON request body into its [`pillbox_wire`] type.
 pub async fn read_json<T: DeserializeOwned>(req: &mut Request) -> Result<T, Problem> {
     read_json_up_to(req, MAX_JSON_BODY).await
 }
 
-/// Reads a JSON request body of at most `max` bytes.
+/// Reads a JSON request body of at most `max` bytes (413
+/// `body_too_large`), not encoded.
 pub async fn read_json_up_to<T: DeserializeOwned>(
     req: &mut Request,
-    max: usize,
+    max: u64,
 ) -> Result<T, Problem> {
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|e| Problem::bad_request("body_invalid", format!("reading the body: {e}")))?;
-    if bytes.len() > max {
-        return Err(body_too_large(max as u64));
-    }
-    parse_json(&bytes)
+    let body = body(req, &[Encoding::Identity], json_caps(max))?;
+    parse_json(&body.read_all().await?)
 }
 
-/// 413 `body_too_large`.
-pub fn body_too_large(max: u64) -> Problem {
-    Problem::too_large(
-        "body_too_large",
-        format!("this JSON body is at most {} KiB", max >> 10),
-        "send a smaller body",
-    )
+fn json_caps(max: u64) -> Caps {
+    Caps {
+        sent: max,
+        decoded: max,
+        refuse: caps::too_large,
+    }
 }
 
 /// A JSON body as its [`pillbox_wire`] type.

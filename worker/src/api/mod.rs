@@ -30,7 +30,6 @@ use crate::config::Config;
 use crate::problem::Problem;
 use crate::query::Query;
 use crate::route::{self, Method, Route};
-use crate::store;
 use http::{finish, json_response, no_content, problem_response, Answer, Gate};
 
 pub use clean::{clean, Cleaned};
@@ -51,6 +50,7 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     let method = Method::parse(req.method().as_ref());
     let origin = http::header(&req, "origin");
     let body = req.inner().body();
+    let length = http::declared_length(&req);
     let mut gate = Gate::Open;
     let answer = match route::route(method, url.path()) {
         Ok(Route::Assets) => return assets(req, &env).await,
@@ -67,8 +67,8 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
         Err(p) => Err(p),
     };
     if let Some(body) = body {
-        // Refused before its body was read (auth, limits, malformed URL).
-        store::discard(&body, config.max_single_upload_bytes + (1 << 20)).await;
+        // Answered before its body was read (auth, limits, malformed URL).
+        crate::body::discard(&body, length).await;
     }
     let mut response = match answer {
         Ok(r) => r,

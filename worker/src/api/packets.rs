@@ -41,7 +41,7 @@ const SEARCH_SCAN: u32 = 64;
 /// Most bytes one `POST …/chunks` answers.
 const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Largest `POST …/chunks` body: 65,536 hex names with their quotes.
-const MAX_CHUNK_REQUEST: usize = 5 << 20;
+const MAX_CHUNK_REQUEST: u64 = 5 << 20;
 
 /// The size of this instance's wasm linear memory, in bytes. Linear memory
 /// only grows, so after a verification this is the most the instance has

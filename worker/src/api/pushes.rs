@@ -11,13 +11,12 @@ use packet_core::{Digest, Error as PacketError, ErrorCode, Limits, Manifest};
 use pillbox_wire::{MissingChunks, PartReceived, Recipes};
 use worker::{Bucket, Conditional, D1Database, Request};
 
-use super::http::{
-    content_length, header, internal, json_response, no_content, parse_json, Answer,
-};
+use super::http::{content_length, internal, json_response, no_content, parse_json, Answer};
 use super::packets::{already_stored, indexed, stored, too_large};
 use crate::assemble::{self, Packet, Provers, RebuildError};
+use crate::caps::{self, Caps, Over};
 use crate::compact::{self, Compaction};
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::encoding::{self, Encoding};
 use crate::index::{self, NewPacket, NewStorage};
 use crate::ingest;
@@ -167,29 +166,21 @@ pub async fn create(
         b.parse::<Digest>()
             .map_err(Problem::from_packet_error_400)?;
     }
-    let encoding = Encoding::parse(header(req, "content-encoding").as_deref(), encoding::ALL)?;
+    let max = config.limits.max_manifest_bytes;
+    let body = super::http::body(req, encoding::ALL, Caps::decoded(max, manifest_too_large))?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(size, config) {
         return Err(p);
     }
-    let body = req.inner().body().ok_or_else(|| {
-        Problem::bad_request("body_invalid", "the push has no body: send packet.json")
-    })?;
-    let max = config.limits.max_manifest_bytes;
-    let json = ingest::read_decoded(&body, encoding, max, || {
-        Problem::too_large(
-            ErrorCode::LimitManifest.as_str(),
-            format!("packet.json is over {max} bytes"),
-            ErrorCode::LimitManifest.advice(),
-        )
-    })
-    .await
-    .map_err(|p| match p.error.code() {
-        "encoding_invalid" => Problem::bad_request("body_invalid", p.error.message().to_string()),
-        _ => p,
-    })?;
+    if body.is_absent() {
+        return Err(Problem::bad_request(
+            "body_invalid",
+            "the push has no body: send packet.json",
+        ));
+    }
+    let json = body.read_all().await?;
     let manifest =
         Manifest::parse(&json, &config.limits).map_err(|e| Problem::from_packet_error(&e))?;
     let expected = manifest.packet_size();
@@ -273,23 +264,19 @@ pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
 
 /// `POST /v1/pushes/{id}/recipes`
 pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    let encoding = Encoding::parse(
-        header(req, "content-encoding").as_deref(),
+    let body = super::http::body(
+        req,
         &[Encoding::Identity, Encoding::Gzip],
+        Caps::decoded(MAX_RECIPES_BODY, caps::too_large),
     )?;
     let row = open_push(db, id).await?;
-    let body = req
-        .inner()
-        .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "send {\"recipes\": [...]}"))?;
-    let bytes = ingest::read_decoded(&body, encoding, MAX_RECIPES_BODY, || {
-        super::http::body_too_large(MAX_RECIPES_BODY)
-    })
-    .await
-    .map_err(|p| match p.error.code() {
-        "encoding_invalid" => Problem::bad_request("body_invalid", p.error.message().to_string()),
-        _ => p,
-    })?;
+    if body.is_absent() {
+        return Err(Problem::bad_request(
+            "body_invalid",
+            "send {\"recipes\": [...]}",
+        ));
+    }
+    let bytes = body.read_all().await?;
     let asked: Recipes = parse_json(&bytes)?;
     let (bases, _) = load_bases(bucket, db, &row.base_list()).await?;
     let mut attempt = 0;
@@ -332,6 +319,41 @@ pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &s
     )
 }
 
+/// 413 `limit_manifest`: packet.json over the manifest limit, as sent or
+/// once decoded.
+fn manifest_too_large(over: Over) -> Problem {
+    let (what, max) = match over {
+        Over::Sent(max) => ("is over", max),
+        Over::Decoded(max) => ("decodes to more than", max),
+    };
+    Problem::too_large(
+        ErrorCode::LimitManifest.as_str(),
+        format!("packet.json {what} {}", caps::bytes(max)),
+        ErrorCode::LimitManifest.advice(),
+    )
+}
+
+/// What a part may be: as sent, its frames (`PUSH_PART_BYTES`) with room
+/// for the table and a little compression overhead; once decoded, the
+/// batch's head, the largest table and its frames. 413 `part_too_large`
+/// as sent, `decoded_too_large` once decoded.
+fn part_caps(config: &Config) -> Caps {
+    let table = (pillbox_wire::chunks::HEAD_BYTES as u64)
+        + (pillbox_wire::chunks::ENTRY_BYTES as u64) * u64::from(config::MAX_PART_FRAMES);
+    Caps {
+        sent: config.push_part_bytes + table + (1 << 20),
+        decoded: config.push_part_bytes + table,
+        refuse: |over| match over {
+            Over::Sent(most) => Problem::too_large(
+                "part_too_large",
+                format!("a part has at most {most} bytes as sent"),
+                "send fewer chunks per part (part_limits.max_bytes)",
+            ),
+            Over::Decoded(most) => caps::decoded_too_large(most),
+        },
+    }
+}
+
 /// `PUT /v1/pushes/{id}/parts/{number}`
 pub async fn part(
     req: &Request,
@@ -342,24 +364,14 @@ pub async fn part(
     number: u16,
     reveal: bool,
 ) -> Answer {
-    let length = content_length(req)?;
-    let encoding = Encoding::parse(header(req, "content-encoding").as_deref(), encoding::ALL)?;
-    // Room for the table and a little compression overhead.
-    let most =
-        config.push_part_bytes + (pillbox_wire::chunks::ENTRY_BYTES as u64) * 65_536 + (1 << 20);
-    if length > most {
-        return Err(Problem::too_large(
-            "part_too_large",
-            format!("a part has at most {most} bytes as sent, this one has {length}"),
-            "send fewer chunks per part (part_limits.max_bytes)",
-        ));
-    }
+    // A part needs a Content-Length (411), checked against its caps here.
+    content_length(req)?;
+    let body = super::http::body(req, encoding::ALL, part_caps(config))?;
     let push = open_push(db, id).await?;
     let (plan, _) = read_plan(bucket, id).await?;
-    let body = req
-        .inner()
-        .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
+    if body.is_absent() {
+        return Err(Problem::bad_request("body_invalid", "the part has no body"));
+    }
     let attempt = index::new_id(db).await.map_err(internal)?;
     let pack_key = store::pack_key(&attempt);
     let target = ingest::Target {
@@ -369,7 +381,7 @@ pub async fn part(
         digest: &push.digest,
         hasher: config.frame_hasher,
     };
-    let got = ingest::ingest(bucket, db, &body, encoding, &target).await?;
+    let got = ingest::ingest(bucket, db, body, &target).await?;
     let record = record_object(id, number, &attempt);
     objects::write_object(bucket, &record, got.record.encode()).await?;
     let row = PushPartRow {
