@@ -174,7 +174,7 @@ impl Cache {
     /// The chunk at `at`, if its bytes hash to `sha256`.
     pub fn read(&mut self, at: &Location, sha256: &Digest) -> Option<Vec<u8>> {
         let pack = self.packs.get(at.pack)?;
-        if at.size > u64::from(crate::chunking::MAX_SIZE) {
+        if at.size > u64::from(pillbox_wire::chunking::MAX_CHUNK) {
             return None;
         }
         let mut buf = vec![0u8; at.size as usize];

@@ -1,55 +1,54 @@
-//! Cutting bodies into chunks (docs/transfer.md, "Units"): a body of at
-//! most [`THRESHOLD`] bytes is one chunk named by its own sha256; a larger
-//! one is cut with FastCDC (the `fastcdc` crate's 2020 algorithm, its
-//! default normalisation, no seed) into chunks of 64 KiB to 1 MiB, about
-//! 256 KiB on average. The same bytes give the same chunks on every
-//! client, so a file that grew at its end shares every chunk but the last
-//! few with the file it was.
+//! Cutting bodies and `packet.json` into chunks (docs/transfer.md,
+//! "Units"), by the one table in `pillbox_wire::chunking`: bytes of at most
+//! [`Cdc::one_chunk_up_to`] are one chunk named by their own sha256; longer
+//! ones are cut with FastCDC (the `fastcdc` crate's 2020 algorithm, its
+//! default normalisation, no seed). The same bytes give the same chunks on
+//! every client and at the edge, so a file that grew at its end shares
+//! every chunk but the last few with the file it was, and a manifest that
+//! changed in one member shares all but one or two of its chunks.
 
 use std::io::{self, Read};
 use std::path::Path;
 
 use fastcdc::v2020::{self, Normalization};
 use packet_core::{Digest, Hasher};
+use pillbox_wire::chunking::Cdc;
+use pillbox_wire::recipes::ChunkName;
 use pillbox_wire::Chunking;
 
 use crate::error::{CliError, Refused, Result};
 
-/// The largest body sent as one chunk.
-pub const THRESHOLD: u64 = 256 << 10;
-/// The smallest chunk FastCDC cuts (a body's last chunk may be shorter).
-pub const MIN_SIZE: u32 = 64 << 10;
-/// The average chunk it aims for.
-pub const AVG_SIZE: u32 = 256 << 10;
-/// The largest chunk.
-pub const MAX_SIZE: u32 = 1 << 20;
-/// The algorithm's name on the wire.
-pub const ALGORITHM: &str = "fastcdc-v2020";
+pub use pillbox_wire::chunking::{BODIES, MANIFEST};
 
-/// The chunking this client does, as a store describes it.
-pub fn ours() -> Chunking {
-    Chunking {
-        algorithm: ALGORITHM.to_owned(),
-        threshold: THRESHOLD,
-        min: MIN_SIZE.into(),
-        avg: AVG_SIZE.into(),
-        max: MAX_SIZE.into(),
-    }
-}
-
-/// Refuses a store that expects bodies cut another way: its recipes would
-/// not match ours, so nothing could be reused.
+/// Refuses a store that cuts or compresses otherwise than this client: its
+/// recipes would not match ours, so nothing could be reused.
 pub fn check(theirs: &Chunking) -> Result<()> {
-    if *theirs == ours() {
+    if *theirs == Chunking::ours() {
         return Ok(());
     }
     Err(Refused::ChunkingMismatch {
-        theirs: format!(
-            "{} threshold {} min {} avg {} max {}",
-            theirs.algorithm, theirs.threshold, theirs.min, theirs.avg, theirs.max
-        ),
+        theirs: describe(theirs),
     }
     .into())
+}
+
+/// How a chunking table reads in a message.
+pub fn describe(c: &Chunking) -> String {
+    format!(
+        "{} bodies {}/{}/{}/{} manifest {}/{}/{}/{} zstd {} window {} saving {}%",
+        c.algorithm,
+        c.bodies.threshold,
+        c.bodies.min,
+        c.bodies.avg,
+        c.bodies.max,
+        c.manifest.threshold,
+        c.manifest.min,
+        c.manifest.avg,
+        c.manifest.max,
+        c.zstd_level,
+        c.zstd_max_window,
+        c.min_saving_percent
+    )
 }
 
 /// One chunk of a body: where it starts in the body, its size and sha256.
@@ -63,7 +62,17 @@ pub struct Piece {
     pub sha256: Digest,
 }
 
-/// A large body cut into chunks, with the sha256 of the whole.
+impl Piece {
+    /// The chunk's name and size, as recipes list it.
+    pub fn name(&self) -> ChunkName {
+        ChunkName {
+            sha256: self.sha256,
+            size: self.size,
+        }
+    }
+}
+
+/// Bytes cut into chunks, with the sha256 of the whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cut {
     /// The chunks, in order.
@@ -74,26 +83,105 @@ pub struct Cut {
     pub size: u64,
 }
 
-/// Cuts everything `source` yields into chunks, hashing each chunk and the
-/// whole; `on_chunk` sees each chunk's bytes (to keep or send them).
+/// The chunks of bytes held in memory (`packet.json`).
+pub fn cut_bytes(bytes: &[u8], cdc: &Cdc) -> Vec<Piece> {
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    if cdc.is_one_chunk(bytes.len() as u64) {
+        return vec![Piece {
+            offset: 0,
+            size: bytes.len() as u32,
+            sha256: Digest::of(bytes),
+        }];
+    }
+    v2020::FastCDC::new(bytes, cdc.min as usize, cdc.avg as usize, cdc.max as usize)
+        .map(|c| Piece {
+            offset: c.offset as u64,
+            size: c.length as u32,
+            sha256: Digest::of(&bytes[c.offset..c.offset + c.length]),
+        })
+        .collect()
+}
+
+/// The chunks of a body that grew from a body whose chunks were `old`: the
+/// old chunks as they are, but the last one when it is shorter than
+/// `cdc.min` (it is cut again with what follows), then the new bytes cut
+/// by FastCDC. A session log that gains a turn then sends the turn (and at
+/// most `min` bytes before it), not the old log's last chunk of up to
+/// `max`; every chunk but the last still has at least `min` bytes, so the
+/// count stays within the format's bound.
 ///
-/// The buffer always holds at least [`MAX_SIZE`] bytes ahead of the cut
-/// point (or the rest of the input), which is what FastCDC over the whole
-/// body in memory sees, so the cuts are the same.
+/// `new` is the body's own cut and `tail` its bytes from where its chunk
+/// `old.len() - 1` starts to its end (checked against `new`). `None` when
+/// the body does not start with the old one's bytes.
+pub fn grown(old: &[ChunkName], new: &[Piece], tail: &[u8], cdc: &Cdc) -> Option<Vec<Piece>> {
+    let n = old.len();
+    if n == 0 || new.len() < n {
+        return None;
+    }
+    if new[..n - 1].iter().zip(old).any(|(p, c)| p.name() != *c) {
+        return None;
+    }
+    let start = new[n - 1].offset;
+    let mut at = 0usize;
+    for p in &new[n - 1..] {
+        let bytes = tail.get(at..at + p.size as usize)?;
+        if Digest::of(bytes) != p.sha256 {
+            return None;
+        }
+        at += p.size as usize;
+    }
+    let last = old[n - 1];
+    let (old_tail, rest) = tail.split_at_checked(last.size as usize)?;
+    if at != tail.len() || rest.is_empty() || Digest::of(old_tail) != last.sha256 {
+        return None;
+    }
+    let mut out = new[..n - 1].to_vec();
+    let from = if last.size >= cdc.min {
+        out.push(Piece {
+            offset: start,
+            size: last.size,
+            sha256: last.sha256,
+        });
+        last.size as usize
+    } else {
+        0
+    };
+    for p in cut_bytes(&tail[from..], cdc) {
+        out.push(Piece {
+            offset: start + from as u64 + p.offset,
+            ..p
+        });
+    }
+    Some(out)
+}
+
+/// Cuts everything `source` yields into chunks by `cdc`, hashing each
+/// chunk and the whole; `on_chunk` sees each chunk's bytes in order (to
+/// keep, send or screen them).
+///
+/// The buffer always holds at least `max` bytes ahead of the cut point (or
+/// the rest of the input), which is what FastCDC over the whole input in
+/// memory sees, so the cuts are the same. Input of at most
+/// `one_chunk_up_to` bytes is one chunk.
 pub fn cut(
     mut source: impl Read,
+    cdc: &Cdc,
     label: &Path,
     mut on_chunk: impl FnMut(&Piece, &[u8]) -> Result<()>,
 ) -> Result<Cut> {
-    let (mask_s, mask_l) = v2020::select_masks(AVG_SIZE as usize, Normalization::Level1);
-    let max = MAX_SIZE as usize;
-    let mut buf = vec![0u8; 4 * max];
+    let (mask_s, mask_l) = v2020::select_masks(cdc.avg as usize, Normalization::Level1);
+    let max = cdc.max as usize;
+    let window = (cdc.one_chunk_up_to as usize + 1).max(max);
+    let mut buf = vec![0u8; 4 * window];
     let (mut start, mut end, mut eof) = (0usize, 0usize, false);
     let mut whole = Hasher::new();
     let mut pieces = Vec::new();
     let mut offset = 0u64;
+    let mut first = true;
     loop {
-        if !eof && end - start < max {
+        if !eof && end - start < window {
             buf.copy_within(start..end, 0);
             end -= start;
             start = 0;
@@ -109,16 +197,22 @@ pub fn cut(
         if start == end {
             break;
         }
-        let (_, n) = v2020::cut(
-            &buf[start..end],
-            MIN_SIZE as usize,
-            AVG_SIZE as usize,
-            max,
-            mask_s,
-            mask_l,
-            mask_s << 1,
-            mask_l << 1,
-        );
+        let n = if first && eof && cdc.is_one_chunk((end - start) as u64) {
+            end - start
+        } else {
+            v2020::cut(
+                &buf[start..end],
+                cdc.min as usize,
+                cdc.avg as usize,
+                max,
+                mask_s,
+                mask_l,
+                mask_s << 1,
+                mask_l << 1,
+            )
+            .1
+        };
+        first = false;
         let bytes = &buf[start..start + n];
         whole.update(bytes);
         let piece = Piece {
@@ -156,7 +250,7 @@ mod tests {
     }
 
     fn cut_all(bytes: &[u8]) -> Cut {
-        cut(bytes, Path::new("t"), |_, _| Ok(())).unwrap()
+        cut(bytes, &BODIES, Path::new("t"), |_, _| Ok(())).unwrap()
     }
 
     /// Feeds the reader in small, uneven reads.
@@ -172,32 +266,42 @@ mod tests {
     }
 
     #[test]
-    fn the_cuts_are_fastcdc_v2020_over_the_whole_body() {
-        for (len, seed) in [
-            (0, 1),
-            (1000, 2),
-            (300 << 10, 3),
-            (5 << 20, 4),
-            (9 << 20, 5),
-        ] {
-            let bytes = sample(len, seed);
-            let expected: Vec<(u64, u32)> = v2020::FastCDC::new(
-                &bytes,
-                MIN_SIZE as usize,
-                AVG_SIZE as usize,
-                MAX_SIZE as usize,
-            )
-            .map(|c| (c.offset as u64, c.length as u32))
-            .collect();
-            let got = cut(Trickle(&bytes, 0), Path::new("t"), |_, _| Ok(())).unwrap();
-            let pieces: Vec<(u64, u32)> = got.pieces.iter().map(|p| (p.offset, p.size)).collect();
-            assert_eq!(pieces, expected, "{len} bytes");
-            assert_eq!(got.body, Digest::of(&bytes));
-            assert_eq!(got.size, len as u64);
-            for p in &got.pieces {
-                let at = p.offset as usize;
-                assert_eq!(p.sha256, Digest::of(&bytes[at..at + p.size as usize]));
-                assert!(p.size <= MAX_SIZE);
+    fn the_cuts_are_fastcdc_v2020_over_the_whole_input() {
+        for cdc in [BODIES, MANIFEST] {
+            for (len, seed) in [
+                (0, 1),
+                (1000, 2),
+                (cdc.one_chunk_up_to as usize, 3),
+                (cdc.one_chunk_up_to as usize + 1, 3),
+                (300 << 10, 3),
+                (5 << 20, 4),
+                (9 << 20, 5),
+            ] {
+                let bytes = sample(len, seed);
+                let expected: Vec<(u64, u32)> = if cdc.is_one_chunk(len as u64) {
+                    (len > 0).then_some((0, len as u32)).into_iter().collect()
+                } else {
+                    v2020::FastCDC::new(
+                        &bytes,
+                        cdc.min as usize,
+                        cdc.avg as usize,
+                        cdc.max as usize,
+                    )
+                    .map(|c| (c.offset as u64, c.length as u32))
+                    .collect()
+                };
+                let got = cut(Trickle(&bytes, 0), &cdc, Path::new("t"), |_, _| Ok(())).unwrap();
+                let pieces: Vec<(u64, u32)> =
+                    got.pieces.iter().map(|p| (p.offset, p.size)).collect();
+                assert_eq!(pieces, expected, "{len} bytes");
+                assert_eq!(got.pieces, cut_bytes(&bytes, &cdc), "{len} bytes");
+                assert_eq!(got.body, Digest::of(&bytes));
+                assert_eq!(got.size, len as u64);
+                for p in &got.pieces {
+                    let at = p.offset as usize;
+                    assert_eq!(p.sha256, Digest::of(&bytes[at..at + p.size as usize]));
+                    assert!(p.size <= cdc.largest_chunk());
+                }
             }
         }
     }
@@ -224,23 +328,65 @@ mod tests {
 
     #[test]
     fn an_insertion_in_the_middle_changes_only_nearby_chunks() {
-        let before = sample(8 << 20, 21);
-        let mut after = before.clone();
-        after.splice(4 << 20..4 << 20, sample(1000, 22));
-        let old: std::collections::HashSet<Digest> =
-            cut_all(&before).pieces.iter().map(|p| p.sha256).collect();
-        let new = cut_all(&after).pieces;
-        let changed = new.iter().filter(|p| !old.contains(&p.sha256)).count();
-        assert!(changed <= 3, "{changed} of {} chunks changed", new.len());
+        for cdc in [BODIES, MANIFEST] {
+            let before = sample(8 << 20, 21);
+            let mut after = before.clone();
+            after.splice(4 << 20..4 << 20, sample(100, 22));
+            let old: std::collections::HashSet<Digest> =
+                cut_bytes(&before, &cdc).iter().map(|p| p.sha256).collect();
+            let new = cut_bytes(&after, &cdc);
+            let changed = new.iter().filter(|p| !old.contains(&p.sha256)).count();
+            assert!(changed <= 3, "{changed} of {} chunks changed", new.len());
+        }
+    }
+
+    #[test]
+    fn a_grown_body_keeps_its_old_chunks_and_cuts_only_what_follows() {
+        let names = |p: &[Piece]| p.iter().map(Piece::name).collect::<Vec<_>>();
+        for (len, seed) in [(8 << 20, 31), (9 << 20, 32), (300 << 10, 33)] {
+            let before = sample(len, seed);
+            let old = cut_bytes(&before, &BODIES);
+            let mut after = before.clone();
+            after.extend_from_slice(&sample(16 << 10, seed + 100));
+            let new = cut_bytes(&after, &BODIES);
+            let n = old.len();
+            let start = new[n - 1].offset as usize;
+            let g = grown(&names(&old), &new, &after[start..], &BODIES).unwrap();
+            // The same bytes, chunk by chunk.
+            let mut at = 0u64;
+            for p in &g {
+                assert_eq!(p.offset, at);
+                let range = p.offset as usize..(p.offset + u64::from(p.size)) as usize;
+                assert_eq!(p.sha256, Digest::of(&after[range]));
+                at += u64::from(p.size);
+            }
+            assert_eq!(at, after.len() as u64);
+            // The old chunks are kept; only a short old last one is cut again.
+            let last = old[n - 1];
+            let kept = if last.size >= BODIES.min { n } else { n - 1 };
+            assert_eq!(names(&g[..kept]), names(&old[..kept]));
+            let sent: u64 = g[kept..].iter().map(|p| u64::from(p.size)).sum();
+            assert!(sent < u64::from(BODIES.min) + (16 << 10), "{sent}");
+            assert!(g[..g.len() - 1].iter().all(|p| p.size >= BODIES.min));
+            // Not a growth: bytes changed inside the old body.
+            let mut edited = after.clone();
+            edited[start] ^= 1;
+            let new_edited = cut_bytes(&edited, &BODIES);
+            let s2 = new_edited.get(n - 1).map_or(0, |p| p.offset as usize);
+            assert!(grown(&names(&old), &new_edited, &edited[s2..], &BODIES).is_none());
+            // A tail that is not the body's is refused too.
+            assert!(grown(&names(&old), &new, &before[start..], &BODIES).is_none());
+        }
     }
 
     #[test]
     fn a_store_that_chunks_otherwise_is_refused() {
-        assert!(check(&ours()).is_ok());
-        let other = Chunking {
-            avg: 128 << 10,
-            ..ours()
-        };
+        assert!(check(&Chunking::ours()).is_ok());
+        let mut other = Chunking::ours();
+        other.bodies.avg = 128 << 10;
+        assert_eq!(check(&other).unwrap_err().code(), "chunking_mismatch");
+        let mut other = Chunking::ours();
+        other.zstd_level = 19;
         assert_eq!(check(&other).unwrap_err().code(), "chunking_mismatch");
     }
 }

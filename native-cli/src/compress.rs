@@ -1,57 +1,86 @@
-//! How the CLI compresses what it sends (docs/transfer.md, "Compression"):
-//! each delta push part is one zstd frame (level [`ZSTD_LEVEL`], a window
-//! of at most 8 MiB as HTTP's `zstd` content coding requires), sent as it
-//! is (`identity`) when compression does not pay, as for chunks that are
-//! compressed already.
+//! How chunks travel (docs/transfer.md, "Units"): each chunk is compressed
+//! on its own as one zstd frame (level and window from
+//! `pillbox_wire::chunking`), and kept as it is when that does not save
+//! 3 %: a chunk batch carries each frame as the store will keep and serve
+//! it. A frame received is decoded to exactly its raw size, never more,
+//! before its bytes are hashed and used.
+
+use std::borrow::Cow;
+
+use packet_core::Digest;
+use pillbox_wire::chunking::{keep_compressed, ZSTD_LEVEL, ZSTD_WINDOW_LOG};
+use pillbox_wire::chunks::{Encoding, Frame};
+use pillbox_wire::PartLimits;
 
 use crate::error::{CliError, Result};
 
-/// The zstd level of parts and manifests.
-pub const ZSTD_LEVEL: i32 = 3;
+/// Decodes one zstd frame of at most `limit` bytes (a larger output, or a
+/// window over 8 MiB, is an error).
+pub fn unzstd(bytes: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
+    let mut d = zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?;
+    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(ZSTD_WINDOW_LOG))
+        .map_err(|e| e.to_string())?;
+    d.decompress(bytes, limit).map_err(|e| e.to_string())
+}
 
-/// log2 of the zstd window: 8 MiB, the most a `Content-Encoding: zstd`
-/// decoder must accept (RFC 9659).
-pub const WINDOW_LOG: u32 = 23;
+/// Whether a store whose parts take these limits accepts zstd frames.
+pub fn store_takes_zstd(limits: &PartLimits) -> bool {
+    limits.encodings.iter().any(|e| e == "zstd") && limits.zstd_max_window >= 1 << ZSTD_WINDOW_LOG
+}
 
-/// The most chunk batch bytes one part carries (the store may allow more).
-pub const PART_TARGET: u64 = 32 << 20;
-
-/// A part sent compressed only when that saves at least this share of it.
-const WORTH_IT: f64 = 0.97;
-
-/// A part's body as sent.
+/// A chunk as it travels: its table entry and its stored bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Encoded {
-    /// `Content-Encoding: zstd`.
-    Zstd(Vec<u8>),
-    /// Sent as it is.
-    Identity(Vec<u8>),
+pub struct Framed<'a> {
+    /// The table entry.
+    pub frame: Frame,
+    /// The stored bytes: a zstd frame, or the chunk itself.
+    pub stored: Cow<'a, [u8]>,
 }
 
-/// `bytes` as one zstd frame.
-pub fn zstd(bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut c = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(compressor_error)?;
-    c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(WINDOW_LOG))
-        .map_err(compressor_error)?;
-    c.compress(bytes).map_err(compressor_error)
-}
-
-/// Whether a store whose parts take these limits accepts our zstd parts.
-pub fn store_takes_zstd(limits: &pillbox_wire::PartLimits) -> bool {
-    limits.encodings.iter().any(|e| e == "zstd") && limits.zstd_max_window >= 1 << WINDOW_LOG
-}
-
-/// A part's chunk batch, compressed when that pays and the store takes zstd.
-pub fn part(batch: Vec<u8>, zstd_ok: bool) -> Result<Encoded> {
-    if !zstd_ok {
-        return Ok(Encoded::Identity(batch));
+/// The frame of chunk `raw` (named `sha256`): compressed when `zstd_ok`
+/// and that saves at least 3 %, else as it is.
+pub fn frame(sha256: Digest, raw: &[u8], zstd_ok: bool) -> Result<Framed<'_>> {
+    if zstd_ok {
+        let mut c = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(compressor_error)?;
+        let compressed = c.compress(raw).map_err(compressor_error)?;
+        if keep_compressed(raw.len(), compressed.len()) {
+            return Ok(Framed {
+                frame: Frame::zstd(sha256, raw.len() as u32, compressed.len() as u32),
+                stored: Cow::Owned(compressed),
+            });
+        }
     }
-    let compressed = zstd(&batch)?;
-    if (compressed.len() as f64) < batch.len() as f64 * WORTH_IT {
-        Ok(Encoded::Zstd(compressed))
-    } else {
-        Ok(Encoded::Identity(batch))
+    Ok(Framed {
+        frame: Frame {
+            sha256,
+            raw_size: raw.len() as u32,
+            stored_size: raw.len() as u32,
+            encoding: Encoding::Identity,
+        },
+        stored: Cow::Borrowed(raw),
+    })
+}
+
+/// A received frame's raw bytes, checked: decoded (a zstd frame must give
+/// exactly its raw size), then hashed against its name.
+pub fn unframe(frame: &Frame, stored: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
+    let raw = match frame.encoding {
+        Encoding::Identity => stored,
+        Encoding::Zstd => unzstd(&stored, frame.raw_size as usize)
+            .map_err(|e| format!("chunk {} does not decode: {e}", frame.sha256))?,
+    };
+    if raw.len() != frame.raw_size as usize {
+        return Err(format!(
+            "chunk {} decodes to {} bytes, its table says {}",
+            frame.sha256,
+            raw.len(),
+            frame.raw_size
+        ));
     }
+    if Digest::of(&raw) != frame.sha256 {
+        return Err(format!("chunk {} does not hash to its name", frame.sha256));
+    }
+    Ok(raw)
 }
 
 fn compressor_error(e: std::io::Error) -> CliError {
@@ -62,39 +91,54 @@ fn compressor_error(e: std::io::Error) -> CliError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn compressible_parts_are_compressed_and_the_rest_sent_as_is() {
-        let text = b"fn main() { println!(\"hello\"); }\n".repeat(10_000);
-        let Encoded::Zstd(z) = part(text.clone(), true).unwrap() else {
-            panic!("text compresses");
-        };
-        assert!(z.len() < text.len() / 10);
-        assert_eq!(zstd::decode_all(&z[..]).unwrap(), text);
-        // Bytes that do not compress (a xorshift stream) go as they are.
+    fn noise(len: usize) -> Vec<u8> {
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let noise: Vec<u8> = (0..200_000)
+        (0..len)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 (x >> 24) as u8
             })
-            .collect();
-        assert_eq!(
-            part(noise.clone(), true).unwrap(),
-            Encoded::Identity(noise.clone())
-        );
-        // A store that does not take zstd gets every part as it is.
-        assert_eq!(part(text.clone(), false).unwrap(), Encoded::Identity(text));
+            .collect()
     }
 
     #[test]
-    fn the_window_is_at_most_8_mib() {
-        let z = zstd(&vec![1u8; 20 << 20]).unwrap();
-        let mut d = zstd::stream::read::Decoder::new(&z[..]).unwrap();
-        d.window_log_max(WINDOW_LOG).unwrap();
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut d, &mut out).unwrap();
-        assert_eq!(out.len(), 20 << 20);
+    fn compressible_chunks_travel_compressed_and_the_rest_as_they_are() {
+        let text = b"fn main() { println!(\"hello\"); }\n".repeat(2_000);
+        let d = Digest::of(&text);
+        let f = frame(d, &text, true).unwrap();
+        assert_eq!(f.frame.encoding, Encoding::Zstd);
+        assert!(f.stored.len() < text.len() / 10);
+        assert!(f.frame.stored_size_fits());
+        assert_eq!(unframe(&f.frame, f.stored.into_owned()).unwrap(), text);
+        let n = noise(200_000);
+        let f = frame(Digest::of(&n), &n, true).unwrap();
+        assert_eq!(f.frame.encoding, Encoding::Identity);
+        assert_eq!(&f.stored[..], &n[..]);
+        // A store that takes no zstd gets every chunk as it is.
+        let f = frame(d, &text, false).unwrap();
+        assert_eq!(f.frame, Frame::identity(&text));
+    }
+
+    #[test]
+    fn a_frame_decodes_to_exactly_its_raw_size_and_name() {
+        let text = vec![7u8; 100_000];
+        let d = Digest::of(&text);
+        let f = frame(d, &text, true).unwrap();
+        let stored = f.stored.into_owned();
+        // Claims fewer raw bytes than it holds: never decoded past them.
+        let short = Frame::zstd(d, 50_000, f.frame.stored_size);
+        assert!(unframe(&short, stored.clone()).is_err());
+        let long = Frame::zstd(d, 200_000, f.frame.stored_size);
+        assert!(unframe(&long, stored.clone())
+            .unwrap_err()
+            .contains("decodes to 100000"));
+        let misnamed = Frame::zstd(Digest::of(b"x"), 100_000, f.frame.stored_size);
+        assert!(unframe(&misnamed, stored.clone())
+            .unwrap_err()
+            .contains("does not hash"));
+        assert!(unframe(&Frame::identity(b"abc"), b"abd".to_vec()).is_err());
+        assert!(unframe(&f.frame, b"not zstd".to_vec()).is_err());
     }
 }

@@ -16,6 +16,7 @@ mod pack;
 mod packet_io;
 mod progress;
 mod query;
+mod record;
 mod refused;
 mod remote;
 mod report;
@@ -98,7 +99,7 @@ enum Checkpoint {
     Pull(PullArgs),
     /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
     #[command(
-        after_help = "Examples:\n  pillbox checkpoint save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox checkpoint save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again)."
+        after_help = "Examples:\n  pillbox checkpoint save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox checkpoint save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nOnly files changed since the last save or restore here are read (the workspace record, kept in $XDG_STATE_HOME/pillbox/workspaces). The ref's current packet is the base: bodies and chunks it holds are not sent, and when it is the last save's packet everything new goes in one request. A file that changes while saving is refused (save again)."
     )]
     Save(SaveArgs),
     /// Pull a packet and unpack it in one step: bodies from --base packets and the local cache, the rest fetched; everything verified before anything lands.

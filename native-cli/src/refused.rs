@@ -429,7 +429,7 @@ refusals! {
     /// push: the store expects bodies cut into chunks another way.
     ChunkingMismatch { theirs: String } => "chunking_mismatch",
         path: None,
-        message: format!("the store cuts bodies into chunks as {theirs}, not as this pillbox does ({} threshold {} min {} avg {} max {})", crate::chunking::ALGORITHM, crate::chunking::THRESHOLD, crate::chunking::MIN_SIZE, crate::chunking::AVG_SIZE, crate::chunking::MAX_SIZE),
+        message: format!("the store cuts and compresses chunks as {theirs}, not as this pillbox does ({})", crate::chunking::describe(&pillbox_wire::Chunking::ours())),
         advice: "push with --whole, or use a pillbox that matches the store";
     /// push: the packet file changed after it was verified.
     PacketChanged { path: PathBuf } => "packet_changed",

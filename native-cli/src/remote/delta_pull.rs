@@ -20,15 +20,18 @@ use std::path::{Path, PathBuf};
 use packet_core::offsets::Offsets;
 use packet_core::{Digest, Event, Hasher, Limits, Manifest, Reader, ReaderOptions};
 use packet_core::{Step, Writer, WriterOptions};
+use pillbox_wire::chunking::MAX_CHUNK;
 use pillbox_wire::chunks::{BatchLimits, Decoded, Decoder};
-use pillbox_wire::{ChunkRequest, Recipes};
+use pillbox_wire::recipes::{RecipeLimits, Recipes, Run};
+use pillbox_wire::ChunkRequest;
 use serde::Serialize;
 
 use super::bodies::RangeReader;
-use super::client::{bad_answer, parse_answer, status_error, Remote};
+use super::client::{bad_answer, status_error, Remote};
 use super::packet_path;
 use crate::cache::{Cache, Location, PackWriter};
-use crate::chunking::{self, THRESHOLD};
+use crate::chunking::{self, BODIES};
+use crate::compress;
 use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{PacketSource, CHUNK};
 use crate::progress::Progress;
@@ -179,37 +182,40 @@ fn fetch_manifest(remote: &Remote, digest: &Digest) -> Result<Manifest> {
     Manifest::parse(&bytes, &Limits::FORMAT).map_err(CliError::Packet)
 }
 
-/// `GET /v1/packets/{digest}/recipes`: body sha256 → its chunks.
+/// `GET /v1/packets/{digest}/recipes` (binary, no base: every run names a
+/// chunk): body sha256 → its chunks.
 fn fetch_recipes(remote: &Remote, digest: &Digest) -> Result<HashMap<Digest, Vec<(Digest, u32)>>> {
     let path = format!("{}/recipes", packet_path(digest));
     let what = format!("GET {path}");
-    let r = remote.get_compressible(&what, &path)?;
+    let r = remote.get(&what, &path)?;
     if r.status().as_u16() != 200 {
         return Err(status_error(&what, r));
     }
-    let bytes = remote.read_body(&what, r, 256 << 20)?;
-    let recipes: Recipes = parse_answer(&what, &bytes)?;
-    let hex = |h: &str| Digest::from_hex(h).map_err(|e| bad_answer(&what, e.message()));
+    let limits = RecipeLimits::DEFAULT;
+    let bytes = remote.read_body(&what, r, limits.max_bytes)?;
+    let recipes = Recipes::decode(&bytes, limits).map_err(|e| bad_answer(&what, &e.to_string()))?;
     let mut out = HashMap::new();
-    for r in recipes.recipes {
-        let chunks = r
-            .chunks
-            .iter()
-            .map(|c| {
-                let size = u32::try_from(c.size).map_err(|_| {
-                    bad_answer(&what, &format!("a chunk of {} bytes in a recipe", c.size))
-                })?;
-                Ok((hex(&c.sha256)?, size))
-            })
-            .collect::<Result<Vec<_>>>()?;
+    for r in recipes.bodies {
+        let mut chunks = Vec::with_capacity(r.runs.len());
+        for run in &r.runs {
+            match run {
+                Run::Chunk(c) => chunks.push((c.sha256, c.size)),
+                Run::Copy { .. } => {
+                    return Err(bad_answer(
+                        &what,
+                        &format!("the recipe of {} copies a base no one named", r.body.sha256),
+                    ))
+                }
+            }
+        }
         let total: u64 = chunks.iter().map(|(_, s)| u64::from(*s)).sum();
-        if total != r.size || chunks.iter().any(|(_, s)| *s > chunking::MAX_SIZE) {
+        if total != r.body.size {
             return Err(bad_answer(
                 &what,
-                &format!("the recipe of {} does not add up", r.sha256),
+                &format!("the recipe of {} does not add up", r.body.sha256),
             ));
         }
-        out.insert(hex(&r.sha256)?, chunks);
+        out.insert(r.body.sha256, chunks);
     }
     Ok(out)
 }
@@ -241,7 +247,7 @@ pub fn plan(
                 for (member, &at) in m.members.iter().zip(&offsets) {
                     if let Some(d) = member.sha256().filter(|_| member.size() > 0) {
                         in_base.entry(d).or_insert((b, at));
-                        if member.size() > THRESHOLD {
+                        if !BODIES.is_one_chunk(member.size()) {
                             base_large.push((b, member.path.clone(), at, member.size()));
                         }
                     }
@@ -272,7 +278,7 @@ pub fn plan(
             }
         }
     }
-    let recipes = if bodies.iter().any(|(_, s, _)| *s > THRESHOLD) {
+    let recipes = if bodies.iter().any(|(_, s, _)| !BODIES.is_one_chunk(*s)) {
         fetch_recipes(remote, digest)?
     } else {
         HashMap::new()
@@ -317,7 +323,7 @@ pub fn plan(
                 // most 1 MiB); a larger one (a packet the store keeps
                 // whole) is checked whole, below, or fetched by range.
                 verified: false,
-                unchunked: *size > u64::from(chunking::MAX_SIZE),
+                unchunked: *size > u64::from(MAX_CHUNK),
             }],
         };
         pieces.insert(*sha, list);
@@ -327,7 +333,7 @@ pub fn plan(
     let wanted_large: HashSet<&str> = bodies
         .iter()
         .filter(|(sha, s, _)| {
-            *s > THRESHOLD
+            !BODIES.is_one_chunk(*s)
                 && recipes.contains_key(sha)
                 && pieces[sha].iter().any(|p| matches!(p.place, Place::Remote))
         })
@@ -343,7 +349,7 @@ pub fn plan(
             at: *at,
             end: at + size,
         };
-        if let Ok(cut) = chunking::cut(reader, &bases[*b].path, |_, _| Ok(())) {
+        if let Ok(cut) = chunking::cut(reader, &BODIES, &bases[*b].path, |_, _| Ok(())) {
             for p in cut.pieces {
                 cut_chunks.entry(p.sha256).or_insert((*b, at + p.offset));
             }
@@ -531,9 +537,10 @@ struct Fetched {
     requests: u64,
 }
 
-/// `POST /v1/packets/{digest}/chunks` for `wanted` (each checked by the
-/// batch decoder against its name), into a new cache pack; a connection
-/// lost mid-answer asks again for the chunks not yet received.
+/// `POST /v1/packets/{digest}/chunks` for `wanted` (each frame decoded,
+/// bounded by its raw size, and hashed against its name), into a new
+/// cache pack; a connection lost mid-answer asks again for the chunks not
+/// yet received.
 fn fetch_chunks(
     remote: &Remote,
     packet: &str,
@@ -550,18 +557,10 @@ fn fetch_chunks(
     while !left.is_empty() {
         let body = ChunkRequest {
             chunks: left.iter().map(|d| d.hex().to_string()).collect(),
-            encoding: Some("gzip".to_owned()),
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         requests += 1;
-        let r = remote.send_bytes(
-            &what,
-            "POST",
-            &path,
-            "application/json",
-            &json,
-            &[("accept-encoding", "gzip".to_owned())],
-        )?;
+        let r = remote.send_bytes(&what, "POST", &path, "application/json", &json, &[])?;
         if r.status().as_u16() != 200 {
             return Err(status_error(&what, r));
         }
@@ -603,8 +602,8 @@ enum BatchRead {
     Lost(String),
 }
 
-/// Reads a chunk batch answer, writing each complete, checked frame into
-/// `pack`. The frames must be `wanted`, in order.
+/// Reads a chunk batch answer, writing each complete frame, decoded and
+/// checked, into `pack`. The frames must be `wanted`, in order.
 fn read_batch(
     mut body: Box<dyn Read + Send + '_>,
     wanted: &[Digest],
@@ -643,19 +642,18 @@ fn read_batch(
                 Decoded::Data { index, bytes, last } => {
                     frame.extend_from_slice(bytes);
                     if last {
-                        // The store names each frame; the bytes must agree.
-                        if Digest::of(&frame) != wanted[index] {
-                            return Err(BatchRead::Refused(bad_answer(
-                                what,
-                                &format!("chunk {} does not hash to its name", wanted[index]),
-                            )));
-                        }
-                        pack.add(wanted[index], &frame)
-                            .map_err(BatchRead::Refused)?;
-                        progress.inc(frame.len() as u64);
-                        frame.clear();
+                        // The store names each frame; decoded, its bytes
+                        // must be exactly its raw size and hash to its name.
+                        let entry = decoder.table()[index];
+                        let raw = compress::unframe(&entry, std::mem::take(&mut frame))
+                            .map_err(|e| BatchRead::Refused(bad_answer(what, &e)))?;
+                        pack.add(wanted[index], &raw).map_err(BatchRead::Refused)?;
+                        progress.inc(raw.len() as u64);
                     }
                 }
+            }
+            if input.is_empty() {
+                break;
             }
         }
     }

@@ -14,10 +14,10 @@
 //! | `client` | the store's URL and token, requests and retries, answers read into `pillbox_wire` types, status → error |
 //! | `push` | `push`: a delta push, or a single upload or a multipart one, then the ref |
 //! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
-//! | `delta_push` | delta push: manifest, recipes, compressed parts in parallel, complete |
+//! | `delta_push` | delta push: the manifest's chunks and what the bases lack in one `PBPUSH02` create when it fits, else recipes, parts of per-chunk zstd frames in parallel, complete |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
-//! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches, the packet rebuilt |
+//! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches (frames decoded and hashed), the packet rebuilt |
 //!
 //! Every JSON body sent or read is a type of the `pillbox-wire` crate, the
 //! one the Worker answers with.
@@ -35,10 +35,11 @@ use packet_core::Digest;
 pub use bodies::Bodies;
 pub use client::{Remote, Token};
 pub use delta_pull::{plan as plan_pull, DeltaPullReport, RebuiltSource};
-pub use delta_push::DeltaReport as PushDeltaReport;
+pub use delta_push::{DeltaReport as PushDeltaReport, KnownBase};
 pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use push::{
-    push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
+    push, push_verified, takes_delta, ExpectRef, PartsReport, PushReport, PushRequest, RefReport,
+    Verified,
 };
 pub use upload_state::default_state_dir;
 

@@ -7,13 +7,15 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::collections::HashMap;
+
 use packet_core::{Digest, Manifest};
 use pillbox_wire::{CreateUpload, PutRef, Upload};
 use serde::Serialize;
 
 use super::bodies::{Bodies, PacketBodies};
 use super::client::{bad_answer, read_answer, ref_digest, status_error, store_info, Remote};
-use super::delta_push::{delta_push, DeltaReport, DeltaRequest};
+use super::delta_push::{delta_push, DeltaReport, DeltaRequest, KnownBase};
 use super::upload_state::{lock_file, state_file, StateLock, UploadState};
 use super::{label_query, packet_path, ref_path, upload_path};
 use crate::error::{CliError, Refused, Result};
@@ -132,10 +134,13 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
     )?;
     let packet = Verified {
         manifest: &read.manifest,
+        json: None,
         digest: read.digest,
         size: read.size,
         file: Some(&file),
         bodies: &bodies,
+        cuts: None,
+        known: None,
     };
     push_verified(remote, request, &packet, progress)
 }
@@ -144,6 +149,8 @@ pub fn push(remote: &Remote, request: &PushRequest, progress: &Progress) -> Resu
 pub struct Verified<'a> {
     /// Its manifest.
     pub manifest: &'a Manifest,
+    /// Its `packet.json`'s exact bytes, when already at hand.
+    pub json: Option<&'a [u8]>,
     /// Its digest.
     pub digest: Digest,
     /// Its size.
@@ -153,11 +160,18 @@ pub struct Verified<'a> {
     pub file: Option<&'a Path>,
     /// Where its bodies are read from, for a delta push.
     pub bodies: &'a dyn Bodies,
+    /// Large bodies already cut into chunks (by body sha256).
+    pub cuts: Option<&'a HashMap<Digest, Vec<crate::chunking::Piece>>>,
+    /// What this machine knows a stored packet holds (the workspace
+    /// record's packet): when the ref points at it, the push sends exactly
+    /// what it lacks.
+    pub known: Option<&'a KnownBase>,
 }
 
 /// Sends a verified packet by delta push when the store takes it (and
-/// `--whole` was not given), else in one request or in parts; then moves
-/// the ref.
+/// `--whole` was not given, and the packet is a /2 one: a /1 packet is
+/// named by its whole file and goes up whole), else in one request or in
+/// parts; then moves the ref.
 pub fn push_verified(
     remote: &Remote,
     request: &PushRequest,
@@ -184,25 +198,44 @@ pub fn push_verified(
         delta: None,
     };
     let settings = store_info(remote)?;
-    if is_stored(remote, &digest)? {
+    let delta = settings.delta && !request.whole && packet.manifest.format.named_by_manifest();
+    let current = match (&request.ref_name, delta) {
+        (Some(name), true) => current_ref(remote, name)?,
+        _ => None,
+    };
+    // A push that knows its base (a save after the last one) goes straight
+    // to the create, which answers 200 for a packet stored already.
+    let stored = current == Some(digest)
+        || (!(delta && packet.known.is_some()) && is_stored(remote, &digest)?);
+    if stored {
         // Nothing to send.
-    } else if settings.delta && !request.whole {
+    } else if delta {
         let mut bases = request.bases.clone();
-        if let Some(name) = &request.ref_name {
-            if let Some(current) = current_ref(remote, name)? {
-                if current != digest && !bases.contains(&current) {
-                    bases.insert(0, current);
-                }
+        if let Some(current) = current {
+            if !bases.contains(&current) {
+                bases.insert(0, current);
             }
         }
+        let owned_json;
+        let json = match packet.json {
+            Some(j) => j,
+            None => {
+                owned_json = packet.manifest.to_canonical_json();
+                &owned_json
+            }
+        };
+        let no_cuts = HashMap::new();
         let outcome = delta_push(
             remote,
             &DeltaRequest {
                 manifest: packet.manifest,
+                json,
                 digest,
                 size,
                 bodies: packet.bodies,
+                cuts: packet.cuts.unwrap_or(&no_cuts),
                 bases,
+                known: packet.known,
                 labels: &request.labels,
                 state_dir: &request.state_dir,
             },
@@ -210,7 +243,7 @@ pub fn push_verified(
         )?;
         report.uploaded = outcome.created;
         report.resumed = outcome.resumed;
-        report.mode = if outcome.created || outcome.report.parts_sent > 0 {
+        report.mode = if outcome.created || outcome.report.chunks_sent > 0 {
             "delta"
         } else {
             "none"
