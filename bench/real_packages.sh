@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 target="${CARGO_TARGET_DIR:-$PWD/target}"
-[ -n "$bin" ] || { cargo build --release --locked -q -p pillbox; bin="$target/release/pillbox"; }
+[ -n "$bin" ] || { bash scripts/build-release.sh -q; bin="$target/release/pillbox"; }
 [ -n "$dir" ] || dir=$(mktemp -d /tmp/pillbox-real-packages.XXXXXX)
 ws="$dir/ws"
 mkdir -p "$ws/js" "$ws/py" "$ws/crates"

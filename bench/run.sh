@@ -2,9 +2,10 @@
 # Runs the benchmark suite and writes docs/benchmarks.md and the scaling
 # plots. Arguments go to bench/run.py (e.g. --smoke, --reps 3, --skip-worker).
 #
-# Builds what the parts that run need: the CLI and the baselines; for the
-# wasm parts packet-inspector-wasm for wasm32 bound for node, its fixture
-# generator, the inspector page (inspector/build.sh) and the Worker
+# Builds what the parts that run need: the CLI, the baselines and the
+# fixture generators (scripts/build-release.sh, one cargo invocation); for
+# the wasm parts packet-inspector-wasm for wasm32 bound for node, the
+# inspector page (inspector/build.sh) and the Worker
 # (scripts/worker-build.sh). CARGO_TARGET_DIR is honoured.
 #
 # As root, benchmark data lives on a fresh tmpfs so that unpacking 100,000
@@ -26,10 +27,7 @@ done
 # The smoke run measures only the wasm reader under node among the wasm parts.
 [ -n "$smoke" ] && skip_browser=1 skip_worker=1
 
-[ -n "$only_edge" ] || cargo build --release -q -p pillbox -p bench-baselines
-if [ -z "$skip_wasm" ] || [ -z "$skip_browser" ]; then
-  cargo build --release -q -p packet-inspector-wasm --example fixtures
-fi
+bash scripts/build-release.sh -q
 if [ -z "$skip_wasm" ]; then
   # The build inspector/build.sh makes, bound for node instead of the web.
   cargo build --release -q --target wasm32-unknown-unknown -p packet-inspector-wasm
@@ -39,7 +37,6 @@ fi
 [ -n "$skip_browser" ] || bash inspector/build.sh >&2
 if [ -z "$skip_worker" ]; then
   bash scripts/worker-build.sh >&2
-  cargo build --release -q -p packet-core --example worker_fixtures
 fi
 
 data=${BENCH_DATA:-}

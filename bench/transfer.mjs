@@ -422,7 +422,6 @@ async function bench(ws) {
     out.edge_push = { wall_s: wall, mb_per_s: p0.size / 1e6 / wall, sent: r.sent, ...whereTimeGoes((await proxyLog()).slice(mark)) };
     out.edge_push.ratio_to_baseline = out.edge_push.mb_per_s / out.baseline.mb_per_s;
   }
-  await sleep(4000); // after a long request (docs/transfer.md, "The stall")
   const empty = await emptyStore([], [p0.digest]);
 
   // 1. The first push.
@@ -609,7 +608,7 @@ function docSection(results) {
   const out = [];
   const n = results.checkpoints;
   out.push('## Transfer', '',
-    '`node bench/transfer.mjs` (after `cargo build --release -p pillbox` and `bash scripts/worker-build.sh`, which the',
+    '`node bench/transfer.mjs` (after `bash scripts/build-release.sh` and `bash scripts/worker-build.sh`, which the',
     'script runs itself): the real `pillbox` binary against the Worker under `wrangler dev --local` (workerd, local R2',
     'and D1) with `BENCH_ROUTES=1`, every request through the recording proxy of `tests/e2e/proxy.mjs`, which keeps',
     'each answer\'s `Pillbox-Timing` (the Worker\'s own timers) and when each request started and ended. One run,',
@@ -718,8 +717,7 @@ async function measureAll() {
   const started = new Date();
   const load0 = loadavg()[0];
   log('building (release)');
-  run('cargo', ['build', '--release', '--quiet', '-p', 'pillbox']);
-  run('cargo', ['build', '--release', '--quiet', '-p', 'packet-core', '--example', 'worker_fixtures']);
+  run('bash', ['scripts/build-release.sh', '--quiet']);
   buildWorker();
   const list = workspaces();
   edge = await startEdge({

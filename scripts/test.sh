@@ -2,17 +2,89 @@
 # Runs every test of the project, after installing what a fresh machine
 # lacks for them (scripts/setup.sh --for test: the main job's tools and the
 # tests' own). Each step names itself; the first failure stops the run with
-# a non-zero exit.
+# a non-zero exit. At the end (or at the failure) a table gives each step's
+# time.
 #
 #   bash scripts/test.sh            everything
 #   FUZZ_SECONDS=0 bash scripts/test.sh   skip the bounded fuzz run
+#
+# Each crate is compiled once per profile and target: the debug builds are
+# the tests' (`cargo test`; the wasm tests), the release builds the
+# programs the end-to-end tests, the harness tests, the browser tests and
+# the benchmarks run, all from one invocation (scripts/build-release.sh),
+# plus the Worker and the inspector page for wasm32.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
 
-step() { printf '\n==== %s\n' "$*"; }
-started=$(date +%s)
+stage_names=()
+stage_seconds=()
+stage_cpu=()
+stage=""
+stage_started=""
+stage_cpu_started=""
+run_started=$EPOCHREALTIME
 
+# CPU seconds (user + system) of every finished child process so far, into
+# $cpu_now: the steps' CPU time, which other work on the machine changes
+# less than their wall time. (`times` must run in this shell itself: in a
+# pipe or $(…) it would report a subshell's.)
+times_file=$(mktemp)
+read_cpu() {
+  times >"$times_file"
+  cpu_now=$(awk 'NR == 2 {
+    n = split($1 " " $2, t, " "); s = 0
+    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+    printf "%.1f", s }' "$times_file")
+}
+
+# Closes the running step's timing.
+close_stage() {
+  if [[ -n "$stage" ]]; then
+    read_cpu
+    stage_names+=("$stage")
+    stage_seconds+=("$(awk -v a="$stage_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')")
+    stage_cpu+=("$(awk -v a="$stage_cpu_started" -v b="$cpu_now" 'BEGIN { printf "%.1f", b - a }')")
+    stage=""
+  fi
+}
+
+step() {
+  close_stage
+  stage="$*"
+  stage_started=$EPOCHREALTIME
+  read_cpu
+  stage_cpu_started=$cpu_now
+  printf '\n==== %s\n' "$*"
+}
+
+# The table of step times, at the end of the run or where it stopped.
+summary() {
+  local status=$?
+  local failed="$stage"
+  close_stage
+  printf '\n==== time per step (wall, and CPU of its processes; load average %s at the end)\n' "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+  printf '%8s  %8s  %s\n' wall CPU step
+  local i
+  for i in "${!stage_names[@]}"; do
+    local mark=""
+    [[ $status -ne 0 && -n "$failed" && $i -eq $((${#stage_names[@]} - 1)) ]] && mark="  (failed)"
+    printf '%6s s  %6s s  %s%s\n' "${stage_seconds[$i]}" "${stage_cpu[$i]}" "${stage_names[$i]}" "$mark"
+  done
+  local total
+  read_cpu
+  total=$(awk -v a="$run_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  if [[ $status -eq 0 ]]; then
+    printf '%6s s  %6s s  total\n\nall tests passed in %.0f s\n' "$total" "$cpu_now" "$total"
+  else
+    printf '%6s s  %6s s  total, stopped by a failure (exit %d)\n' "$total" "$cpu_now" "$status"
+  fi
+  rm -f "$times_file"
+}
+trap summary EXIT
+
+step "setup (scripts/setup.sh --for test)"
 bash scripts/setup.sh --for test
 
 step "format"
@@ -24,9 +96,9 @@ cargo clippy --all-targets --locked -- -D warnings
 step "lints (the Worker, wasm32)"
 cargo clippy -p pillbox-worker --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 
-step "packet-core builds with no std at all (wasm32v1-none) and for wasm32-unknown-unknown"
+# For wasm32-unknown-unknown, the wasm tests below build packet-core.
+step "packet-core builds with no std at all (wasm32v1-none)"
 cargo build -p packet-core --target wasm32v1-none --locked
-cargo build -p packet-core --target wasm32-unknown-unknown --locked
 
 # The native tests include the schema check of every vector's manifest and
 # the check that the adversarial corpus is what its generator writes.
@@ -43,18 +115,21 @@ cargo test -p packet-core --target wasm32-unknown-unknown --locked --test vector
 cargo test -p packet-inspector-wasm --target wasm32-unknown-unknown --locked
 unset CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER
 
-step "Worker bundles for deployment (wrangler deploy --dry-run)"
+step "build: the Worker (wasm32), the inspector page (wasm32), the native programs in release"
 bash scripts/worker-build.sh
+bash inspector/build.sh
+bash scripts/build-release.sh
+
+step "Worker bundles for deployment (wrangler deploy --dry-run)"
 dry=$(mktemp -d)
-npx --no-install wrangler deploy --dry-run --outdir "$dry" >"$dry/log" 2>&1 || { cat "$dry/log"; exit 1; }
+bash scripts/wrangler.sh deploy --dry-run --outdir "$dry" >"$dry/log" 2>&1 || { cat "$dry/log"; exit 1; }
 rm -rf "$dry"
 
 step "end-to-end: the Worker on workerd (wrangler dev, local R2 + D1) with HTTP clients and the pillbox binary"
-cargo build --locked -p pillbox
 node --test --test-concurrency=1 tests/e2e/
 
 step "harness state end to end: Codex, Claude Code and OpenCode (the real CLIs, offline against a mock model) carried between two homes"
-node --test --test-concurrency=1 tests/harness/
+PILLBOX_BIN="$target/release/pillbox" node --test --test-concurrency=1 tests/harness/
 
 step "browser: the inspector in headless Chromium"
 bash inspector/tests/run.sh
@@ -71,5 +146,3 @@ bash bench/run.sh --smoke
 # are printed, not checked.
 node bench/transfer.mjs --quick --node-modules node_modules --dir "${TMPDIR:-/tmp}/pillbox-transfer-smoke" >/dev/null
 cat "${TMPDIR:-/tmp}/pillbox-transfer-smoke/transfer-quick.md"
-
-printf '\nall tests passed in %d s\n' $(( $(date +%s) - started ))

@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/worker-build.sh >&2
-cargo build --quiet --release -p packet-core --example worker_fixtures
+bash scripts/build-release.sh --quiet
 packet="${PILLBOX_1GIB_PACKET:-${TMPDIR:-/tmp}/pillbox-1gib.pkt}"
 if [[ ! -f "$packet" ]]; then
   echo "generating $packet" >&2

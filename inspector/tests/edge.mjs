@@ -3,7 +3,7 @@
 // migrations applied: the page's "open from the edge" path talks to it.
 import fs from 'node:fs';
 import path from 'node:path';
-import { Miniflare } from 'miniflare';
+import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
 import { HERE } from './browser.mjs';
 
 const ROOT = path.resolve(HERE, '..', '..');
@@ -12,11 +12,14 @@ export const TOKEN = 'inspector-test-token';
 export async function startEdge() {
   const script = path.join(ROOT, 'worker', 'build', 'index.js');
   if (!fs.existsSync(script)) throw new Error('build the Worker first: bash scripts/worker-build.sh');
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: script,
+  // The options as miniflare 4 named them; miniflare 5 converts them.
+  const mf = new Miniflare(convertV4MiniflareOptions({
+    // The bundle and the wasm module it imports (worker/build holds both).
+    modules: [
+      { type: 'ESModule', path: script },
+      { type: 'CompiledWasm', path: path.join(path.dirname(script), 'index_bg.wasm') },
+    ],
     modulesRoot: path.dirname(script),
-    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     compatibilityDate: '2026-04-20',
     r2Buckets: ['PACKETS'],
     d1Databases: ['INDEX'],
@@ -24,7 +27,7 @@ export async function startEdge() {
     host: '127.0.0.1',
     port: 0,
     cf: false,
-  });
+  }));
   const url = await mf.ready;
   const db = await mf.getD1Database('INDEX');
   const migrations = path.join(ROOT, 'worker', 'migrations');

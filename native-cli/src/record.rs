@@ -248,6 +248,42 @@ pub enum Seen<'r> {
     New,
 }
 
+/// Lookups in packet order ([`Record::in_order`]).
+pub struct InOrder<'r> {
+    record: &'r Record,
+    at: usize,
+}
+
+impl<'r> InOrder<'r> {
+    /// What the record says of `member`, whose file is `now`; `member`
+    /// comes after the one asked about before (else it is looked up
+    /// anew).
+    pub fn check(&mut self, member: &str, now: &Identity) -> Seen<'r> {
+        let files = &self.record.files;
+        let back = self
+            .at
+            .checked_sub(1)
+            .and_then(|i| files.get(i))
+            .is_some_and(|e| packet_core::path::compare(&e.member, member).is_gt());
+        if back {
+            return self.record.check(member, now);
+        }
+        while self
+            .at
+            .lt(&files.len())
+            .then(|| packet_core::path::compare(&files[self.at].member, member))
+            .is_some_and(|o| o.is_lt())
+        {
+            self.at += 1;
+        }
+        let entry = files.get(self.at).filter(|e| e.member == member);
+        if entry.is_some() {
+            self.at += 1;
+        }
+        self.record.seen(entry, now)
+    }
+}
+
 /// How a folder differs from its record ([`Record::compare`]): indices
 /// into the list compared, and the record's files that are gone.
 // What an in-place restore asks of the record before it fetches anything.
@@ -270,11 +306,25 @@ pub struct Comparison {
 impl Record {
     /// What the record says of `member`, whose file is `now`.
     pub fn check(&self, member: &str, now: &Identity) -> Seen<'_> {
-        match self.file(member) {
+        self.seen(self.file(member), now)
+    }
+
+    fn seen<'r>(&'r self, entry: Option<&'r FileEntry>, now: &Identity) -> Seen<'r> {
+        match entry {
             None => Seen::New,
             Some(e) if e.identity != *now => Seen::Changed(e),
             Some(e) if now.is_racy(self.started) => Seen::Racy(e),
             Some(e) => Seen::Unchanged(e),
+        }
+    }
+
+    /// [`Record::check`] for files asked about in packet order: each
+    /// lookup goes on from the last (one pass over the record for a whole
+    /// walk).
+    pub fn in_order(&self) -> InOrder<'_> {
+        InOrder {
+            record: self,
+            at: 0,
         }
     }
 
@@ -839,6 +889,19 @@ mod tests {
         near.started = same.mtime.max(same.ctime) + RACY_MARGIN_NS + 1;
         assert!(matches!(near.check(&a.member, &same), Seen::Unchanged(_)));
         assert_eq!(r.check("workspace/new", &same), Seen::New);
+        // In packet order, one pass; out of order, looked up anew.
+        let mut order = r.in_order();
+        for e in &r.files {
+            assert!(matches!(
+                order.check(&e.member, &e.identity),
+                Seen::Unchanged(_)
+            ));
+        }
+        assert!(matches!(
+            order.check("workspace/src/a.rs", &same),
+            Seen::Unchanged(_)
+        ));
+        assert_eq!(order.check("workspace/zz", &same), Seen::New);
         let cmp = r.compare(&[
             ("workspace/src/a.rs".into(), same),
             ("workspace/new".into(), same),

@@ -202,8 +202,11 @@ fn save_by_delta(
         .iter()
         .map(|h| (h.kind.as_str().to_owned(), h.home.clone()))
         .collect();
-    let packed = pack::pack_for_save(&pack_request, prior.as_ref(), progress)?;
+    let mut packed = pack::pack_for_save(&pack_request, prior.as_ref(), progress)?;
     (seconds.walk, seconds.hash, seconds.manifest) = packed.seconds;
+    if let Some(r) = &prior {
+        keep_grown_chunks(&mut packed, r)?;
+    }
     let known = prior.as_ref().map(known_base);
     let packet = Verified {
         manifest: &packed.manifest,
@@ -243,6 +246,52 @@ fn save_by_delta(
     seconds.total = started.elapsed().as_secs_f64();
     let counts = (packed.files_read, packed.files_reused, packed.bytes_hashed);
     Ok(report(packed.report, pushed, counts, written, seconds))
+}
+
+/// The most bytes of a grown body read again to cut what follows its old
+/// chunks (past this, its own cut is used).
+const GROWN_TAIL_BYTES: u64 = 16 << 20;
+
+/// Large bodies that grew from the body the record has at their path (a
+/// session log that gained a turn) keep that body's chunks: only what
+/// follows them is cut and sent ([`chunking::grown`]).
+fn keep_grown_chunks(packed: &mut pack::ForSave, prior: &Record) -> Result<()> {
+    use crate::remote::Bodies;
+    let mut grown = Vec::new();
+    for (index, m) in packed.manifest.members.iter().enumerate() {
+        let Some(body) = m.body() else { continue };
+        let (Some(pieces), Some(before)) = (packed.cuts.get(&body.sha256), prior.file(&m.path))
+        else {
+            continue;
+        };
+        let old = Body {
+            sha256: before.sha256,
+            size: before.identity.size,
+        };
+        let Some(old_chunks) = prior.recipe(&old) else {
+            continue;
+        };
+        let Some(start) = old_chunks
+            .len()
+            .checked_sub(1)
+            .and_then(|i| pieces.get(i))
+            .map(|p| p.offset)
+        else {
+            continue;
+        };
+        if old.size >= body.size || body.size - start > GROWN_TAIL_BYTES {
+            continue;
+        }
+        let mut tail = vec![0u8; (body.size - start) as usize];
+        packed.bodies.read_at(index, start, &mut tail)?;
+        if let Some(g) = chunking::grown(old_chunks, pieces, &tail, &BODIES) {
+            grown.push((body.sha256, g));
+        }
+    }
+    for (sha, pieces) in grown {
+        packed.cuts.insert(sha, pieces);
+    }
+    Ok(())
 }
 
 /// What the record's packet holds, as the push needs it.
@@ -343,6 +392,7 @@ fn report(
 mod tests {
     use super::*;
     use std::fs;
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
@@ -650,6 +700,58 @@ mod tests {
         assert_eq!(
             save(Some(&r)).err().unwrap().code(),
             "secret_in_git_history"
+        );
+    }
+
+    #[test]
+    fn a_grown_log_keeps_its_recorded_chunks_and_only_its_tail_is_new() {
+        let (_t, ws) = workspace();
+        let line = |i: u32| {
+            format!(
+                "{{\"turn\":{i},\"text\":\"{}\"}}\n",
+                i.wrapping_mul(2_654_435_761)
+            )
+        };
+        let log: String = (0..120_000).map(line).collect();
+        fs::write(ws.join("log.jsonl"), &log).unwrap();
+        let first = saved(&ws, None);
+        let r = record_of(&first, later());
+        let old_body = Body {
+            sha256: Digest::of(log.as_bytes()),
+            size: log.len() as u64,
+        };
+        let old = r.recipe(&old_body).unwrap().to_vec();
+        assert!(old.len() > 3);
+        let turn: String = (120_000..120_400).map(line).collect();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(ws.join("log.jsonl"))
+            .unwrap()
+            .write_all(turn.as_bytes())
+            .unwrap();
+        let mut second = saved(&ws, Some(&r));
+        assert_eq!(second.files_read, 1);
+        keep_grown_chunks(&mut second, &r).unwrap();
+        let sha = sha_of(&second, "workspace/log.jsonl").unwrap();
+        let pieces = &second.cuts[&sha];
+        let kept = pieces
+            .iter()
+            .zip(&old)
+            .take_while(|(p, c)| p.name() == **c)
+            .count();
+        assert!(
+            kept >= old.len() - 1,
+            "{kept} of {} old chunks kept",
+            old.len()
+        );
+        let new_bytes: u64 = pieces[kept..].iter().map(|p| u64::from(p.size)).sum();
+        assert!(
+            new_bytes <= u64::from(BODIES.min) + turn.len() as u64,
+            "{new_bytes}"
+        );
+        assert_eq!(
+            pieces.iter().map(|p| u64::from(p.size)).sum::<u64>(),
+            (log.len() + turn.len()) as u64
         );
     }
 }

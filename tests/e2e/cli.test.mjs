@@ -18,7 +18,7 @@ import { dirname, join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { assertMatchSchemas } from './cli-schemas.mjs';
-import { ROOT, TARGET, TOKEN, buildWorker, client, sha256, startEdge } from './edge.mjs';
+import { PILLBOX, TOKEN, buildRelease, buildWorker, client, sha256, startEdge } from './edge.mjs';
 
 const MIB = 1 << 20;
 const LIMITS = {
@@ -26,7 +26,6 @@ const LIMITS = {
   PART_SIZE_BYTES: String(5 * MIB),
   MAX_MEMBERS: '300',
 };
-const PILLBOX = join(TARGET, 'release/pillbox');
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 
 let edge;
@@ -35,8 +34,7 @@ let work;
 
 before(async () => {
   buildWorker();
-  const b = spawnSync('cargo', ['build', '--quiet', '--release', '-p', 'pillbox'], { cwd: ROOT, encoding: 'utf8' });
-  if (b.status !== 0) throw new Error(`cargo build failed:\n${b.stderr}`);
+  buildRelease();
   work = mkdtempSync(join(tmpdir(), 'pillbox-e2e-cli-'));
   edge = await startEdge(LIMITS, { tokens: { sandbox: ['read', 'push', 'refs:sessions/x/'] } });
   api = client(edge.url);
@@ -363,7 +361,11 @@ describe('push and pull', () => {
     assert.ok(stdoutOfKilled === '', 'the killed push printed nothing');
     assert.deepEqual([r.uploaded, r.mode, r.resumed], [true, 'multipart', true]);
     assert.equal(r.parts.total, total);
-    assert.equal(r.parts.sent, total - before, 'only the missing parts are sent');
+    // Only the missing parts are sent. The part in flight at the kill may
+    // still be stored after `view` was read (its body had arrived: the
+    // store finishes the request), and is then not missing either.
+    assert.ok(r.parts.sent === total - before || r.parts.sent === total - before - 1,
+      `only the missing parts are sent: ${r.parts.sent} of ${total}, ${before} stored before`);
     assert.ok(r.parts.sent < total);
     assert.equal(r.parts.part_size, 5 * MIB);
     assert.deepEqual(readdirSync(uploads), [], 'the state file is removed once the upload completes');

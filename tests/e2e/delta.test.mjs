@@ -16,11 +16,10 @@ import { dirname, join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { assertMatchSchemas } from './cli-schemas.mjs';
-import { ROOT, TARGET, TOKEN, buildWorker, client, sha256, startEdge } from './edge.mjs';
+import { PILLBOX, TOKEN, buildRelease, buildWorker, client, sha256, startEdge } from './edge.mjs';
 import { startProxy } from './proxy.mjs';
 
 const MIB = 1 << 20;
-const PILLBOX = join(TARGET, 'release/pillbox');
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 
 let edge;
@@ -28,8 +27,7 @@ let store;
 let work;
 
 before(async () => {
-  const b = spawnSync('cargo', ['build', '--quiet', '--release', '-p', 'pillbox'], { cwd: ROOT, encoding: 'utf8' });
-  if (b.status !== 0) throw new Error(`cargo build failed:\n${b.stderr}`);
+  buildRelease();
   buildWorker();
   work = mkdtempSync(join(tmpdir(), 'pillbox-e2e-delta-'));
   edge = await startEdge();

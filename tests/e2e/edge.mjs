@@ -12,7 +12,8 @@ import { join, resolve } from 'node:path';
 export const ROOT = resolve(import.meta.dirname, '../..');
 /** Cargo's target directory (CARGO_TARGET_DIR is honoured). */
 export const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(ROOT, 'target');
-const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
+/** wrangler on node 22 (scripts/wrangler.sh). */
+export const WRANGLER = join(ROOT, 'scripts/wrangler.sh');
 export const TOKEN = 'e2e-token-' + Math.random().toString(16).slice(2);
 
 export function sha256(bytes) {
@@ -32,10 +33,40 @@ export function buildWorker() {
   run('bash', ['scripts/worker-build.sh']);
 }
 
+/** The release programs the tests run (target/release/). */
+export const PILLBOX = join(TARGET, 'release/pillbox');
+export const WORKER_FIXTURES = join(TARGET, 'release/examples/worker_fixtures');
+export const PUSH_BODY = join(TARGET, 'release/examples/push_body');
+
+let builtRelease = false;
+/**
+ * Builds the release programs once per test file (scripts/build-release.sh:
+ * one cargo invocation for all of them, quick when they are up to date).
+ */
+export function buildRelease() {
+  if (!builtRelease) run('bash', ['scripts/build-release.sh', '--quiet']);
+  builtRelease = true;
+}
+
+/** Runs packet-core's worker_fixtures example (release) with `args`. */
+export function workerFixtures(args, options = {}) {
+  buildRelease();
+  return run(WORKER_FIXTURES, args, options);
+}
+
+/**
+ * Runs the Worker's push_body example (release; a reference client of /2
+ * pushes) with `args`; `options.allowFailure` returns a failed run.
+ */
+export function pushBodyExample(args, options = {}) {
+  buildRelease();
+  return run(PUSH_BODY, args, options);
+}
+
 /** Generates the fixture packets into a fresh directory; returns it and index.json. */
 export function fixtures() {
   const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-fixtures-'));
-  run('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'set', dir]);
+  workerFixtures(['set', dir]);
   const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8'));
   const read = (name) => readFileSync(join(dir, `${name}.pkt`));
   return { dir, index, read };
@@ -46,7 +77,7 @@ export function coreVerdict(bytes, digest) {
   const dir = mkdtempSync(join(tmpdir(), 'pillbox-e2e-verdict-'));
   const file = join(dir, 'p.pkt');
   writeFileSync(file, bytes);
-  const r = run('cargo', ['run', '--quiet', '--release', '-p', 'packet-core', '--example', 'worker_fixtures', '--', 'verify', file, digest]);
+  const r = workerFixtures(['verify', file, digest]);
   return JSON.parse(r.stdout);
 }
 
@@ -93,10 +124,9 @@ export async function startEdge(vars = {}, options = {}) {
   const scoped = options.tokens ? scopedTokens(options.tokens) : { tokens: {} };
   // Single quotes: the env file keeps the JSON's double quotes as they are.
   writeFileSync(envFile, `PILLBOX_TOKEN=${TOKEN}\n${scoped.secret ? `PILLBOX_TOKENS='${scoped.secret}'\n` : ''}`);
-  // The Worker is built already (buildWorker): a config with no build
-  // command to run again (scripts/wrangler-prebuilt.sh says why).
-  const config = run('bash', ['scripts/wrangler-prebuilt.sh']).stdout.trim();
-  const common = ['--config', config, '--persist-to', state];
+  // wrangler.toml's [build] runs scripts/worker-build.sh once at start,
+  // which finds the Worker built already (buildWorker).
+  const common = ['--config', join(ROOT, 'wrangler.toml'), '--persist-to', state];
   run(WRANGLER, ['d1', 'migrations', 'apply', 'pillbox-index', '--local', ...common], { env: { ...process.env, CI: '1' } });
   const port = await freePort();
   const inspector = await freePort();

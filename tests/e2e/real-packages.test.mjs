@@ -14,13 +14,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
-import { ROOT, TARGET } from './edge.mjs';
+import { PILLBOX, ROOT, buildRelease } from './edge.mjs';
 
-const PILLBOX = join(TARGET, 'release/pillbox');
 
 test('real packages pack with no false refusal; a published key outside its package is refused', { timeout: 600_000 }, () => {
-  const build = spawnSync('cargo', ['build', '--release', '--locked', '-q', '-p', 'pillbox'], { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(build.status, 0, build.stderr);
+  buildRelease();
   const dir = mkdtempSync(join(tmpdir(), 'pillbox-real-packages-'));
   const r = spawnSync('bash', ['bench/real_packages.sh', '--small', '--pillbox', PILLBOX, dir],
     { cwd: ROOT, encoding: 'utf8', maxBuffer: 1 << 26 });

@@ -84,7 +84,7 @@ function fresh(name) {
 }
 
 describe('save costs the change', () => {
-  test('a one-file edit of 20,000 files reads one file and sends one request of at most 32 KiB', { timeout: 600_000 }, async () => {
+  test('a one-file edit of 20,000 files reads one file and sends one request of at most 32 KiB', { timeout: 600_000 }, async (t) => {
     const ws = fresh('ws');
     for (let i = 0; i < 20_000; i += 1) {
       write(join(ws, `node_modules/pkg${i % 400}/lib/m${i % 7}/file${i}.js`), `module.exports = function f${i}() { return ${i}; };\n`);
@@ -104,6 +104,7 @@ describe('save costs the change', () => {
     assert.equal(second.mode, 'delta');
     assert.equal(second.delta.one_request, true, JSON.stringify(second.delta));
     assert.ok(second.bytes_sent <= 32 * 1024, `${second.bytes_sent} bytes sent`);
+    t.diagnostic(`first save ${first.seconds.total.toFixed(2)} s, ${first.bytes_sent} bytes sent; second ${second.seconds.total.toFixed(2)} s, ${second.bytes_sent} bytes sent`);
     const pushes = (await store.log()).slice(mark).filter((r) => r.path.startsWith('/v1/pushes'));
     assert.deepEqual(pushes.map((r) => [r.method, r.path, r.status]), [['POST', '/v1/pushes', 201]]);
     // What the store holds is what pack makes of the workspace.
@@ -116,11 +117,12 @@ describe('save costs the change', () => {
     assert.equal(readFileSync(join(into, 'node_modules/pkg3/lib/m3/file3.js'), 'utf8'), "module.exports = 'edited';\n");
   });
 
-  test('a turn appended to the session log sends at most 64 KiB', { timeout: 600_000 }, async () => {
+  test('a turn appended to the session log sends at most 64 KiB', { timeout: 600_000 }, async (t) => {
     const ws = fresh('rollout-ws');
     for (let i = 0; i < 50; i += 1) write(join(ws, `src/f${i}.rs`), `fn f${i}() {}\n`);
     const home = fresh('codex-home');
     const rollout = join(home, `sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`);
+    mkdirSync(dirname(rollout), { recursive: true });
     const g = spawnSync('python3', [join(ROOT, 'bench/genrollout.py'), rollout, '32'], { encoding: 'utf8' });
     assert.equal(g.status, 0, g.stderr);
     await settle();
@@ -137,6 +139,7 @@ describe('save costs the change', () => {
     assert.equal(turn.files_read, 1, JSON.stringify(turn));
     assert.equal(turn.delta.one_request, true, JSON.stringify(turn.delta));
     assert.ok(turn.bytes_sent <= 64 * 1024, `${turn.bytes_sent} bytes sent`);
+    t.diagnostic(`a turn: ${turn.seconds.total.toFixed(2)} s, ${turn.bytes_sent} bytes sent`);
     const out = fresh('rollout.tar');
     ok(['pull', 'sessions/save/rollout', '--remote', store.url, '-o', out, '--no-cache'], host, 'pull-1.schema.json');
     assert.ok(readFileSync(out).equals(packed(ws, harness)));

@@ -7,8 +7,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use packet_core::Digest;
 use pillbox_wire::{ErrorBody, Info, Ref, TRANSFER_DELTA};
@@ -88,29 +87,17 @@ impl RetryPolicy {
     }
 }
 
-/// A packet store: its base URL, the token and an HTTP agent.
+/// A packet store: its base URL, the token and an HTTP agent (one
+/// connection pool for every request).
 pub struct Remote {
     base: String,
     token: Option<Token>,
-    /// Replaced by a fresh agent (a fresh connection pool) after any
-    /// request that ran long: see [`LONG_REQUEST`].
-    agent: RwLock<ureq::Agent>,
+    agent: ureq::Agent,
     retry: RetryPolicy,
     traffic: Traffic,
-    /// No request starts before this (set after a long request).
-    settle_until: Mutex<Option<Instant>>,
+    /// `GET /v1`'s answer, once read.
+    settings: std::sync::OnceLock<Settings>,
 }
-
-/// A request that ran longer than this is followed by a fresh connection
-/// pool, and by a pause of [`SETTLE`] before the next request. On a local
-/// `wrangler dev`, the request that follows, within a second or so, one
-/// that ran long (a `complete` of hundreds of MB) can go unanswered, on the
-/// same connection or a new one; sent a few seconds later it is answered
-/// at once (docs/transfer.md, "The stall").
-pub const LONG_REQUEST: Duration = Duration::from_secs(4);
-
-/// The pause after a long request: short next to the request itself.
-pub const SETTLE: Duration = Duration::from_secs(5);
 
 /// What went over the wire: request and response body bytes (headers
 /// excluded, compressed or not), and requests that had to be sent again.
@@ -172,49 +159,16 @@ impl Remote {
         Ok(Remote {
             base,
             token,
-            agent: RwLock::new(new_agent()),
+            agent: new_agent(),
             retry: RetryPolicy::default(),
             traffic: Traffic::default(),
-            settle_until: Mutex::new(None),
+            settings: std::sync::OnceLock::new(),
         })
     }
 
     /// What went over the wire so far.
     pub fn traffic(&self) -> &Traffic {
         &self.traffic
-    }
-
-    /// The agent to send the next request with.
-    fn agent(&self) -> ureq::Agent {
-        match self.agent.read() {
-            Ok(a) => a.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Waits out the pause after a long request, if one is due.
-    fn before(&self) -> Instant {
-        let until = self.settle_until.lock().ok().and_then(|mut u| u.take());
-        if let Some(until) = until {
-            let now = Instant::now();
-            if until > now {
-                std::thread::sleep(until - now);
-            }
-        }
-        Instant::now()
-    }
-
-    /// After a request that ran long: drops the pooled connections and
-    /// makes the next request wait [`SETTLE`].
-    fn after(&self, started: Instant) {
-        if started.elapsed() >= LONG_REQUEST {
-            if let Ok(mut a) = self.agent.write() {
-                *a = new_agent();
-            }
-            if let Ok(mut u) = self.settle_until.lock() {
-                *u = Some(Instant::now() + SETTLE);
-            }
-        }
     }
 
     /// The base URL as used.
@@ -240,16 +194,13 @@ impl Remote {
         from: u64,
     ) -> std::result::Result<Response<Body>, ureq::Error> {
         let mut r = self
-            .agent()
+            .agent
             .get(&self.url(path))
             .header("range", format!("bytes={from}-"));
         if let Some(a) = self.auth() {
             r = r.header("authorization", a);
         }
-        let started = self.before();
-        let response = r.call();
-        self.after(started);
-        response
+        r.call()
     }
 
     fn auth(&self) -> Option<String> {
@@ -268,10 +219,7 @@ impl Remote {
             if attempt > 1 {
                 self.traffic.add_retry();
             }
-            let started = self.before();
-            let made = make();
-            self.after(started);
-            let failure = match made {
+            let failure = match make() {
                 Ok(r) if RetryPolicy::retries_status(r.status().as_u16()) => {
                     match self.retry.delay_after(attempt) {
                         Some(_) => format!("HTTP {}", r.status().as_u16()),
@@ -303,7 +251,7 @@ impl Remote {
     fn without_body(&self, what: &str, path: &str, head: bool) -> Result<Response<Body>> {
         let url = self.url(path);
         self.send(what, &mut || {
-            let agent = self.agent();
+            let agent = &self.agent;
             let mut r = if head {
                 agent.head(&url)
             } else {
@@ -330,7 +278,7 @@ impl Remote {
         let bytes = serde_json::to_vec(body).unwrap_or_default();
         self.send(what, &mut || {
             self.traffic.add_sent(bytes.len() as u64);
-            let agent = self.agent();
+            let agent = &self.agent;
             let mut r = match method {
                 "PUT" => agent.put(&url),
                 _ => agent.post(&url),
@@ -347,7 +295,7 @@ impl Remote {
     }
 
     /// `PUT` or `POST` (`method`) of `body`, with its content type and
-    /// any other headers (a `content-encoding`, `connection: close`),
+    /// any other headers (a `content-encoding`),
     /// retried; every attempt's bytes count as sent.
     pub(super) fn send_bytes(
         &self,
@@ -361,7 +309,7 @@ impl Remote {
         let url = self.url(path);
         self.send(what, &mut || {
             self.traffic.add_sent(body.len() as u64);
-            let agent = self.agent();
+            let agent = &self.agent;
             let mut r = match method {
                 "PUT" => agent.put(&url),
                 _ => agent.post(&url),
@@ -382,7 +330,7 @@ impl Remote {
     pub(super) fn get_compressible(&self, what: &str, path: &str) -> Result<Response<Body>> {
         let url = self.url(path);
         self.send(what, &mut || {
-            let mut r = self.agent().get(&url).header("accept-encoding", "gzip");
+            let mut r = self.agent.get(&url).header("accept-encoding", "gzip");
             if let Some(a) = self.auth() {
                 r = r.header("authorization", a);
             }
@@ -401,7 +349,7 @@ impl Remote {
         let url = self.url(path);
         self.send(what, &mut || {
             let mut r = self
-                .agent()
+                .agent
                 .get(&url)
                 .header("range", format!("bytes={start}-{end}"));
             if let Some(a) = self.auth() {
@@ -472,7 +420,7 @@ impl Remote {
                 progress: progress.clone(),
             };
             let mut r = self
-                .agent()
+                .agent
                 .put(&url)
                 .header("content-type", "application/octet-stream")
                 .header("content-length", length.to_string());
@@ -613,6 +561,9 @@ pub(super) fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Res
 /// `GET /v1`: the store's settings (push reads its single-upload limit),
 /// and whether it takes delta transfer.
 pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
+    if let Some(s) = remote.settings.get() {
+        return Ok(s.clone());
+    }
     let what = "GET /v1";
     let r = remote.get(what, "/v1")?;
     if r.status().as_u16() != 200 {
@@ -621,13 +572,16 @@ pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
     let bytes = remote.read_body(what, r, 1 << 20)?;
     let info: Info = parse_answer(what, &bytes)?;
     let offer: Offer = parse_answer(what, &bytes)?;
-    Ok(Settings {
+    let settings = Settings {
         delta: offer.transfer.iter().any(|t| t == TRANSFER_DELTA),
         info,
-    })
+    };
+    let _ = remote.settings.set(settings.clone());
+    Ok(settings)
 }
 
-/// What `GET /v1` says.
+/// What `GET /v1` says (asked once per run).
+#[derive(Clone)]
 pub(super) struct Settings {
     /// The limits and settings every store sends.
     pub info: Info,

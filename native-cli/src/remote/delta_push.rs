@@ -98,7 +98,8 @@ impl KnownBase {
 /// What a delta push did (`delta` in `pillbox.checkpoint.push/1`).
 #[derive(Debug, Default, Serialize)]
 pub struct DeltaReport {
-    /// The bases the store used.
+    /// The bases the store used (when the create stored the packet: the
+    /// bases named).
     pub bases: Vec<String>,
     /// Bodies the store lacked after the push was created (0 when it was
     /// completed at once).
@@ -261,6 +262,10 @@ impl<'r> Push2<'r> {
                 Created::Stored(created) => {
                     let _ = fs::remove_file(state_path);
                     self.report.one_request = created;
+                    if created {
+                        // Stored from what the bases held and what was sent.
+                        self.report.bases = request.bases.iter().map(|b| b.to_string()).collect();
+                    }
                     self.finish_report();
                     return Ok(DeltaOutcome {
                         created,
@@ -378,8 +383,12 @@ impl<'r> Push2<'r> {
             manifest: self.manifest_recipe(),
             bodies: offer.recipes.clone(),
         };
+        let mut body_items = offer.items.clone();
         for _attempt in 0..CREATE_ATTEMPTS {
-            let mut items: Vec<Item> = self
+            // Each chunk once (packet.json may repeat one), the manifest's
+            // first.
+            let mut once = HashSet::new();
+            let items: Vec<Item> = self
                 .manifest_pieces
                 .iter()
                 .filter(|p| manifest_frames.contains(&p.sha256))
@@ -389,8 +398,9 @@ impl<'r> Push2<'r> {
                     size: p.size,
                     sha256: p.sha256,
                 })
+                .chain(body_items.iter().copied())
+                .filter(|i| once.insert(i.sha256))
                 .collect();
-            items.extend(offer.items.iter().copied());
             let (batch, sent) = self.batch(&items, true)?;
             let body = recipes.encode_push(&batch);
             self.report.requests += 1;
@@ -422,12 +432,14 @@ impl<'r> Push2<'r> {
                         .extend(offer.recipes.iter().map(|r| r.body.sha256));
                     return Ok(Created::Open(Box::new(session)));
                 }
-                // A store whose chunks of the base body are not the ones
-                // this machine recorded refuses what the copies make of
-                // them: the create goes again with every chunk named (a
-                // refusal of anything else comes back the same).
-                422 if recipes.bodies != offer.plain => {
+                // A store that holds more or other than this machine knows
+                // of the base refuses chunks it does not need, or what the
+                // copies make of its chunks: the create goes again with the
+                // manifest's chunks and every body chunk named, no body
+                // frame (a refusal of anything else comes back the same).
+                422 if recipes.bodies != offer.plain || !body_items.is_empty() => {
                     recipes.bodies = offer.plain.clone();
+                    body_items.clear();
                 }
                 409 => {
                     let bytes = self.remote.read_body(what, r, 64 << 20)?;
@@ -466,10 +478,12 @@ impl<'r> Push2<'r> {
     /// knows what the base holds, every new body's chunks (while they fit)
     /// and the recipes of new large bodies.
     fn offer(&mut self) -> Result<Offer> {
+        // Only the record's packet as the one base: another base may hold
+        // what is new here, and the store would refuse it sent again.
         let known = self
             .request
             .known
-            .filter(|k| self.request.bases.first() == Some(&k.digest));
+            .filter(|k| self.request.bases[..] == [k.digest]);
         let Some(known) = known else {
             // Nothing known of the bases: send every chunk of packet.json
             // when there are none; else none, and the store names the
@@ -815,19 +829,14 @@ impl<'r> Push2<'r> {
     }
 
     /// `POST /v1/pushes/{id}/complete`: the store proves what is not
-    /// proven yet and stores the packet.
+    /// proven yet and stores the packet, which can take long.
     fn complete(&mut self, session: &Push) -> Result<Completed> {
         let path = format!("{}/complete", push_path(&session.push_id));
         let what = format!("POST {path}");
         self.report.requests += 1;
-        let r = self.remote.send_bytes(
-            &what,
-            "POST",
-            &path,
-            "application/json",
-            b"null",
-            &[("connection", "close".to_owned())],
-        )?;
+        let r = self
+            .remote
+            .send_bytes(&what, "POST", &path, "application/json", b"null", &[])?;
         match r.status().as_u16() {
             s @ (200 | 201) => {
                 let bytes = self.remote.read_body(&what, r, 1 << 20)?;
