@@ -74,6 +74,23 @@ pub struct Location {
     size: u64,
 }
 
+impl Location {
+    /// Which of this pull's open packs holds it.
+    pub fn pack(&self) -> usize {
+        self.pack
+    }
+
+    /// Its offset in that pack.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Its size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 /// A pack this pull has open.
 struct OpenPack {
     index_path: PathBuf,
@@ -88,8 +105,6 @@ pub struct Cache {
     packs: Vec<OpenPack>,
     /// Packs this pull read from or wrote, to mark as just used.
     used: HashSet<usize>,
-    /// A `--no-cache` pull's private folder, removed when done.
-    _private: Option<tempfile::TempDir>,
 }
 
 impl Cache {
@@ -102,21 +117,7 @@ impl Cache {
             max_bytes,
             packs: Vec::new(),
             used: HashSet::new(),
-            _private: None,
         })
-    }
-
-    /// A cache of this pull's own, in a temporary folder that goes when
-    /// the pull ends (`--no-cache`): fetched chunks still wait there
-    /// until the packet is rebuilt.
-    pub fn private() -> Result<Cache> {
-        let tmp = tempfile::Builder::new()
-            .prefix(".pillbox-chunks-")
-            .tempdir()
-            .map_err(|e| CliError::io("create a folder in", std::env::temp_dir(), e))?;
-        let mut cache = Cache::open(tmp.path(), u64::MAX)?;
-        cache._private = Some(tmp);
-        Ok(cache)
     }
 
     fn chunks_dir(&self) -> PathBuf {
@@ -172,6 +173,7 @@ impl Cache {
     }
 
     /// The chunk at `at`, if its bytes hash to `sha256`.
+    #[cfg(test)]
     pub fn read(&mut self, at: &Location, sha256: &Digest) -> Option<Vec<u8>> {
         let pack = self.packs.get(at.pack)?;
         if at.size > u64::from(pillbox_wire::chunking::MAX_CHUNK) {
@@ -194,6 +196,12 @@ impl Cache {
             None => Err(io::Error::from(io::ErrorKind::NotFound)),
         };
         (file, at.offset)
+    }
+
+    /// Marks the pack holding `at` as read by this pull (for a caller that
+    /// reads it itself, through [`Cache::file_of`]).
+    pub fn mark_used(&mut self, at: &Location) {
+        self.used.insert(at.pack);
     }
 
     /// A new pack to write fetched chunks into.
@@ -268,9 +276,6 @@ impl Cache {
             }
         }
         self.used.clear();
-        if self._private.is_some() {
-            return Ok(Eviction::default());
-        }
         evict(&self.dir, self.max_bytes)
     }
 }

@@ -104,6 +104,59 @@ pub fn cut_bytes(bytes: &[u8], cdc: &Cdc) -> Vec<Piece> {
         .collect()
 }
 
+/// The chunks of a body that grew from a body whose chunks were `old`: the
+/// old chunks as they are, but the last one when it is shorter than
+/// `cdc.min` (it is cut again with what follows), then the new bytes cut
+/// by FastCDC. A session log that gains a turn then sends the turn (and at
+/// most `min` bytes before it), not the old log's last chunk of up to
+/// `max`; every chunk but the last still has at least `min` bytes, so the
+/// count stays within the format's bound.
+///
+/// `new` is the body's own cut and `tail` its bytes from where its chunk
+/// `old.len() - 1` starts to its end (checked against `new`). `None` when
+/// the body does not start with the old one's bytes.
+pub fn grown(old: &[ChunkName], new: &[Piece], tail: &[u8], cdc: &Cdc) -> Option<Vec<Piece>> {
+    let n = old.len();
+    if n == 0 || new.len() < n {
+        return None;
+    }
+    if new[..n - 1].iter().zip(old).any(|(p, c)| p.name() != *c) {
+        return None;
+    }
+    let start = new[n - 1].offset;
+    let mut at = 0usize;
+    for p in &new[n - 1..] {
+        let bytes = tail.get(at..at + p.size as usize)?;
+        if Digest::of(bytes) != p.sha256 {
+            return None;
+        }
+        at += p.size as usize;
+    }
+    let last = old[n - 1];
+    let (old_tail, rest) = tail.split_at_checked(last.size as usize)?;
+    if at != tail.len() || rest.is_empty() || Digest::of(old_tail) != last.sha256 {
+        return None;
+    }
+    let mut out = new[..n - 1].to_vec();
+    let from = if last.size >= cdc.min {
+        out.push(Piece {
+            offset: start,
+            size: last.size,
+            sha256: last.sha256,
+        });
+        last.size as usize
+    } else {
+        0
+    };
+    for p in cut_bytes(&tail[from..], cdc) {
+        out.push(Piece {
+            offset: start + from as u64 + p.offset,
+            ..p
+        });
+    }
+    Some(out)
+}
+
 /// Cuts everything `source` yields into chunks by `cdc`, hashing each
 /// chunk and the whole; `on_chunk` sees each chunk's bytes in order (to
 /// keep, send or screen them).
@@ -284,6 +337,45 @@ mod tests {
             let new = cut_bytes(&after, &cdc);
             let changed = new.iter().filter(|p| !old.contains(&p.sha256)).count();
             assert!(changed <= 3, "{changed} of {} chunks changed", new.len());
+        }
+    }
+
+    #[test]
+    fn a_grown_body_keeps_its_old_chunks_and_cuts_only_what_follows() {
+        let names = |p: &[Piece]| p.iter().map(Piece::name).collect::<Vec<_>>();
+        for (len, seed) in [(8 << 20, 31), (9 << 20, 32), (300 << 10, 33)] {
+            let before = sample(len, seed);
+            let old = cut_bytes(&before, &BODIES);
+            let mut after = before.clone();
+            after.extend_from_slice(&sample(16 << 10, seed + 100));
+            let new = cut_bytes(&after, &BODIES);
+            let n = old.len();
+            let start = new[n - 1].offset as usize;
+            let g = grown(&names(&old), &new, &after[start..], &BODIES).unwrap();
+            // The same bytes, chunk by chunk.
+            let mut at = 0u64;
+            for p in &g {
+                assert_eq!(p.offset, at);
+                let range = p.offset as usize..(p.offset + u64::from(p.size)) as usize;
+                assert_eq!(p.sha256, Digest::of(&after[range]));
+                at += u64::from(p.size);
+            }
+            assert_eq!(at, after.len() as u64);
+            // The old chunks are kept; only a short old last one is cut again.
+            let last = old[n - 1];
+            let kept = if last.size >= BODIES.min { n } else { n - 1 };
+            assert_eq!(names(&g[..kept]), names(&old[..kept]));
+            let sent: u64 = g[kept..].iter().map(|p| u64::from(p.size)).sum();
+            assert!(sent < u64::from(BODIES.min) + (16 << 10), "{sent}");
+            assert!(g[..g.len() - 1].iter().all(|p| p.size >= BODIES.min));
+            // Not a growth: bytes changed inside the old body.
+            let mut edited = after.clone();
+            edited[start] ^= 1;
+            let new_edited = cut_bytes(&edited, &BODIES);
+            let s2 = new_edited.get(n - 1).map_or(0, |p| p.offset as usize);
+            assert!(grown(&names(&old), &new_edited, &edited[s2..], &BODIES).is_none());
+            // A tail that is not the body's is refused too.
+            assert!(grown(&names(&old), &new, &before[start..], &BODIES).is_none());
         }
     }
 

@@ -14,15 +14,6 @@ use pillbox_wire::PartLimits;
 
 use crate::error::{CliError, Result};
 
-/// Decodes one zstd frame of at most `limit` bytes (a larger output, or a
-/// window over 8 MiB, is an error).
-pub fn unzstd(bytes: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
-    let mut d = zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?;
-    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(ZSTD_WINDOW_LOG))
-        .map_err(|e| e.to_string())?;
-    d.decompress(bytes, limit).map_err(|e| e.to_string())
-}
-
 /// Whether a store whose parts take these limits accepts zstd frames.
 pub fn store_takes_zstd(limits: &PartLimits) -> bool {
     limits.encodings.iter().any(|e| e == "zstd") && limits.zstd_max_window >= 1 << ZSTD_WINDOW_LOG
@@ -63,24 +54,65 @@ pub fn frame(sha256: Digest, raw: &[u8], zstd_ok: bool) -> Result<Framed<'_>> {
 
 /// A received frame's raw bytes, checked: decoded (a zstd frame must give
 /// exactly its raw size), then hashed against its name.
+#[cfg(test)]
 pub fn unframe(frame: &Frame, stored: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
-    let raw = match frame.encoding {
-        Encoding::Identity => stored,
-        Encoding::Zstd => unzstd(&stored, frame.raw_size as usize)
-            .map_err(|e| format!("chunk {} does not decode: {e}", frame.sha256))?,
-    };
-    if raw.len() != frame.raw_size as usize {
-        return Err(format!(
-            "chunk {} decodes to {} bytes, its table says {}",
-            frame.sha256,
-            raw.len(),
-            frame.raw_size
-        ));
-    }
+    let mut u = Unframer::new()?;
+    let raw = u.decode(frame, &stored)?.to_vec();
     if Digest::of(&raw) != frame.sha256 {
         return Err(format!("chunk {} does not hash to its name", frame.sha256));
     }
     Ok(raw)
+}
+
+/// Decodes received frames one after another with one zstd context, into
+/// one buffer: what a thread that fetches many chunks keeps.
+pub struct Unframer {
+    zstd: zstd::bulk::Decompressor<'static>,
+    raw: Vec<u8>,
+}
+
+impl Unframer {
+    /// A decoder that refuses windows over 8 MiB.
+    pub fn new() -> std::result::Result<Unframer, String> {
+        let mut zstd = zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?;
+        zstd.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(ZSTD_WINDOW_LOG))
+            .map_err(|e| e.to_string())?;
+        Ok(Unframer {
+            zstd,
+            raw: Vec::new(),
+        })
+    }
+
+    /// The raw bytes of a frame: its stored bytes for identity, else the
+    /// zstd frame decoded to exactly its raw size (never more). Not hashed:
+    /// the caller checks them against the frame's name.
+    pub fn decode<'a>(
+        &'a mut self,
+        frame: &Frame,
+        stored: &'a [u8],
+    ) -> std::result::Result<&'a [u8], String> {
+        let raw_size = frame.raw_size as usize;
+        let raw: &[u8] = match frame.encoding {
+            Encoding::Identity => stored,
+            Encoding::Zstd => {
+                self.raw.clear();
+                self.raw.reserve(raw_size);
+                self.zstd
+                    .decompress_to_buffer(stored, &mut self.raw)
+                    .map_err(|e| format!("chunk {} does not decode: {e}", frame.sha256))?;
+                &self.raw
+            }
+        };
+        if raw.len() != raw_size {
+            return Err(format!(
+                "chunk {} decodes to {} bytes, its table says {}",
+                frame.sha256,
+                raw.len(),
+                frame.raw_size
+            ));
+        }
+        Ok(raw)
+    }
 }
 
 fn compressor_error(e: std::io::Error) -> CliError {

@@ -162,6 +162,12 @@ impl CliError {
                 ..
             } => (path.clone(), *offset, message.clone(), advice.clone()),
         };
+        let (paths, paths_count) = match self {
+            CliError::Refused(Refused::LocalChanges { count, listed, .. }) => {
+                (Some(listed.clone()), Some(*count))
+            }
+            _ => (None, None),
+        };
         ErrorReport {
             schema: "pillbox.error/1",
             code: self.code().to_owned(),
@@ -172,6 +178,8 @@ impl CliError {
                 message: Cow::Owned(message),
                 advice: Cow::Owned(advice),
             },
+            paths,
+            paths_count,
         }
     }
 }
@@ -228,6 +236,13 @@ pub struct ErrorReport {
     /// packet when known, what happened and what the user can do.
     #[serde(flatten)]
     pub details: RefusalDetails<'static>,
+    /// `local_changes`: the paths that differ (at most 100), each with what
+    /// changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<crate::restore::Change>>,
+    /// `local_changes`: how many paths differ in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths_count: Option<u64>,
 }
 
 impl From<Refused> for CliError {

@@ -18,6 +18,7 @@ mod pack;
 mod packet_io;
 mod progress;
 mod query;
+mod record;
 mod refused;
 mod remote;
 mod report;
@@ -85,7 +86,7 @@ enum Command {
 }
 
 /// `save`'s examples, for both of its names.
-const SAVE_EXAMPLES: &str = "Examples:\n  pillbox save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nThe ref's current packet is the base: bodies and chunks it holds are not sent. A file that changes while saving is refused (save again).";
+const SAVE_EXAMPLES: &str = "Examples:\n  pillbox save . --remote https://pillbox.example.workers.dev --ref sessions/demo/latest --exclude target\n  pillbox save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest --harness codex --thread <uuid>\n\nOnly files changed since the last save or restore here are read (the workspace record, kept in $XDG_STATE_HOME/pillbox/workspaces). The ref's current packet is the base: bodies and chunks it holds are not sent, and when it is the last save's packet everything new goes in one request. A file that changes while saving is refused (save again).";
 
 /// `restore`'s examples, for both of its names.
 const RESTORE_EXAMPLES: &str = "Examples:\n  pillbox restore sessions/demo/latest --remote https://pillbox.example.workers.dev --into ./restored\n  pillbox restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws --codex-home ~/.codex --base old.tar\n\nA host that restores repeatedly needs no --base: the chunk cache keeps what earlier pulls fetched.";
@@ -246,7 +247,7 @@ struct PullSourceArgs {
     /// The chunk cache folder [default: $XDG_CACHE_HOME/pillbox, else ~/.cache/pillbox; bounded by $PILLBOX_CACHE_MAX_BYTES, default 4 GiB].
     #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     cache_dir: Option<PathBuf>,
-    /// Use no chunk cache: fetched chunks are kept only until the packet is rebuilt.
+    /// Use no chunk cache: fetched chunks go straight where they belong and are not kept.
     #[arg(long)]
     no_cache: bool,
     /// Download the whole packet even when the store serves chunks.
@@ -366,7 +367,7 @@ struct RestoreArgs {
     target: String,
     #[command(flatten)]
     remote: RemoteArgs,
-    /// The workspace target: an empty or absent directory.
+    /// The workspace target: an empty or absent directory, or one holding the checkpoint its workspace record names (saved or restored there), which is restored over in place.
     #[arg(long, value_name = "DIR")]
     into: PathBuf,
     /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
@@ -384,6 +385,9 @@ struct RestoreArgs {
     /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
     #[arg(long)]
     neutralize_git: bool,
+    /// Restoring over the checkpoint the folder holds: overwrite (or remove) what changed there since it was saved or restored, instead of refusing with local_changes.
+    #[arg(long)]
+    discard_local: bool,
     #[command(flatten)]
     sources: PullSourceArgs,
     #[command(flatten)]
@@ -774,6 +778,7 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
         &target,
         &sources,
         request,
+        a.discard_local,
         &Progress::new(a.common.quiet),
     )?;
     emit(&report, JsonTo::Stdout, None);
@@ -782,6 +787,8 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
 
 fn run_unpack(a: UnpackArgs) -> Result<()> {
     let expected = parse_digest(a.digest.as_deref())?;
+    // Before the packet is read (standard input is spooled first).
+    unpack::check_target(&a.into)?;
     let source = PacketInput::open(&a.packet)?;
     let request = unpack::UnpackRequest {
         into: a.into,

@@ -22,8 +22,11 @@
 
 mod git_history;
 mod into_file;
+
+use git_history::ScanCache;
 pub mod secrets;
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -31,17 +34,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use packet_core::secrets::{Detector, Scanner};
+use packet_core::secrets::{Detector, Finding, Scanner};
 use packet_core::{
-    Digest, ErrorCode, Hasher, Kind, Limits, Manifest, Member, Step, Writer, WriterOptions,
+    Digest, Entry, ErrorCode, Hasher, Kind, Limits, Manifest, Member, Step, Writer, WriterOptions,
 };
 use rustix::fs::{Mode, OFlags, Stat};
 use serde::Serialize;
 
+use crate::chunking::{self, Piece, BODIES};
 use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, LocateRequest};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
+use crate::record::{FileEntry, Identity, InOrder, KeptFinding, Record, Seen, Verdict};
 use crate::remote::Bodies;
 use crate::report::{ExclusionReport, HarnessReport, Totals};
 use crate::walk::{open_file_in, walk_tree, FileSource, Planned, Skipped, Walk, WalkOptions};
@@ -186,8 +191,9 @@ fn leave_out_the_output(workspace: &Path, output: &Path, walk: &mut Walk) {
     }
 }
 
-/// Walks the workspace and locates the harness state.
-fn collect(request: &PackRequest) -> Result<Collected> {
+/// Walks the workspace, screens its git history (with the verdicts of
+/// `scans`, if given), and locates the harness state.
+fn collect(request: &PackRequest, scans: Option<&mut ScanCache<'_>>) -> Result<Collected> {
     let workspace = fs::canonicalize(&request.workspace)
         .map_err(|e| CliError::io("open the workspace", &request.workspace, e))?;
     if !workspace.is_dir() {
@@ -202,7 +208,7 @@ fn collect(request: &PackRequest) -> Result<Collected> {
     )?;
     leave_out_the_output(&workspace, &request.output, &mut walk);
     // Before anything is hashed: what it leaves out is left out of the walk.
-    let history = git_history::screen(&workspace, &mut walk, &request.secrets)?;
+    let history = git_history::screen(&workspace, &mut walk, &request.secrets, scans)?;
     let mut harness_descriptor = None;
     let mut harness_source = None;
     let mut harness_scratch = None;
@@ -249,7 +255,7 @@ pub fn pack(request: &PackRequest, progress: &Progress) -> Result<PackReport> {
         hidden,
         history,
         _harness_scratch,
-    } = collect(request)?;
+    } = collect(request, None)?;
     let planned = std::mem::take(&mut walk.planned);
     let session_log = harness_descriptor.as_ref().map(|h| h.session_log.clone());
     let policy = &request.secrets;
@@ -400,24 +406,54 @@ fn report(
     }
 }
 
-/// A workspace packed in memory only: its manifest and digest (every file
-/// hashed as `pack -o -` hashes it, secrets handled as `pack` handles
-/// them), the pack report (`output` is `-`), and where each body is.
-pub struct Packed {
+/// A workspace packed for `save`: its manifest, exact `packet.json` and
+/// digest (computed as `pack -o -` computes them, secrets handled as
+/// `pack` handles them), the pack report (`output` is `-`), where each
+/// body is, what the next workspace record keeps of each file, and what
+/// reading the workspace cost.
+pub struct ForSave {
     /// The manifest.
     pub manifest: Manifest,
-    /// The packet digest.
+    /// Its exact bytes.
+    pub json: Vec<u8>,
+    /// The packet digest (of `json`).
     pub digest: Digest,
     /// What `pack` would print.
     pub report: PackReport,
     /// Each file member's source.
     pub bodies: WorkspaceBodies,
+    /// The chunks of the large files read, by body sha256.
+    pub cuts: HashMap<Digest, Vec<Piece>>,
+    /// Every file member as it was hashed (or vouched for), in packet
+    /// order: the next record's files.
+    pub files: Vec<FileEntry>,
+    /// The git history scans' verdicts, for the next record.
+    pub verdicts: Vec<Verdict>,
+    /// Files opened and hashed.
+    pub files_read: u64,
+    /// Files taken from the record without being opened.
+    pub files_reused: u64,
+    /// Bytes hashed.
+    pub bytes_hashed: u64,
+    /// Seconds spent walking (and locating harness state), hashing, and
+    /// building the manifest and its digest.
+    pub seconds: (f64, f64, f64),
 }
 
-/// Computes the packet `request` describes without writing it anywhere
-/// (`save`): the bodies stay in the workspace, read again only for what
-/// the store lacks (and checked by sha256 as they are).
-pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Packed> {
+/// Computes the packet `request` describes for `save`, without writing it
+/// anywhere: the bodies stay in the workspace, read again only for what
+/// the store lacks (and checked by sha256 as they are). With the
+/// workspace record `record`, a file it
+/// vouches for (unchanged, not racy, screened under these rules) keeps its
+/// sha256 and findings without being opened; every other file is read,
+/// hashed and screened, and a large one cut into chunks in the same read.
+pub fn pack_for_save(
+    request: &PackRequest,
+    record: Option<&Record>,
+    progress: &Progress,
+) -> Result<ForSave> {
+    let started = std::time::Instant::now();
+    let mut scans = ScanCache::new(record);
     let Collected {
         workspace,
         mut walk,
@@ -426,24 +462,51 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         hidden,
         history,
         _harness_scratch,
-    } = collect(request)?;
+    } = collect(request, Some(&mut scans))?;
+    let walked = started.elapsed().as_secs_f64();
     let planned = std::mem::take(&mut walk.planned);
     let policy = &request.secrets;
+    let options = HashOptions {
+        record,
+        cut_large: true,
+    };
     let Screened {
         manifest,
         sources,
         found,
         left_out,
-    } = hash_and_screen(planned, harness, &hidden, &walk, policy, progress)?;
-    // The packet is named by its manifest, which holds every body's
-    // digest: no body is read again for the name.
-    let digest = manifest.json_digest();
+    } = hash_and_screen_with(planned, harness, &hidden, &walk, policy, progress, &options)?;
+    let hashed = started.elapsed().as_secs_f64() - walked;
+    let json = manifest.to_canonical_json();
+    let digest = Digest::of(&json);
     let mut by_member = vec![None; manifest.members.len()];
-    let mut files = sources.into_iter();
+    let mut files = Vec::with_capacity(sources.len());
+    let mut cuts = HashMap::new();
+    let (mut files_read, mut files_reused, mut bytes_hashed) = (0, 0, 0);
+    let mut sources = sources.into_iter();
     for (slot, m) in by_member.iter_mut().zip(&manifest.members) {
-        if m.kind() == Kind::File {
-            *slot = files.next().map(|s| (s.source, m.path.clone()));
+        let Entry::File { sha256, .. } = m.entry else {
+            continue;
+        };
+        let Some(s) = sources.next() else {
+            return Err(CliError::Bug("fewer sources than file members".into()));
+        };
+        if s.read {
+            files_read += 1;
+            bytes_hashed += s.stamp.size;
+        } else {
+            files_reused += 1;
         }
+        files.push(FileEntry {
+            member: m.path.clone(),
+            identity: s.stamp.identity(),
+            sha256,
+            findings: Some(s.findings.iter().map(KeptFinding::of).collect()),
+        });
+        if let Some(p) = s.pieces {
+            cuts.insert(sha256, p);
+        }
+        *slot = Some((s.source, m.path.clone()));
     }
     let report = report(
         &manifest,
@@ -457,14 +520,23 @@ pub fn pack_in_memory(request: &PackRequest, progress: &Progress) -> Result<Pack
         left_out,
         history,
     );
-    Ok(Packed {
+    let built = started.elapsed().as_secs_f64() - walked - hashed;
+    Ok(ForSave {
         manifest,
+        json,
         digest,
         report,
         bodies: WorkspaceBodies {
             by_member,
             _harness_scratch,
         },
+        cuts,
+        files,
+        verdicts: scans.verdicts,
+        files_read,
+        files_reused,
+        bytes_hashed,
+        seconds: (walked, hashed, built),
     })
 }
 
@@ -548,8 +620,22 @@ fn hash_and_screen(
     policy: &SecretPolicy,
     progress: &Progress,
 ) -> Result<Screened> {
+    let options = HashOptions::default();
+    hash_and_screen_with(planned, harness, hidden, walk, policy, progress, &options)
+}
+
+/// [`hash_and_screen`] with [`HashOptions`].
+fn hash_and_screen_with(
+    planned: Vec<Planned>,
+    harness: Option<packet_core::Harness>,
+    hidden: &[Found],
+    walk: &Walk,
+    policy: &SecretPolicy,
+    progress: &Progress,
+    options: &HashOptions<'_>,
+) -> Result<Screened> {
     let session_log = harness.as_ref().map(|h| h.session_log.clone());
-    let (entries, sources, mut found) = hash_all(planned, progress)?;
+    let (entries, sources, mut found) = hash_all_with(planned, progress, options)?;
     found.extend(hidden.iter().cloned());
     let blocking = secrets::blocking(&found, policy, walk);
     let mut left_out = LeftOut::default();
@@ -601,12 +687,13 @@ struct Stamp {
     ino: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    mode: u32,
 }
 
 impl Stamp {
     // The stat fields' types differ across architectures: the conversions
     // are identities only on some.
-    #[allow(clippy::useless_conversion)]
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
     fn of(stat: &Stat, size: u64) -> Stamp {
         let nsec = |n| i64::try_from(u64::from(n)).unwrap_or(0);
         Stamp {
@@ -615,6 +702,33 @@ impl Stamp {
             ino: u64::from(stat.st_ino),
             mtime: (i64::from(stat.st_mtime), nsec(stat.st_mtime_nsec)),
             ctime: (i64::from(stat.st_ctime), nsec(stat.st_ctime_nsec)),
+            mode: stat.st_mode as u32,
+        }
+    }
+
+    /// The file as the workspace record keeps it.
+    fn identity(&self) -> Identity {
+        let ns = |(s, n): (i64, i64)| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Identity {
+            size: self.size,
+            mtime: ns(self.mtime),
+            ctime: ns(self.ctime),
+            ino: self.ino,
+            dev: self.dev,
+            mode: self.mode,
+        }
+    }
+
+    /// The stamp of a file the record holds as `id`.
+    fn of_identity(id: &Identity) -> Stamp {
+        let split = |ns: i64| (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+        Stamp {
+            size: id.size,
+            dev: id.dev,
+            ino: id.ino,
+            mtime: split(id.mtime),
+            ctime: split(id.ctime),
+            mode: id.mode,
         }
     }
 
@@ -661,11 +775,88 @@ fn stat_size(stat: &Stat) -> u64 {
 struct BodySource {
     source: FileSource,
     stamp: Stamp,
+    /// What the detector found in it.
+    findings: Vec<Finding>,
+    /// Its chunks, when it is large and was cut as it was read.
+    pieces: Option<Vec<Piece>>,
+    /// False when the workspace record vouched for it and it was not read.
+    read: bool,
 }
 
-/// The size, stamp, digest and secrets of one file, or why it could not be
-/// read.
-type HashResult = Result<(Stamp, Digest, Vec<packet_core::secrets::Finding>)>;
+/// What pass 1 learnt of one file.
+struct FileHashed {
+    stamp: Stamp,
+    digest: Digest,
+    findings: Vec<Finding>,
+    pieces: Option<Vec<Piece>>,
+    read: bool,
+}
+
+/// One file's [`FileHashed`], or why it could not be read.
+type HashResult = Result<FileHashed>;
+
+/// How pass 1 goes about the files (`save`; `pack` reads every file).
+#[derive(Default)]
+pub struct HashOptions<'a> {
+    /// The workspace record: a file it vouches for is not read.
+    pub record: Option<&'a Record>,
+    /// Cut large files into chunks as they are read.
+    pub cut_large: bool,
+}
+
+/// What the record vouches for of `file` (listed by the walk as
+/// `planned`, asked in packet order): its digest and findings, when its
+/// identity is the recorded one, it is not racy, and the findings were
+/// made under this binary's rules.
+fn vouched(
+    record: &mut InOrder<'_>,
+    same_rules: bool,
+    planned: &Planned,
+    file: &ToHash,
+) -> Option<FileHashed> {
+    if !same_rules {
+        return None;
+    }
+    let identity = match planned.identity() {
+        Some(id) => id,
+        // A harness adapter's file: its stat now, not following a link.
+        None => match &file.source {
+            FileSource::Path(path) => {
+                let stat = rustix::fs::statat(
+                    rustix::fs::CWD,
+                    path,
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .ok()?;
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    != rustix::fs::FileType::RegularFile
+                {
+                    return None;
+                }
+                let id = Identity::of(&stat);
+                (id.size == file.size).then_some(id)?
+            }
+            FileSource::Beneath { .. } => return None,
+        },
+    };
+    let entry = match record.check(&file.member, &identity) {
+        Seen::Unchanged(e) => e,
+        Seen::Racy(_) | Seen::Changed(_) | Seen::New => return None,
+    };
+    let findings = entry
+        .findings
+        .as_ref()?
+        .iter()
+        .map(KeptFinding::finding)
+        .collect::<Option<Vec<Finding>>>()?;
+    Some(FileHashed {
+        stamp: Stamp::of_identity(&identity),
+        digest: entry.sha256,
+        findings,
+        pieces: None,
+        read: false,
+    })
+}
 
 /// A file to hash: its member path, where its bytes are, and its listed size.
 struct ToHash {
@@ -705,9 +896,20 @@ fn listed_members(planned: &[Planned]) -> Vec<Member> {
 /// returns the manifest entries, for each file member in the packet's
 /// order its source and stamp, and the secrets found. The packet's limits
 /// are checked on the listed sizes first.
+#[cfg(test)]
 fn hash_all(
+    planned: Vec<Planned>,
+    progress: &Progress,
+) -> Result<(Vec<Member>, Vec<BodySource>, Vec<Found>)> {
+    hash_all_with(planned, progress, &HashOptions::default())
+}
+
+/// [`hash_all`], with a workspace record whose unchanged files are not
+/// read, and large files cut into chunks in the same read.
+fn hash_all_with(
     mut planned: Vec<Planned>,
     progress: &Progress,
+    options: &HashOptions<'_>,
 ) -> Result<(Vec<Member>, Vec<BodySource>, Vec<Found>)> {
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
@@ -732,9 +934,33 @@ fn hash_all(
             })
         })
         .collect::<Result<_>>()?;
+    let mut known: Vec<Option<FileHashed>> = match options.record {
+        Some(record) => {
+            let same_rules = record.same_rules();
+            let mut order = record.in_order();
+            let listed = planned
+                .iter()
+                .filter(|p| matches!(p, Planned::File { .. } | Planned::Walked { .. }));
+            listed
+                .zip(&files)
+                .map(|(p, f)| vouched(&mut order, same_rules, p, f))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    known.resize_with(files.len(), || None);
     if progress.is_shown() {
-        progress.phase("hash", files.iter().map(|f| f.size).sum());
+        progress.phase(
+            "hash",
+            files
+                .iter()
+                .zip(&known)
+                .filter(|(_, k)| k.is_none())
+                .map(|(f, _)| f.size)
+                .sum(),
+        );
     }
+    let known: Vec<Mutex<Option<FileHashed>>> = known.into_iter().map(Mutex::new).collect();
     let scanner = Scanner::new();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -753,10 +979,28 @@ fn hash_all(
                     let Some(file) = files.get(i) else {
                         break;
                     };
+                    if let Some(k) = known[i].lock().ok().and_then(|mut k| k.take()) {
+                        if let Ok(mut all) = results.lock() {
+                            all[i] = Some(Ok(k));
+                        }
+                        continue;
+                    }
                     let relative = file.member.split_once('/').map_or("", |(_, r)| r);
                     let mut detector = scanner.detector(relative);
-                    let r = hash_file(&mut opener, file, &mut buf, progress, Some(&mut detector))
-                        .map(|(stamp, digest)| (stamp, digest, detector.finish()));
+                    let r = if options.cut_large && !BODIES.is_one_chunk(file.size) {
+                        hash_and_cut_file(&mut opener, file, progress, &mut detector)
+                            .map(|(stamp, digest, pieces)| (stamp, digest, Some(pieces)))
+                    } else {
+                        hash_file(&mut opener, file, &mut buf, progress, Some(&mut detector))
+                            .map(|(stamp, digest)| (stamp, digest, None))
+                    }
+                    .map(|(stamp, digest, pieces)| FileHashed {
+                        stamp,
+                        digest,
+                        findings: detector.finish(),
+                        pieces,
+                        read: true,
+                    });
                     let failed = r.is_err();
                     if let Ok(mut all) = results.lock() {
                         all[i] = Some(r);
@@ -785,18 +1029,26 @@ fn hash_all(
             | Planned::Walked {
                 member, executable, ..
             } => {
-                let (stamp, digest, secrets) = match results.next().flatten() {
+                let hashed = match results.next().flatten() {
                     Some(r) => r?,
                     None => return Err(stopped_after_earlier_failure()),
                 };
                 let Some(file) = files.next() else {
                     return Err(stopped_after_earlier_failure());
                 };
-                found.extend(Found::of(&member, secrets));
-                entries.push(Member::file(member, stamp.size, digest, executable));
+                found.extend(Found::of(&member, hashed.findings.clone()));
+                entries.push(Member::file(
+                    member,
+                    hashed.stamp.size,
+                    hashed.digest,
+                    executable,
+                ));
                 sources.push(BodySource {
                     source: file.source,
-                    stamp,
+                    stamp: hashed.stamp,
+                    findings: hashed.findings,
+                    pieces: hashed.pieces,
+                    read: hashed.read,
                 });
             }
         }
@@ -920,6 +1172,29 @@ fn hash_file(
     // Bytes that arrive after this read, or a short read cut short, leave
     // the size or ctime different in pass 2, which refuses the file.
     Ok((Stamp::of(&stat, size), hasher.finish()))
+}
+
+/// [`hash_file`] for a large file, cut into chunks in the same read (by
+/// `BODIES`): its stamp, digest and chunks.
+fn hash_and_cut_file(
+    opener: &mut Opener,
+    file: &ToHash,
+    progress: &Progress,
+    detector: &mut Detector,
+) -> Result<(Stamp, Digest, Vec<Piece>)> {
+    let (f, stat) = opener.open(&file.source, &file.member)?;
+    // At most one byte more than its listed size: a file that grew is
+    // refused without being read to its end.
+    let bounded = f.take(file.size + 1);
+    let cut = chunking::cut(bounded, &BODIES, &file.source.display(), |_, bytes| {
+        detector.feed(bytes);
+        progress.inc(bytes.len() as u64);
+        Ok(())
+    })?;
+    if cut.size > file.size {
+        return Err(changed_size(&file.member, "grew"));
+    }
+    Ok((Stamp::of(&stat, cut.size), cut.body, cut.pieces))
 }
 
 /// The refusal of a file whose size changed while it was being packed
@@ -1172,11 +1447,12 @@ mod tests {
                 allow: vec![],
             },
         };
-        let e = pack_in_memory(&request(SecretsMode::Refuse), &Progress::new(true))
+        let e = pack_for_save(&request(SecretsMode::Refuse), None, &Progress::new(true))
             .err()
             .unwrap();
         assert_eq!(e.code(), "secret_in_git_history");
-        let packed = pack_in_memory(&request(SecretsMode::Exclude), &Progress::new(true)).unwrap();
+        let packed =
+            pack_for_save(&request(SecretsMode::Exclude), None, &Progress::new(true)).unwrap();
         assert_eq!(packed.report.secrets.len(), 1);
         assert_eq!(packed.report.secrets[0].action, "excluded");
         let left_out = &packed.report.skipped[0].path;

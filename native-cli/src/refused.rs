@@ -83,6 +83,24 @@ refusals! {
         path: shown(path),
         message: format!("{} already exists; unpack never overwrites harness state", path.display()),
         advice: "move the existing session log away, or restore into another harness home";
+    /// restore: the folder differs from the checkpoint its record says it
+    /// holds.
+    LocalChanges { target: PathBuf, count: u64, listed: Vec<crate::restore::Change> } => "local_changes",
+        path: shown(target),
+        message: format!(
+            "{count} path(s) in {} differ from the checkpoint recorded there{}",
+            target.display(),
+            listed
+                .first()
+                .map(|c| format!(" (first: {}, {})", c.path, c.change.as_str()))
+                .unwrap_or_default()
+        ),
+        advice: "save them first (pillbox checkpoint save), restore into another folder, or pass --discard-local to overwrite them";
+    /// restore: a folder can be restored over only with a /2 checkpoint.
+    InPlaceNeedsFormat2 { target: PathBuf } => "target_not_empty",
+        path: shown(target),
+        message: format!("{} holds a checkpoint; a pillbox.session-packet/1 checkpoint cannot be restored over it", target.display()),
+        advice: "restore it into an empty folder";
     /// Unpack's writing thread stopped taking work.
     UnpackWriterStopped {} => "unpack_interrupted",
         path: None,

@@ -107,11 +107,11 @@ pub struct RemovedSetting {
 
 /// Folders this command created, removed again if it fails.
 #[derive(Default)]
-struct Created(Vec<PathBuf>);
+pub(crate) struct Created(Vec<PathBuf>);
 
 impl Created {
     /// Creates `dir` and its missing parents, remembering each.
-    fn dir_all(&mut self, dir: &Path) -> Result<()> {
+    pub(crate) fn dir_all(&mut self, dir: &Path) -> Result<()> {
         let mut missing = Vec::new();
         let mut at = Some(dir);
         while let Some(p) = at {
@@ -129,7 +129,7 @@ impl Created {
     }
 
     /// Removes what was created, deepest first (only if still empty).
-    fn undo(&mut self) {
+    pub(crate) fn undo(&mut self) {
         for p in self.0.drain(..).rev() {
             let _ = fs::remove_dir(p);
         }
@@ -172,7 +172,7 @@ pub fn unpack(
 
 /// A target must be absent or an empty directory, and not a symlink
 /// (which would make the restore write wherever it points).
-fn check_target(target: &Path) -> Result<()> {
+pub(crate) fn check_target(target: &Path) -> Result<()> {
     match fs::symlink_metadata(target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(CliError::io("inspect", target, e)),
@@ -200,14 +200,14 @@ fn check_target(target: &Path) -> Result<()> {
 /// A folder restored entries go below, held open: they are created and
 /// moved through this descriptor, so a folder swapped for a link while
 /// unpacking is not written through.
-struct Target {
-    fd: OwnedFd,
-    path: PathBuf,
+pub(crate) struct Target {
+    pub(crate) fd: OwnedFd,
+    pub(crate) path: PathBuf,
 }
 
 impl Target {
     /// Opens the workspace target, refusing a symlink.
-    fn workspace(path: &Path) -> Result<Target> {
+    pub(crate) fn workspace(path: &Path) -> Result<Target> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
             rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
@@ -225,7 +225,7 @@ impl Target {
 
     /// Opens a harness home (which may be a link the user keeps, such as
     /// `~/.codex` pointing at another disk).
-    fn harness_home(path: &Path) -> Result<Target> {
+    pub(crate) fn harness_home(path: &Path) -> Result<Target> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = rustix::fs::open(path, flags, Mode::empty())
             .map_err(|e| CliError::io("open", path, e.into()))?;
@@ -238,13 +238,13 @@ impl Target {
 
 /// A staging folder made in a target (mode 0700), removed with what is
 /// left in it when dropped.
-struct Staging {
-    fd: OwnedFd,
-    path: PathBuf,
+pub(crate) struct Staging {
+    pub(crate) fd: OwnedFd,
+    pub(crate) path: PathBuf,
 }
 
 impl Staging {
-    fn create(target: &Target) -> Result<Staging> {
+    pub(crate) fn create(target: &Target) -> Result<Staging> {
         // A name no packet entry is likely to have: the process id, the
         // time and a counter.
         let nanos = std::time::SystemTime::now()
@@ -256,27 +256,30 @@ impl Staging {
                 std::process::id(),
                 nanos.wrapping_mul(2_654_435_761).wrapping_add(n)
             );
-            match mkdirat(&target.fd, name.as_str(), Mode::from_raw_mode(0o700)) {
-                Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => {
-                    return Err(CliError::io(
-                        "create a staging folder in",
-                        &target.path,
-                        e.into(),
-                    ))
+            match Staging::create_named(target, &name) {
+                Err(CliError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    continue
                 }
-                Ok(()) => {}
+                r => return r,
             }
-            let path = target.path.join(&name);
-            let fd = open_dir(target.fd.as_fd(), Path::new(&name))
-                .map_err(|e| CliError::io("open", &path, e))?;
-            return Ok(Staging { fd, path });
         }
         Err(CliError::io(
             "create a staging folder in",
             &target.path,
             std::io::Error::from(std::io::ErrorKind::AlreadyExists),
         ))
+    }
+
+    /// A staging folder of the name given (a name a journal recorded first).
+    pub(crate) fn create_named(target: &Target, name: &str) -> Result<Staging> {
+        mkdirat(&target.fd, name, Mode::from_raw_mode(0o700))
+            .map_err(|e| CliError::io("create a staging folder in", &target.path, e.into()))?;
+        let path = target.path.join(name);
+        let fd = open_dir(target.fd.as_fd(), Path::new(name))
+            .map_err(|e| CliError::io("open", &path, e))?;
+        Ok(Staging { fd, path })
     }
 }
 
@@ -288,17 +291,17 @@ impl Drop for Staging {
 }
 
 /// Where harness members go while the packet is read, and then for good.
-struct HarnessTarget {
-    staging: Staging,
-    plan: RestorePlan,
+pub(crate) struct HarnessTarget {
+    pub(crate) staging: Staging,
+    pub(crate) plan: RestorePlan,
 }
 
 /// What [`place`] established.
-struct Placed {
-    read: VerifiedPacket,
-    workspace: PathBuf,
-    harness: Option<HarnessReport>,
-    git: Option<GitNeutralized>,
+pub(crate) struct Placed {
+    pub(crate) read: VerifiedPacket,
+    pub(crate) workspace: PathBuf,
+    pub(crate) harness: Option<HarnessReport>,
+    pub(crate) git: Option<GitNeutralized>,
 }
 
 /// Reads the packet once, verifying it as it streams while a second
@@ -362,43 +365,14 @@ fn place(
             };
             match event {
                 Event::Manifest(m) => {
-                    let Some(h) = &m.harness else {
+                    let Some(t) = prepare_harness(m, request, created, &workspace)? else {
                         return Ok(());
                     };
-                    let home = match h.kind {
-                        packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
-                        packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
-                        packet_core::HarnessKind::Opencode => None,
-                    };
-                    let (plan, staging) = if let Some(home) = home {
-                        created.dir_all(home)?;
-                        let home =
-                            fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-                        let plan =
-                            harness::adapter(h.kind).restore_plan(&home, h, m, &workspace)?;
-                        (plan, Staging::create(&Target::harness_home(&home)?)?)
-                    } else if let (packet_core::HarnessKind::Opencode, Some(program)) =
-                        (h.kind, &request.opencode)
-                    {
-                        // Before any byte is read: an OpenCode that cannot
-                        // import the session is known now.
-                        let local = opencode::version(program, &workspace)?;
-                        opencode::check_not_older(program, &local, h.version.as_deref())?;
-                        let staging =
-                            Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
-                        let plan = harness::adapter(h.kind).restore_plan(
-                            &staging.path,
-                            h,
-                            m,
-                            &workspace,
-                        )?;
-                        (plan, staging)
-                    } else {
-                        return Ok(());
-                    };
-                    confine_harness_symlinks(m, h.kind, &plan)?;
-                    send(Op::Root(Root::new(h.kind.root(), &staging, true)?))?;
-                    harness_target = Some(HarnessTarget { staging, plan });
+                    let kind = m.harness.as_ref().map(|h| h.kind);
+                    if let Some(kind) = kind {
+                        send(Op::Root(Root::new(kind.root(), &t.staging, true)?))?;
+                    }
+                    harness_target = Some(t);
                     Ok(())
                 }
                 Event::MemberStart { member: e, .. } => send(Op::Start(Member {
@@ -431,6 +405,48 @@ fn place(
         }
     })?;
 
+    let git = neutralize.then_some(git);
+    finish_placing(
+        read,
+        Staged {
+            workspace: ws_staging,
+            target,
+            harness: harness_target,
+            path: workspace,
+        },
+        request,
+        created,
+        git,
+    )
+}
+
+/// What a verified packet left to move into place.
+pub(crate) struct Staged {
+    /// The workspace's staging folder (its entries go into `target`).
+    pub workspace: Staging,
+    /// The workspace target, held open.
+    pub target: Target,
+    /// The harness state's staging folder and plan, if restored.
+    pub harness: Option<HarnessTarget>,
+    /// The workspace's real absolute path.
+    pub path: PathBuf,
+}
+
+/// Moves what a verified packet staged into place (then imports an
+/// OpenCode session), undoing the moves on failure.
+pub(crate) fn finish_placing(
+    read: VerifiedPacket,
+    staged: Staged,
+    request: &UnpackRequest,
+    created: &mut Created,
+    git: Option<GitNeutralized>,
+) -> Result<Placed> {
+    let Staged {
+        workspace: ws_staging,
+        target,
+        harness: harness_target,
+        path: workspace,
+    } = staged;
     // Everything verified. An OpenCode session to import must not replace
     // another copy of it on this machine.
     let import = match (&harness_target, &request.opencode, &read.manifest.harness) {
@@ -483,15 +499,55 @@ fn place(
         read,
         workspace,
         harness,
-        git: neutralize.then_some(git),
+        git,
     })
+}
+
+/// Where a packet's harness state goes, decided from its manifest before
+/// any body is read (`None`: not restored): the home is created if
+/// missing, the destinations must not exist, and a staging folder is made
+/// in the home (an OpenCode export is staged in the temporary folder).
+pub(crate) fn prepare_harness(
+    m: &packet_core::Manifest,
+    request: &UnpackRequest,
+    created: &mut Created,
+    workspace: &Path,
+) -> Result<Option<HarnessTarget>> {
+    let Some(h) = &m.harness else {
+        return Ok(None);
+    };
+    let home = match h.kind {
+        packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
+        packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
+        packet_core::HarnessKind::Opencode => None,
+    };
+    let (plan, staging) = if let Some(home) = home {
+        created.dir_all(home)?;
+        let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+        let plan = harness::adapter(h.kind).restore_plan(&home, h, m, workspace)?;
+        plan.refuse_existing()?;
+        (plan, Staging::create(&Target::harness_home(&home)?)?)
+    } else if let (packet_core::HarnessKind::Opencode, Some(program)) = (h.kind, &request.opencode)
+    {
+        // Before any byte is read: an OpenCode that cannot import the
+        // session is known now.
+        let local = opencode::version(program, workspace)?;
+        opencode::check_not_older(program, &local, h.version.as_deref())?;
+        let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
+        let plan = harness::adapter(h.kind).restore_plan(&staging.path, h, m, workspace)?;
+        (plan, staging)
+    } else {
+        return Ok(None);
+    };
+    confine_harness_symlinks(m, h.kind, &plan)?;
+    Ok(Some(HarnessTarget { staging, plan }))
 }
 
 /// Refuses a harness symlink that would point out of the folder it is
 /// restored as: packet-core keeps every link inside `harness/`, but
 /// `harness/` is not one folder on the host; a session's folder moves on
 /// its own into the harness home, where `..` leads to other sessions.
-fn confine_harness_symlinks(
+pub(crate) fn confine_harness_symlinks(
     manifest: &packet_core::Manifest,
     kind: packet_core::HarnessKind,
     plan: &RestorePlan,
@@ -551,16 +607,16 @@ const BATCHES: usize = 16;
 const BATCH: usize = 1024;
 
 /// What the writing thread needs of a member.
-struct Member {
-    path: String,
-    kind: Kind,
-    mode: u32,
-    size: u64,
-    target: Option<String>,
+pub(crate) struct Member {
+    pub(crate) path: String,
+    pub(crate) kind: Kind,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) target: Option<String>,
 }
 
 /// One step for the writing thread, in the packet's order.
-enum Op {
+pub(crate) enum Op {
     /// Members under this root's prefix go below its staging folder.
     Root(Root),
     /// A member starts.
@@ -648,13 +704,13 @@ fn move_into_place(
     Ok(())
 }
 
-fn dup(fd: &OwnedFd, path: &Path) -> Result<OwnedFd> {
+pub(crate) fn dup(fd: &OwnedFd, path: &Path) -> Result<OwnedFd> {
     fd.try_clone().map_err(|e| CliError::io("open", path, e))
 }
 
 /// Renames, refusing to replace anything that appeared meanwhile: with
 /// `RENAME_NOREPLACE`, or, on a file system without it, after a check.
-fn rename_new(
+pub(crate) fn rename_new(
     from_dir: BorrowedFd<'_>,
     from: &Path,
     to_dir: BorrowedFd<'_>,
@@ -685,11 +741,11 @@ fn rename_new(
 const MAX_OPEN_DIRS: usize = 128;
 
 /// The mode of every workspace folder unpacked, before the umask.
-const DIR_MODE: u32 = 0o755;
+pub(crate) const DIR_MODE: u32 = 0o755;
 
 /// Harness state is a session's private log: files 0600, folders 0700.
-const PRIVATE_FILE_MODE: u32 = 0o600;
-const PRIVATE_DIR_MODE: u32 = 0o700;
+pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
+pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
 
 /// The largest git configuration file `--neutralize-git` rewrites.
 pub const GIT_CONFIG_MAX: u64 = 16 << 20;
@@ -704,7 +760,7 @@ struct OpenDir {
 }
 
 /// A staging root: members under `prefix` go below its folder.
-struct Root {
+pub(crate) struct Root {
     /// `workspace/` or `harness/<kind>/`.
     prefix: String,
     path: PathBuf,
@@ -714,7 +770,7 @@ struct Root {
 }
 
 impl Root {
-    fn new(member: &str, staging: &Staging, private: bool) -> Result<Root> {
+    pub(crate) fn new(member: &str, staging: &Staging, private: bool) -> Result<Root> {
         Ok(Root {
             prefix: format!("{member}/"),
             path: staging.path.clone(),
@@ -749,7 +805,7 @@ struct Current {
 /// created new (`O_EXCL`, `O_NOFOLLOW`), and packet-core has already
 /// refused members below symlinks. The packet's order puts every folder
 /// right before its subtree, so the folders of the current path are a stack.
-struct StagingWriter {
+pub(crate) struct StagingWriter {
     roots: Vec<Root>,
     dirs: Vec<OpenDir>,
     current: Option<Current>,
@@ -758,11 +814,11 @@ struct StagingWriter {
     /// inside it.
     umask: u32,
     neutralize: bool,
-    neutralized: GitNeutralized,
+    pub(crate) neutralized: GitNeutralized,
 }
 
 impl StagingWriter {
-    fn new(roots: Vec<Root>, neutralize: bool) -> StagingWriter {
+    pub(crate) fn new(roots: Vec<Root>, neutralize: bool) -> StagingWriter {
         // umask(2) can only be read by setting it: set it back at once.
         let umask = rustix::process::umask(Mode::empty());
         rustix::process::umask(umask);
@@ -827,7 +883,7 @@ impl StagingWriter {
         }))
     }
 
-    fn apply(&mut self, op: Op) -> Result<()> {
+    pub(crate) fn apply(&mut self, op: Op) -> Result<()> {
         match op {
             Op::Root(root) => {
                 self.roots.push(root);
@@ -954,7 +1010,7 @@ impl StagingWriter {
 }
 
 /// Opens a folder this writer just created, refusing anything else.
-fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
+pub(crate) fn open_dir(at: BorrowedFd<'_>, path: &Path) -> std::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     Ok(openat(at, path, flags, Mode::empty())?)
 }

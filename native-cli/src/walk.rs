@@ -23,7 +23,7 @@ use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
 use rustix::fs::{statat, AtFlags, FileType};
 use serde::Serialize;
 
-pub use beneath::{open_file_in, FileId, WalkRoot};
+pub use beneath::{open_beneath, open_file_in, FileId, WalkRoot};
 
 use crate::error::{CliError, Refused, Result};
 
@@ -60,6 +60,10 @@ pub enum Planned {
         size: u64,
         /// The file that was listed: what is opened must be it.
         id: FileId,
+        /// Its timestamps when it was listed.
+        times: Times,
+        /// Its `st_mode` when it was listed.
+        mode: u32,
     },
     /// A symlink, packed as a link (never followed).
     Symlink {
@@ -68,6 +72,16 @@ pub enum Planned {
         /// Its target, as written.
         target: String,
     },
+}
+
+/// When a file's bytes and its inode last changed, in nanoseconds since
+/// the epoch (what a save compares with the workspace record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Times {
+    /// Last modification.
+    pub mtime: i64,
+    /// Last change of the inode.
+    pub ctime: i64,
 }
 
 /// Where a file's bytes are read from.
@@ -107,6 +121,27 @@ impl Planned {
             Planned::Walked {
                 member, root, id, ..
             } => walked_source(root, member, *id),
+            _ => None,
+        }
+    }
+
+    /// A walked file's stat identity as the walk saw it.
+    pub fn identity(&self) -> Option<crate::record::Identity> {
+        match self {
+            Planned::Walked {
+                size,
+                id,
+                times,
+                mode,
+                ..
+            } => Some(crate::record::Identity {
+                size: *size,
+                mtime: times.mtime,
+                ctime: times.ctime,
+                ino: id.ino,
+                dev: id.dev,
+                mode: *mode,
+            }),
             _ => None,
         }
     }
@@ -563,12 +598,18 @@ fn visit(
             if entry.name == OsStr::new(".git") {
                 check_git_file(&entry, &member, stat)?;
             }
+            let identity = crate::record::Identity::of(&stat);
             walk.planned.push(Planned::Walked {
                 member,
                 root: Arc::clone(entry.root),
                 executable: stat.st_mode & 0o100 != 0,
-                size: u64::try_from(stat.st_size).unwrap_or(0),
+                size: identity.size,
                 id: FileId::of(&stat),
+                times: Times {
+                    mtime: identity.mtime,
+                    ctime: identity.ctime,
+                },
+                mode: identity.mode,
             });
             Ok(None)
         }

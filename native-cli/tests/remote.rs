@@ -159,3 +159,16 @@ fn a_second_push_sends_only_what_its_base_lacks() {
     pull(&store, digest, &out, &["--base", s(&first)]);
     assert_eq!(fs::read(&out).unwrap(), fs::read(&second).unwrap());
 }
+
+/// Serves the test store on `$PILLBOX_TEST_STORE` (`127.0.0.1:8799` by
+/// default) until the process is stopped: for timing the CLI by hand.
+#[test]
+#[ignore]
+fn serve() {
+    let address = std::env::var("PILLBOX_TEST_STORE").unwrap_or("127.0.0.1:8799".into());
+    let store = Store::start_on(&address);
+    eprintln!("serving {}", store.url);
+    loop {
+        std::thread::park();
+    }
+}

@@ -7,7 +7,9 @@
 //!     big.pkt (~12 MiB, incompressible), base.pkt and edited.pkt (a
 //!     workspace with a 3 MiB session log, and the same after one more turn:
 //!     the log appended to, one file edited), and DIR/index.json describing
-//!     each (digest, size, manifest offset and length, every member's offsets).
+//!     each (digest, size, manifest offset and length, every member's offsets);
+//!     v1-small.pkt, v1-harness.pkt, v1-big.pkt and v1-base.pkt are the same
+//!     packets in format /1 (named by the whole file).
 //! cargo run -p packet-core --example worker_fixtures -- large FILE [SMALL BIG [EDITED [text]]]
 //!     SMALL files of 1 MiB and BIG files of 100 MiB of incompressible bytes
 //!     (default 720 and 3: just under 1 GiB), written in a streaming pass;
@@ -22,9 +24,9 @@
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 
-use packet_core::in_memory::{build, Source};
+use packet_core::in_memory::{build, build_as, Source};
 use packet_core::{
-    reader, Digest, Event, Harness, HarnessKind, Hasher, Limits, Manifest, Member, Reader,
+    reader, Digest, Event, Format, Harness, HarnessKind, Hasher, Limits, Manifest, Member, Reader,
     ReaderOptions, Step, Writer,
 };
 
@@ -244,6 +246,21 @@ fn write_set(dir_path: &str) -> Result<()> {
     ));
     let mut index = serde_json::Map::new();
     for (name, sources, harness) in sets {
+        // Packets of format /1 too (named by the whole file), as stores
+        // and clients before /2 wrote them: v1-<name>.
+        if ["small", "harness", "big", "base"].contains(&name) {
+            let v1 = build_as(
+                Format::V1,
+                &sources,
+                harness.clone(),
+                Vec::new(),
+                &Limits::FORMAT,
+            )
+            .map_err(|e| e.to_string())?;
+            let path = format!("{dir_path}/v1-{name}.pkt");
+            std::fs::write(&path, &v1.bytes).map_err(|e| format!("{path}: {e}"))?;
+            index.insert(format!("v1-{name}"), describe(v1.bytes.as_slice())?);
+        }
         let built =
             build(&sources, harness, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;
         let path = format!("{dir_path}/{name}.pkt");

@@ -9,7 +9,35 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { TOKEN, buildWorker, client, fixtures, startEdge } from './edge.mjs';
-import { encoded, manifestOf, push } from './transfer.mjs';
+import { chunkBatch, cutsAndFrames, manifestFirst, pushBody, recipesDocument } from './wire.mjs';
+
+/** A PBPUSH02 request for `entry`: the manifest's chunks (all of them),
+ * the recipes and, unless `bodies` is false, the frames of every body. */
+function pushRequest(entry, bytes, { bodies = true, have = () => false } = {}) {
+  const sent = cutsAndFrames(entry, bytes, { have });
+  const names = new Set(sent.recipes.manifest.map((c) => c.sha256.toString('hex')));
+  const manifestFrames = sent.frames.filter((f) => names.has(f.sha256.toString('hex')));
+  const frames = bodies ? manifestFirst(sent) : manifestFrames;
+  return {
+    body: pushBody(bodies ? sent.recipes : { manifest: sent.recipes.manifest }, frames),
+    recipes: sent.recipes,
+    bodyFrames: sent.frames.filter((f) => !names.has(f.sha256.toString('hex'))),
+    headers: { 'content-type': 'application/x-pillbox-push' },
+  };
+}
+
+/** A push of `entry` in three requests (create with the manifest, recipes,
+ * one part); not completed. Returns { location, parts: [answer] }. */
+async function pushInParts(api, entry, bytes, bases = []) {
+  const req = pushRequest(entry, bytes, { bodies: false });
+  const q = `/v1/pushes?digest=${entry.digest}&size=${entry.size}${bases.map((b) => `&base=${b}`).join('')}`;
+  const create = await api.call('POST', q, req);
+  assert.equal(create.status, 202, JSON.stringify(create.json));
+  const rec = await api.call('POST', `${create.json.location}/recipes`, { body: recipesDocument({ bodies: req.recipes.bodies }) });
+  assert.equal(rec.status, 200, JSON.stringify(rec.json));
+  const part = await api.call('PUT', `${create.json.location}/parts/1`, { body: chunkBatch(req.bodyFrames) });
+  return { location: create.json.location, parts: [part] };
+}
 
 /** One token per scope, and the sandbox's: read, push and its own session's refs. */
 const SCOPES = {
@@ -76,10 +104,10 @@ function routes() {
     ['push', 'PUT', `/v1/uploads/${NO_ID}/parts/1`, { body: new Uint8Array(16) }],
     ['push', 'POST', `/v1/uploads/${NO_ID}/complete`],
     ['push', 'DELETE', `/v1/uploads/${NO_ID}`],
-    ['push', 'POST', `/v1/pushes?digest=${small.digest}&size=${small.size}`, encoded(manifestOf(small, fx.read('small')))],
+    ['push', 'POST', `/v1/pushes?digest=${small.digest}&size=${small.size}`, pushRequest(small, fx.read('small'))],
     ['push', 'GET', `/v1/pushes/${NO_ID}`],
     ['push', 'DELETE', `/v1/pushes/${NO_ID}`],
-    ['push', 'POST', `/v1/pushes/${NO_ID}/recipes`, { body: { recipes: [] } }],
+    ['push', 'POST', `/v1/pushes/${NO_ID}/recipes`, { body: recipesDocument({}) }],
     ['push', 'PUT', `/v1/pushes/${NO_ID}/parts/1`, { body: new Uint8Array(16) }],
     ['push', 'POST', `/v1/pushes/${NO_ID}/complete`],
     ['refs:sessions/x/', 'PUT', '/v1/refs/sessions/x/latest', { body: { digest: small.digest } }],
@@ -156,12 +184,12 @@ describe('a push\'s bases', () => {
     const [base, edited] = [fx.index.base, fx.index.edited];
     assert.equal((await as(edge, 'admin').call('PUT', `/v1/packets/${base.digest}`, { body: fx.read('base') })).status, 201);
     const query = `/v1/pushes?digest=${edited.digest}&size=${edited.size}&base=${base.digest}`;
-    const manifest = encoded(manifestOf(edited, fx.read('edited')));
+    const manifest = pushRequest(edited, fx.read('edited'), { bodies: false });
     const blind = await as(edge, 'pusher').call('POST', query, manifest);
-    assert.equal(blind.status, 201, JSON.stringify(blind.json));
+    assert.equal(blind.status, 202, JSON.stringify(blind.json));
     assert.deepEqual(blind.json.bases_used, [], 'a push-only token gets no answer about the base');
     const sighted = await as(edge, 'sandbox').call('POST', query, manifest);
-    assert.equal(sighted.status, 201);
+    assert.equal(sighted.status, 202);
     assert.deepEqual(sighted.json.bases_used, [base.digest]);
     assert.ok(sighted.json.missing.length < blind.json.missing.length,
       `with read, bodies in the base are not missing (${sighted.json.missing.length} < ${blind.json.missing.length})`);
@@ -176,22 +204,20 @@ describe('a push\'s bases', () => {
   });
 
   test('a part\'s stored_bytes says what the store held already only to a token that may read it', { timeout: 180_000 }, async () => {
-    const [base, edited] = [fx.index.base, fx.index.edited];
-    assert.ok([200, 201].includes((await as(edge, 'admin').call('PUT', `/v1/packets/${base.digest}`, { body: fx.read('base') })).status));
+    const edited = fx.index.edited;
     const held = (parts) => parts.reduce((n, p) => n + (p.json.bytes - p.json.stored_bytes), 0);
-    // A first push's parts put the bodies in the store; later pushes of
+    // A first push's part puts the bodies in the store; later pushes of
     // the same packet (no base named) send them again.
-    const first = await push(as(edge, 'sandbox'), edited, fx.read('edited'), { complete: false });
-    assert.ok(first.parts.length > 0 && first.parts.every((p) => p.status === 200));
-    const blind = await push(as(edge, 'pusher'), edited, fx.read('edited'), { complete: false });
-    assert.ok(blind.parts.length > 0 && blind.parts.every((p) => p.status === 200));
+    const first = await pushInParts(as(edge, 'sandbox'), edited, fx.read('edited'));
+    assert.ok(first.parts.every((p) => p.status === 200), JSON.stringify(first.parts[0].json));
+    const blind = await pushInParts(as(edge, 'pusher'), edited, fx.read('edited'));
+    assert.ok(blind.parts.every((p) => p.status === 200));
     assert.equal(held(blind.parts), 0, 'a push-only token learns nothing of other pushes');
     const status = await as(edge, 'pusher').call('GET', blind.location);
     assert.ok(status.json.parts.every((p) => p.stored_bytes === p.bytes), JSON.stringify(status.json.parts));
-    const sighted = await push(as(edge, 'sandbox'), edited, fx.read('edited'), { complete: false });
+    const sighted = await pushInParts(as(edge, 'sandbox'), edited, fx.read('edited'));
     assert.ok(held(sighted.parts) > 0, 'a reader is told which bytes were there already');
-    assert.equal((await as(edge, 'sandbox').call('DELETE', first.location)).status, 204);
-    for (const [id, r] of [['pusher', blind], ['sandbox', sighted]]) {
+    for (const [id, r] of [['sandbox', first], ['pusher', blind], ['sandbox', sighted]]) {
       assert.equal((await as(edge, id).call('DELETE', r.location)).status, 204);
     }
   });
@@ -199,10 +225,10 @@ describe('a push\'s bases', () => {
   test('a read+push+refs:sessions/x/ token pushes on a base, then checkpoints its session', { timeout: 180_000 }, async () => {
     const [base, edited] = [fx.index.base, fx.index.edited];
     const sandbox = as(edge, 'sandbox');
-    const r = await push(sandbox, edited, fx.read('edited'), { bases: [base.digest] });
-    assert.equal(r.create.status, 201, JSON.stringify(r.create.json));
-    assert.deepEqual(r.create.json.bases_used, [base.digest]);
-    assert.equal(r.complete.status, 201, JSON.stringify(r.complete.json));
+    const bodies = new Set(base.members.filter((m) => m.type === 'file').map((m) => `${m.sha256.slice(7)}/${m.size}`));
+    const req = pushRequest(edited, fx.read('edited'), { have: (hex, size) => bodies.has(`${hex}/${size}`) });
+    const r = await sandbox.call('POST', `/v1/pushes?digest=${edited.digest}&size=${edited.size}&base=${base.digest}`, req);
+    assert.equal(r.status, 201, JSON.stringify(r.json));
     const named = await sandbox.call('PUT', '/v1/refs/sessions/x/checkpoint', { body: { digest: edited.digest } });
     assert.equal(named.status, 201);
     const got = await sandbox.call('GET', `/v1/packets/${edited.digest}`);

@@ -36,6 +36,7 @@ export function buildWorker() {
 /** The release programs the tests run (target/release/). */
 export const PILLBOX = join(TARGET, 'release/pillbox');
 export const WORKER_FIXTURES = join(TARGET, 'release/examples/worker_fixtures');
+export const PUSH_BODY = join(TARGET, 'release/examples/push_body');
 
 let builtRelease = false;
 /**
@@ -51,6 +52,15 @@ export function buildRelease() {
 export function workerFixtures(args, options = {}) {
   buildRelease();
   return run(WORKER_FIXTURES, args, options);
+}
+
+/**
+ * Runs the Worker's push_body example (release; a reference client of /2
+ * pushes) with `args`; `options.allowFailure` returns a failed run.
+ */
+export function pushBodyExample(args, options = {}) {
+  buildRelease();
+  return run(PUSH_BODY, args, options);
 }
 
 /** Generates the fixture packets into a fresh directory; returns it and index.json. */

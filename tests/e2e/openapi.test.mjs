@@ -11,7 +11,8 @@
 //
 // Run: node --test --test-concurrency=1 tests/e2e/openapi.test.mjs
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -20,8 +21,8 @@ import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 
 import { readDocument } from '../openapi/document.mjs';
-import { ROOT, TOKEN, buildWorker, fixtures, sha256, startEdge } from './edge.mjs';
-import { bodiesOf, chunkBatch, cutBody, manifestOf } from './transfer.mjs';
+import { ROOT, TOKEN, buildWorker, fixtures, pushBodyExample, sha256, startEdge } from './edge.mjs';
+import { chunkBatch, cutsAndFrames, frameOf, manifestFirst, pushBody, readBatch, readRecipes, recipesDocument, sha } from './wire.mjs';
 
 const Ajv2020 = Ajv2020Module.default ?? Ajv2020Module;
 const addFormats = addFormatsModule.default ?? addFormatsModule;
@@ -286,7 +287,7 @@ describe('operations', () => {
       const whole = await call(method, T, { digest: small.digest });
       assert.equal(whole.status, 200);
       assert.equal(whole.headers.get('content-length'), String(small.size));
-      if (method === 'GET') assert.equal(sha256(whole.bytes), small.digest);
+      if (method === 'GET') assert.ok(whole.bytes.equals(fx.read('small')));
       const part = await call(method, T, { digest: small.digest }, { headers: { range: 'bytes=0-99' } });
       assert.equal(part.status, 206);
       assert.equal(part.headers.get('content-range'), `bytes 0-99/${small.size}`);
@@ -465,7 +466,7 @@ describe('operations', () => {
     assert.deepEqual([done.json.digest, done.json.created, done.json.labels], [big.digest, true, ['kind=big']]);
     assert.equal((await call('POST', C, { id: uid })).status, 404, 'a finished upload is gone');
     const got = await call('GET', '/v1/packets/{digest}', { digest: big.digest });
-    assert.equal(sha256(got.bytes), big.digest);
+    assert.ok(got.bytes.equals(fx.read('big')));
 
     // Stored by someone else meanwhile: completing answers 200.
     const harness = fx.index.harness;
@@ -488,31 +489,41 @@ describe('operations', () => {
     assert.deepEqual([huge.status, code(huge)], [413, 'body_too_large']);
   });
 
-  test('delta pushes, and the recipes and chunks of a packet', async () => {
+  test('pushes of /2 packets, and the recipes and chunks of a packet', async () => {
     const base = fx.index.base;
     const bytes = fx.read('base');
-    const manifest = manifestOf(base, bytes);
-    const json = { 'content-type': 'application/json' };
+    const all = cutsAndFrames(base, bytes);
+    const manifestNames = new Set(all.recipes.manifest.map((c) => c.sha256.toString('hex')));
+    const manifestFrames = all.frames.filter((f) => manifestNames.has(f.sha256.toString('hex')));
+    const bodyFrames = all.frames.filter((f) => !manifestNames.has(f.sha256.toString('hex')));
+    const kind = { 'content-type': 'application/x-pillbox-push' };
     const C = '/v1/pushes';
-    const create = (query, options = {}) => call('POST', C, {}, { body: manifest, headers: json, query, ...options });
+    const manifestOnly = pushBody({ manifest: all.recipes.manifest }, manifestFrames);
+    const create = (query, body = manifestOnly, options = {}) => call('POST', C, {}, { body, headers: kind, query, ...options });
     const q = (digest, size = base.size, extra = '') => `?digest=${digest}&size=${size}${extra}`;
-    assert.equal((await create(q(base.digest), { token: null })).status, 401);
-    assert.equal((await create(q(base.digest), { token: 'wrong' })).status, 403);
+    assert.equal((await create(q(base.digest), manifestOnly, { token: null })).status, 401);
+    assert.equal((await create(q(base.digest), manifestOnly, { token: 'wrong' })).status, 403);
     const badSize = await create(`?digest=${base.digest}&size=abc`);
     assert.deepEqual([badSize.status, code(badSize)], [400, 'size_invalid']);
     const tooBig = await create(q(base.digest, 17 * MIB));
     assert.deepEqual([tooBig.status, code(tooBig)], [413, 'limit_size']);
-    const br = await create(q(base.digest), { headers: { ...json, 'content-encoding': 'br' } });
+    const chunked = await create(q(base.digest), manifestOnly, { chunked: true });
+    assert.deepEqual([chunked.status, code(chunked)], [411, 'length_required']);
+    const br = await create(q(base.digest), manifestOnly, { headers: { ...kind, 'content-encoding': 'br' } });
     assert.deepEqual([br.status, code(br)], [415, 'encoding_unsupported']);
     const many = fx.index.many;
-    const refused = await call('POST', C, {}, { body: manifestOf(many, fx.read('many')), headers: json, query: q(many.digest, many.size) });
+    const m = cutsAndFrames(many, fx.read('many'));
+    const refused = await create(q(many.digest, many.size), pushBody({ manifest: m.recipes.manifest }, m.frames.slice(0, m.recipes.manifest.length)));
     assert.deepEqual([refused.status, code(refused)], [422, 'limit_members']);
+    const lacking = await create(q(base.digest), pushBody({ manifest: all.recipes.manifest }, []));
+    assert.deepEqual([lacking.status, code(lacking)], [409, 'manifest_incomplete']);
+    assert.deepEqual(lacking.json.error.missing, [...manifestNames]);
 
-    // A push of `base`, and a second one of the same packet left open.
+    // A push of `base` with the manifest only, and a second one left open.
     const first = await create(q(base.digest, base.size, '&label=via=push'));
-    assert.equal(first.status, 201, JSON.stringify(first.json));
+    assert.equal(first.status, 202, JSON.stringify(first.json));
     const second = await create(q(base.digest));
-    assert.equal(second.status, 201);
+    assert.equal(second.status, 202);
     const P = '/v1/pushes/{id}';
     const id = first.json.push_id;
     for (const [method, t] of [['GET', P], ['DELETE', P]]) {
@@ -521,46 +532,46 @@ describe('operations', () => {
       assert.equal((await call(method, t, { id: UNKNOWN_UPLOAD })).status, 404);
     }
     const R = '/v1/pushes/{id}/recipes';
-    const bodies = bodiesOf(base, bytes);
-    const large = bodies.filter((b) => b.size > 262_144).map((b) => cutBody(b.body));
-    const recipes = { recipes: large.map((l) => l.recipe) };
-    assert.equal((await call('POST', R, { id }, { body: recipes, token: null })).status, 401);
-    assert.equal((await call('POST', R, { id }, { body: recipes, token: 'wrong' })).status, 403);
-    assert.equal((await call('POST', R, { id: UNKNOWN_UPLOAD }, { body: recipes })).status, 404);
-    const shape = await call('POST', R, { id }, { body: { recipes: 1 } });
-    assert.deepEqual([shape.status, code(shape)], [400, 'body_invalid']);
-    const zstd = await call('POST', R, { id }, { body: recipes, headers: { 'content-encoding': 'zstd' } });
-    assert.deepEqual([zstd.status, code(zstd)], [415, 'encoding_unsupported']);
-    const huge = await call('POST', R, { id }, { body: { recipes: [], pad: 'x'.repeat(17 * MIB) } });
+    const doc = recipesDocument({ bodies: all.recipes.bodies });
+    assert.equal((await call('POST', R, { id }, { body: doc, token: null })).status, 401);
+    assert.equal((await call('POST', R, { id }, { body: doc, token: 'wrong' })).status, 403);
+    assert.equal((await call('POST', R, { id: UNKNOWN_UPLOAD }, { body: doc })).status, 404);
+    const shape = await call('POST', R, { id }, { body: Buffer.from('PBRECIPX') });
+    assert.deepEqual([shape.status, code(shape)], [422, 'recipes_magic']);
+    const gz = await call('POST', R, { id }, { body: doc, headers: { 'content-encoding': 'gzip' } });
+    assert.deepEqual([gz.status, code(gz)], [415, 'encoding_unsupported']);
+    const noLength = await call('POST', R, { id }, { body: doc, chunked: true });
+    assert.deepEqual([noLength.status, code(noLength)], [411, 'length_required']);
+    const huge = await call('POST', R, { id }, { body: Buffer.alloc(17 * MIB) });
     assert.deepEqual([huge.status, code(huge)], [413, 'body_too_large']);
-    const small = bodies.find((b) => b.size < 100);
-    const notNeeded = await call('POST', R, { id }, { body: { recipes: [{ sha256: small.hex, size: small.size, chunks: [{ sha256: small.hex, size: small.size }] }] } });
+    const readme = base.members.find((x) => x.path === 'workspace/README.md');
+    const readmeName = Buffer.from(readme.sha256.slice(7), 'hex');
+    const notNeeded = await call('POST', R, { id }, { body: recipesDocument({ bodies: [{ sha256: readmeName, size: readme.size, runs: [{ chunk: { sha256: readmeName, size: readme.size } }] }] }) });
     assert.deepEqual([notNeeded.status, code(notNeeded)], [422, 'recipe_not_needed']);
-    const sent = await call('POST', R, { id }, { body: recipes });
-    assert.equal(sent.status, 200);
-    const other = { recipes: [cutBody(bodies.find((b) => b.size > 262_144).body, 100_000).recipe] };
+    const sent = await call('POST', R, { id }, { body: doc });
+    assert.equal(sent.status, 200, JSON.stringify(sent.json));
+    const log = all.recipes.bodies.find((r) => r.runs.length > 2);
+    const pieces = [];
+    for (let at = 0, k = 0; at < log.size; at += MIB, k++) pieces.push({ chunk: { sha256: sha(Buffer.from(`other ${k}`)), size: Math.min(MIB, log.size - at) } });
+    const other = recipesDocument({ bodies: [{ ...log, runs: pieces }] });
     const conflict = await call('POST', R, { id }, { body: other });
     assert.deepEqual([conflict.status, code(conflict)], [409, 'recipe_conflict']);
 
     const N = '/v1/pushes/{id}/parts/{number}';
-    const chunks = new Map();
-    for (const b of bodies.filter((x) => x.size <= 262_144)) chunks.set(b.hex, b.body);
-    for (const l of large) l.chunks.forEach((c, i) => chunks.set(l.recipe.chunks[i].sha256, c));
-    const wanted = [...first.json.missing.filter((h) => chunks.has(h) && chunks.get(h).length <= 262_144), ...sent.json.missing_chunks];
-    const batch = chunkBatch([chunks.get(wanted[0])], [wanted[0]]);
+    const batch = chunkBatch(bodyFrames.slice(0, 1));
     const part = (number, body, options = {}) => call('PUT', N, { id, number }, { body, headers: { 'content-type': 'application/x-pillbox-chunks' }, ...options });
     assert.equal((await part(1, batch, { token: null })).status, 401);
     assert.equal((await part(1, batch, { token: 'wrong' })).status, 403);
     assert.equal((await call('PUT', N, { id: UNKNOWN_UPLOAD, number: 1 }, { body: batch })).status, 404);
     const zero = await part(0, batch);
     assert.deepEqual([zero.status, code(zero)], [400, 'part_number_invalid']);
-    const chunked = await part(1, batch, { chunked: true });
-    assert.deepEqual([chunked.status, code(chunked)], [411, 'length_required']);
-    const oversize = await part(1, Buffer.alloc(5 * MIB));
-    assert.deepEqual([oversize.status, code(oversize)], [413, 'part_too_large']);
-    const badEncoding = await part(1, batch, { headers: { 'content-encoding': 'compress' } });
+    const partChunked = await part(1, batch, { chunked: true });
+    assert.deepEqual([partChunked.status, code(partChunked)], [411, 'length_required']);
+    const partOversize = await part(1, Buffer.alloc(5 * MIB));
+    assert.deepEqual([partOversize.status, code(partOversize)], [413, 'part_too_large']);
+    const badEncoding = await part(1, batch, { headers: { 'content-encoding': 'gzip' } });
     assert.deepEqual([badEncoding.status, code(badEncoding)], [415, 'encoding_unsupported']);
-    const stranger = await part(1, chunkBatch([Buffer.from('a chunk of nothing here')]));
+    const stranger = await part(1, chunkBatch([frameOf(Buffer.from('a chunk of nothing here'))]));
     assert.deepEqual([stranger.status, code(stranger)], [422, 'chunk_not_needed']);
     // Everything, in parts of at most 1 MiB (PUSH_PART_BYTES).
     const D = '/v1/pushes/{id}/complete';
@@ -570,16 +581,15 @@ describe('operations', () => {
     assert.equal((await call('POST', D, { id: UNKNOWN_UPLOAD })).status, 404);
     const incomplete = await done();
     assert.deepEqual([incomplete.status, code(incomplete)], [409, 'push_incomplete']);
-    assert.deepEqual(new Set(incomplete.json.error.missing), new Set([...wanted, ...large.map((l) => l.recipe.sha256)]));
     let number = 0;
-    for (let i = 0; i < wanted.length;) {
+    for (let i = 0; i < bodyFrames.length;) {
       const group = [];
       let size = 0;
-      while (i < wanted.length && size + chunks.get(wanted[i]).length <= MIB) {
-        size += chunks.get(wanted[i]).length;
-        group.push(wanted[i++]);
+      while (i < bodyFrames.length && size + bodyFrames[i].stored.length <= MIB) {
+        size += bodyFrames[i].stored.length;
+        group.push(bodyFrames[i++]);
       }
-      const r = await part(++number, chunkBatch(group.map((h) => chunks.get(h)), group));
+      const r = await part(++number, chunkBatch(group));
       assert.equal(r.status, 200, JSON.stringify(r.json));
       assert.equal(r.json.frames, group.length);
     }
@@ -593,30 +603,61 @@ describe('operations', () => {
     const again = await create(q(base.digest));
     assert.deepEqual([again.status, again.json.created], [200, false]);
     assert.equal((await call('DELETE', P, { id: first.json.push_id })).status, 404, 'a completed push is gone');
-    // A manifest under another digest, every body in the base: complete finds the digest wrong.
+    // Everything at hand in one request: the packet is stored at once.
+    const out = join(mkdtempSync(join(tmpdir(), 'pillbox-e2e-openapi-')), 'fresh');
+    pushBodyExample(['fresh', out, '77']);
+    const fresh = JSON.parse(readFileSync(`${out}.json`, 'utf8'));
+    const s = cutsAndFrames(fresh, readFileSync(`${out}.pkt`));
+    const oneShot = await create(q(fresh.digest, fresh.size), pushBody(s.recipes, manifestFirst(s)));
+    assert.equal(oneShot.status, 201, JSON.stringify(oneShot.json));
+    // A wrong digest is refused at create, without the digest computed.
     const wrong = await create(q(sha256(Buffer.from('not base')), base.size, `&base=${base.digest}`));
-    assert.deepEqual([wrong.status, wrong.json.missing], [201, []]);
-    const mismatch = await call('POST', D, { id: wrong.json.push_id });
-    assert.deepEqual([mismatch.status, code(mismatch)], [422, 'packet_digest_mismatch']);
-    const aborted = await create(q(sha256(Buffer.from('aborted')), base.size, `&base=${base.digest}`));
-    assert.equal((await call('DELETE', P, { id: aborted.json.push_id })).status, 204);
+    assert.deepEqual([wrong.status, code(wrong)], [422, 'packet_digest_mismatch']);
+    // A body whose chunks come in the wrong order is refused at complete.
+    const edited = fx.index.edited;
+    const e = cutsAndFrames(edited, fx.read('edited'));
+    const eNames = new Set(e.recipes.manifest.map((c) => c.sha256.toString('hex')));
+    const lie = e.recipes.bodies.find((r) => r.runs.length > 2);
+    [lie.runs[0], lie.runs[1]] = [lie.runs[1], lie.runs[0]];
+    const open = await create(q(edited.digest, edited.size), pushBody({ manifest: e.recipes.manifest, bodies: e.recipes.bodies }, e.frames.filter((f) => eNames.has(f.sha256.toString('hex')))));
+    assert.equal(open.status, 202, JSON.stringify(open.json));
+    const rest = e.frames.filter((f) => !eNames.has(f.sha256.toString('hex')));
+    for (let i = 0, n = 1; i < rest.length; n++) {
+      const group = [];
+      let size = 0;
+      while (i < rest.length && size + rest[i].stored.length <= MIB) { size += rest[i].stored.length; group.push(rest[i++]); }
+      assert.equal((await call('PUT', N, { id: open.json.push_id, number: n }, { body: chunkBatch(group) })).status, 200);
+    }
+    const mismatch = await call('POST', D, { id: open.json.push_id });
+    assert.deepEqual([mismatch.status, code(mismatch)], [422, 'member_digest_mismatch']);
+    const aborted = await create(q(sha256(Buffer.from('aborted')), base.size));
+    assert.equal(aborted.status, 422);
+    const toAbort = await create(q(edited.digest, edited.size), pushBody({ manifest: e.recipes.manifest }, e.frames.filter((f) => eNames.has(f.sha256.toString('hex')))));
+    assert.equal((await call('DELETE', P, { id: toAbort.json.push_id })).status, 204);
 
     // What a pull reads.
     const G = '/v1/packets/{digest}/recipes';
     const got = await call('GET', G, { digest: base.digest });
     assert.equal(got.status, 200);
-    assert.deepEqual(got.json, recipes);
+    const read = readRecipes(got.bytes);
+    assert.deepEqual(read.manifest.map((c) => c.hex), [...manifestNames]);
+    assert.equal(read.bodies.length, all.recipes.bodies.length);
     assert.equal((await call('GET', G, { digest: UNKNOWN })).status, 404);
     assert.equal((await call('GET', G, { digest: 'sha256:nope' })).status, 400);
     const K = '/v1/packets/{digest}/chunks';
-    const asked = await call('POST', K, { digest: base.digest }, { body: { chunks: wanted.slice(0, 3) } });
+    const names = read.bodies[0].runs.slice(0, 3).map((r) => r.chunk.hex);
+    const asked = await call('POST', K, { digest: base.digest }, { body: { chunks: names } });
     assert.equal(asked.status, 200);
-    assert.ok(asked.bytes.subarray(0, 8).equals(Buffer.from('PBCHUNK1')));
+    assert.deepEqual(readBatch(asked.bytes).map((f) => f.hex), names);
     const unknownChunk = await call('POST', K, { digest: base.digest }, { body: { chunks: ['0'.repeat(64)] } });
     assert.deepEqual([unknownChunk.status, code(unknownChunk)], [400, 'chunk_unknown']);
     assert.equal((await call('POST', K, { digest: UNKNOWN }, { body: { chunks: [] } })).status, 404);
-    const tooMany = await call('POST', K, { digest: base.digest }, { body: { chunks: Array(65_537).fill(wanted[0]) } });
+    const tooMany = await call('POST', K, { digest: base.digest }, { body: { chunks: Array(65_537).fill(names[0]) } });
     assert.deepEqual([tooMany.status, code(tooMany)], [413, 'chunks_too_many']);
+    const tooLong = await call('POST', K, { digest: base.digest }, { body: Buffer.alloc(6 * MIB), headers: { 'content-type': 'application/json' } });
+    assert.deepEqual([tooLong.status, code(tooLong)], [413, 'body_too_large']);
+    const unsized = await call('POST', K, { digest: base.digest }, { body: { chunks: [] }, chunked: true });
+    assert.deepEqual([unsized.status, code(unsized)], [411, 'length_required']);
     const gzipped = await call('POST', K, { digest: base.digest }, { body: { chunks: [] }, headers: { 'content-encoding': 'gzip' } });
     assert.deepEqual([gzipped.status, code(gzipped)], [415, 'encoding_unsupported']);
   });

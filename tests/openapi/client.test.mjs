@@ -21,7 +21,8 @@ const CLIENT = join(ROOT, 'tests/openapi/client');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
 /** The media types of the document's binary bodies, typed as bytes. */
-const BINARY = new Set(['application/x-tar', 'application/octet-stream', 'application/x-pillbox-chunks']);
+const BINARY = new Set(['application/x-tar', 'application/octet-stream', 'application/x-pillbox-chunks',
+  'application/x-pillbox-push', 'application/x-pillbox-recipes']);
 const BYTES = ts.factory.createTypeReferenceNode('Uint8Array');
 
 /** TypeScript for the document `text`, as a user of the generator gets it. */

@@ -119,7 +119,7 @@ const CODE_SITES = [
   /Problem::(?:new|bad_request|conflict|too_large)\(\s*(?:\d{3},\s*)?"([a-z][a-z0-9_]*)"/g,
   /\brefused\(\s*"([a-z][a-z0-9_]*)"/g,
   /\bcode:\s*"([a-z][a-z0-9_]*)"/g,
-  /BatchErrorKind::\w+ => "([a-z][a-z0-9_]*)"/g,
+  /^\s+[A-Z]\w+ => "([a-z][a-z0-9_]*)",$/gm,
 ];
 
 test('every error code the Worker answers with is named in the document', () => {

@@ -1,6 +1,6 @@
-//! The Worker's own binary objects (layouts, push plans, part records):
-//! big-endian integers and length-prefixed text after an 8-byte magic and a
-//! version byte. [`Out`] writes them, [`In`] reads them back and turns any
+//! The Worker's own binary objects (layouts, roots, push states, part
+//! records): big-endian integers, varints and length-prefixed text after an
+//! 8-byte magic and a version byte. [`Out`] writes them, [`In`] reads them back and turns any
 //! inconsistency into [`Corrupt`] instead of a panic.
 
 use packet_core::Digest;
@@ -53,6 +53,25 @@ impl Out {
     /// Appends a SHA-256.
     pub fn digest(&mut self, d: &Digest) {
         self.0.extend_from_slice(&d.0);
+    }
+
+    /// Appends an unsigned LEB128 varint (1 to 10 bytes).
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+
+    /// Appends a signed varint (zigzag, then LEB128).
+    pub fn svarint(&mut self, v: i64) {
+        self.varint(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    /// Appends raw bytes.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
     }
 
     /// Appends text of at most 65,535 bytes, prefixed by its length.
@@ -133,6 +152,54 @@ impl<'a> In<'a> {
         Ok(Digest(self.take(32)?.try_into().unwrap_or([0; 32])))
     }
 
+    /// Reads an unsigned LEB128 varint.
+    pub fn varint(&mut self) -> Result<u64, Corrupt> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                if shift == 63 && b > 1 {
+                    break;
+                }
+                return Ok(v);
+            }
+        }
+        Err(Corrupt::new(format!(
+            "a {} holds a varint over 64 bits",
+            self.what
+        )))
+    }
+
+    /// Reads a signed (zigzag) varint.
+    pub fn svarint(&mut self) -> Result<i64, Corrupt> {
+        let v = self.varint()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// Reads `n` raw bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], Corrupt> {
+        self.take(n)
+    }
+
+    /// A varint count of items of at least `item_bytes` each, checked
+    /// against what is left.
+    pub fn varint_count(&mut self, item_bytes: usize) -> Result<usize, Corrupt> {
+        let n = self.varint()?;
+        if n.saturating_mul(item_bytes.max(1) as u64) > (self.bytes.len() - self.at) as u64 {
+            return Err(Corrupt::new(format!(
+                "a {} counts {n} items it does not hold",
+                self.what
+            )));
+        }
+        Ok(n as usize)
+    }
+
+    /// Whether every byte was read.
+    pub fn is_empty(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+
     /// Reads length-prefixed text.
     pub fn text(&mut self) -> Result<String, Corrupt> {
         let n = self.u16()? as usize;
@@ -198,6 +265,35 @@ mod tests {
         assert!(In::new(&huge, b"PBTEST01", 1, "test")
             .unwrap()
             .count(1)
+            .is_err());
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        let values = [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX];
+        let signed = [0i64, -1, 1, -64, 64, i64::MIN, i64::MAX];
+        let mut out = Out::new(b"PBTEST01", 1);
+        for v in values {
+            out.varint(v);
+        }
+        for v in signed {
+            out.svarint(v);
+        }
+        let bytes = out.finish();
+        let mut r = In::new(&bytes, b"PBTEST01", 1, "test").unwrap();
+        for v in values {
+            assert_eq!(r.varint().unwrap(), v);
+        }
+        for v in signed {
+            assert_eq!(r.svarint().unwrap(), v);
+        }
+        r.end().unwrap();
+        let mut long = Out::new(b"PBTEST01", 1);
+        long.bytes(&[0xff; 11]);
+        let long = long.finish();
+        assert!(In::new(&long, b"PBTEST01", 1, "test")
+            .unwrap()
+            .varint()
             .is_err());
     }
 }

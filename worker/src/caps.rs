@@ -1,7 +1,11 @@
 //! What a request body may hold (docs/transfer.md, "Decoding limits"):
-//! at most so many bytes as sent and so many once decoded, the count that
-//! holds a body to both as it arrives, the refusals, and what becomes of
-//! the rest of a refused body. Pure; `body` reads the bytes.
+//! at most so many bytes as sent, the count that holds a body there as it
+//! arrives, the refusal, and what becomes of the rest of a refused body.
+//! Every body is taken as it is sent (`Content-Encoding: identity`; a
+//! push's chunks are compressed one by one): what a body's frames decode
+//! to is held by its chunk batch's limits, from the table, before a frame
+//! is decoded, and each frame to its raw size (`storage/frames.rs`). Pure;
+//! `body` reads the bytes.
 
 use crate::problem::Problem;
 
@@ -13,64 +17,32 @@ use crate::problem::Problem;
 /// isolate a fraction of a second of waiting and almost no CPU.
 pub const DRAIN_LIMIT: u64 = 128 << 20;
 
-/// A cap a body went past, with its value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Over {
-    /// More than this many bytes as sent.
-    Sent(u64),
-    /// More than this many bytes once decoded.
-    Decoded(u64),
-}
-
 /// What a body may hold, and the refusal of one that holds more.
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
     /// Most bytes as sent (`Content-Length`, or counted as they arrive).
     pub sent: u64,
-    /// Most bytes once decoded (counted as they come out of the decoder).
-    pub decoded: u64,
-    /// The refusal of a body over a cap.
-    pub refuse: fn(Over) -> Problem,
+    /// The refusal of a body over `sent` (given the cap).
+    pub refuse: fn(u64) -> Problem,
 }
 
 impl Caps {
-    /// At most `decoded` bytes once decoded, and what any encoding needs to
-    /// send that many: gzip and zstd add a few bytes per block to bytes they
-    /// cannot compress, well under 1/128 of them, and a header.
-    pub fn decoded(decoded: u64, refuse: fn(Over) -> Problem) -> Caps {
+    /// At most `sent` bytes, else 413 `body_too_large`.
+    pub fn bytes(sent: u64) -> Caps {
         Caps {
-            sent: decoded.saturating_add(decoded / 128 + (64 << 10)),
-            decoded,
-            refuse,
+            sent,
+            refuse: too_large,
         }
     }
 }
 
-/// 413 `body_too_large` (as sent) or `decoded_too_large` (once decoded).
-pub fn too_large(over: Over) -> Problem {
-    match over {
-        Over::Sent(max) => Problem::too_large(
-            "body_too_large",
-            format!("this body is over {} as sent", bytes(max)),
-            format!(
-                "send at most {} (proto/openapi.yaml gives each route's cap)",
-                bytes(max)
-            ),
-        ),
-        Over::Decoded(max) => decoded_too_large(max),
-    }
-}
-
-/// 413 `decoded_too_large`: a compressed body that decodes past its cap.
-pub fn decoded_too_large(max: u64) -> Problem {
+/// 413 `body_too_large`: a body over its cap as sent.
+pub fn too_large(max: u64) -> Problem {
     Problem::too_large(
-        "decoded_too_large",
+        "body_too_large",
+        format!("this body is over {} as sent", bytes(max)),
         format!(
-            "this body decodes to more than {}; the rest was not decoded",
-            bytes(max)
-        ),
-        format!(
-            "send a body of at most {} once decoded (a smaller one: fewer chunks per part, a smaller manifest); the cap is the same for every Content-Encoding",
+            "send at most {} (proto/openapi.yaml gives each route's cap)",
             bytes(max)
         ),
     )
@@ -86,72 +58,36 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// A body's bytes counted against its caps as they arrive.
+/// A body's bytes counted against its cap as they arrive.
 #[derive(Clone, Copy, Debug)]
 pub struct Meter {
     caps: Caps,
-    identity: bool,
     sent: u64,
-    decoded: u64,
 }
 
 impl Meter {
-    /// A count for a body; `identity` when its bytes as sent are its
-    /// decoded bytes (then it is held to the smaller cap, as sent).
-    pub fn new(caps: Caps, identity: bool) -> Meter {
-        Meter {
-            caps,
-            identity,
-            sent: 0,
-            decoded: 0,
-        }
+    /// A count for a body held to `caps`.
+    pub fn new(caps: Caps) -> Meter {
+        Meter { caps, sent: 0 }
     }
 
-    /// Bytes counted as sent.
+    /// Bytes counted.
     pub fn sent(&self) -> u64 {
         self.sent
     }
 
-    /// Bytes counted once decoded.
-    pub fn decoded(&self) -> u64 {
-        self.decoded
-    }
-
-    fn sent_cap(&self) -> u64 {
-        if self.identity {
-            self.caps.sent.min(self.caps.decoded)
-        } else {
-            self.caps.sent
-        }
-    }
-
     /// Checks a declared `Content-Length` before any byte is read.
-    pub fn declared(&self, length: u64) -> Result<(), Over> {
-        let cap = self.sent_cap();
-        if length > cap {
-            return Err(Over::Sent(cap));
+    pub fn declared(&self, length: u64) -> Result<(), Problem> {
+        if length > self.caps.sent {
+            return Err((self.caps.refuse)(self.caps.sent));
         }
         Ok(())
     }
 
-    /// Counts `n` bytes as sent.
-    pub fn add_sent(&mut self, n: u64) -> Result<(), Over> {
+    /// Counts `n` more bytes: refused once the count passes the cap.
+    pub fn add(&mut self, n: u64) -> Result<(), Problem> {
         self.sent = self.sent.saturating_add(n);
         self.declared(self.sent)
-    }
-
-    /// Counts `n` bytes decoded.
-    pub fn add_decoded(&mut self, n: u64) -> Result<(), Over> {
-        self.decoded = self.decoded.saturating_add(n);
-        if self.decoded > self.caps.decoded {
-            return Err(Over::Decoded(self.caps.decoded));
-        }
-        Ok(())
-    }
-
-    /// The refusal of a body over `over`.
-    pub fn refusal(&self, over: Over) -> Problem {
-        (self.caps.refuse)(over)
     }
 }
 
@@ -179,67 +115,64 @@ pub fn rest(length: Option<u64>, read: u64) -> Rest {
 mod tests {
     use super::*;
 
-    fn caps(sent: u64, decoded: u64) -> Caps {
-        Caps {
-            sent,
-            decoded,
-            refuse: too_large,
+    fn refused(r: Result<(), Problem>) -> (u16, String, String) {
+        let p = r.unwrap_err();
+        (
+            p.status,
+            p.error.code().to_string(),
+            p.error.message().into(),
+        )
+    }
+
+    #[test]
+    fn a_declared_length_over_the_cap_is_refused_before_a_byte() {
+        let m = Meter::new(Caps::bytes(64 << 10));
+        assert!(m.declared(64 << 10).is_ok());
+        let (status, code, message) = refused(m.declared((64 << 10) + 1));
+        assert_eq!((status, code.as_str()), (413, "body_too_large"));
+        assert!(message.contains("64 KiB"), "{message}");
+        assert_eq!(m.sent(), 0);
+    }
+
+    #[test]
+    fn bytes_are_counted_as_they_arrive_and_refused_past_the_cap() {
+        let mut m = Meter::new(Caps::bytes(100));
+        assert!(m.add(60).is_ok());
+        assert!(m.add(40).is_ok());
+        assert_eq!(refused(m.add(1)).1, "body_too_large");
+        assert_eq!(m.sent(), 101);
+    }
+
+    #[test]
+    fn a_route_names_its_own_refusal() {
+        fn part_too_large(most: u64) -> Problem {
+            Problem::too_large("part_too_large", format!("at most {most}"), "send less")
         }
-    }
-
-    #[test]
-    fn a_compressed_body_is_held_to_both_caps() {
-        let mut m = Meter::new(caps(100, 1000), false);
-        assert_eq!(m.declared(100), Ok(()));
-        assert_eq!(m.declared(101), Err(Over::Sent(100)));
-        assert_eq!(m.add_sent(60), Ok(()));
-        assert_eq!(m.add_decoded(999), Ok(()));
-        assert_eq!(m.add_decoded(1), Ok(()));
-        assert_eq!(m.add_decoded(1), Err(Over::Decoded(1000)));
-        assert_eq!(m.add_sent(40), Ok(()));
-        assert_eq!(m.add_sent(1), Err(Over::Sent(100)));
-        assert_eq!((m.sent(), m.decoded()), (101, 1001));
-    }
-
-    #[test]
-    fn an_identity_body_is_held_to_the_smaller_cap_as_sent() {
-        let m = Meter::new(caps(2000, 1000), true);
-        assert_eq!(m.declared(1000), Ok(()));
-        assert_eq!(m.declared(1001), Err(Over::Sent(1000)));
-        let mut m = Meter::new(caps(10, 1000), true);
-        assert_eq!(m.add_sent(11), Err(Over::Sent(10)));
-        let mut m = Meter::new(Caps::decoded(64 << 10, too_large), true);
-        assert_eq!(m.add_sent(64 << 10), Ok(()));
-        assert_eq!(m.add_decoded(64 << 10), Ok(()));
-        assert_eq!(m.add_sent(1), Err(Over::Sent(64 << 10)));
+        let mut m = Meter::new(Caps {
+            sent: 10,
+            refuse: part_too_large,
+        });
+        let (status, code, message) = refused(m.add(11));
+        assert_eq!(
+            (status, code.as_str(), message.as_str()),
+            (413, "part_too_large", "at most 10")
+        );
     }
 
     #[test]
     fn counts_saturate() {
-        let mut m = Meter::new(Caps::decoded(u64::MAX, too_large), false);
-        assert_eq!(m.add_sent(u64::MAX), Ok(()));
-        assert_eq!(m.add_sent(u64::MAX), Ok(()));
-        assert_eq!(m.add_decoded(u64::MAX), Ok(()));
+        let mut m = Meter::new(Caps::bytes(u64::MAX));
+        assert!(m.add(u64::MAX).is_ok());
+        assert!(m.add(u64::MAX).is_ok());
         assert_eq!(m.sent(), u64::MAX);
     }
 
     #[test]
-    fn what_is_sent_for_a_decoded_cap_leaves_room_for_compression_overhead() {
-        let c = Caps::decoded(64 << 20, too_large);
-        assert_eq!(c.decoded, 64 << 20);
-        assert_eq!(c.sent, (64 << 20) + (512 << 10) + (64 << 10));
-    }
-
-    #[test]
-    fn refusals_are_typed_and_say_the_cap() {
-        let p = too_large(Over::Sent(5 << 20));
-        assert_eq!((p.status, p.error.code()), (413, "body_too_large"));
-        assert!(p.error.message().contains("5 MiB"), "{}", p.error.message());
-        let p = too_large(Over::Decoded(16 << 20));
-        assert_eq!((p.status, p.error.code()), (413, "decoded_too_large"));
-        assert!(p.error.message().contains("16 MiB"));
+    fn sizes_are_said_in_their_unit() {
+        assert_eq!(bytes(5 << 20), "5 MiB");
         assert_eq!(bytes(65_536), "64 KiB");
         assert_eq!(bytes(1000), "1000 bytes");
+        assert_eq!(bytes(0), "0 bytes");
     }
 
     #[test]

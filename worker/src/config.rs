@@ -8,13 +8,12 @@ use pillbox_wire::{Chunking, Info, PartLimits, PartSizes, TRANSFER_DELTA, TRANSF
 
 use crate::auth::{self, ReadAccess};
 use crate::multipart::MIN_PART_SIZE;
-use crate::plan::{AVG_CHUNK, CHUNK_THRESHOLD, MAX_CHUNK, MIN_CHUNK};
 
 /// The most frames one push part may carry (the chunk batch's limit).
 pub const MAX_PART_FRAMES: u32 = pillbox_wire::chunks::BatchLimits::MAX_FRAMES;
-/// The largest zstd window a push part may use: the decoder keeps one
-/// window of decoded bytes in wasm memory (docs/benchmarks.md, "Transfer").
-pub const ZSTD_MAX_WINDOW: u64 = 8 << 20;
+/// The largest zstd window a frame may use: the decoder keeps one window of
+/// decoded bytes in wasm memory.
+pub const ZSTD_MAX_WINDOW: u64 = pillbox_wire::chunking::ZSTD_MAX_WINDOW;
 
 /// How long a multipart upload may stay unfinished by default, in hours.
 pub const DEFAULT_UPLOAD_TTL_HOURS: u64 = 24;
@@ -31,18 +30,6 @@ pub enum PacketHasher {
     Platform,
     /// packet-core, in wasm.
     Core,
-}
-
-/// Where a push part's frames are hashed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FrameHasher {
-    /// Small frames in wasm, the others by the runtime without a copy
-    /// into wasm (docs/benchmarks.md, "Transfer").
-    Auto,
-    /// Every frame in wasm (copied in).
-    Core,
-    /// Every frame by the runtime (`crypto.DigestStream`).
-    Platform,
 }
 
 /// The Worker's settings.
@@ -66,15 +53,13 @@ pub struct Config {
     pub cors_origins: Vec<String>,
     /// Where the packet digest is computed.
     pub packet_hasher: PacketHasher,
-    /// Where push parts' frames are hashed (`FRAME_HASHER`: `auto`, `core`
-    /// or `platform`).
-    pub frame_hasher: FrameHasher,
     /// Multipart uploads and pushes older than this (milliseconds) are
     /// discarded by the scheduled clean-up, which also collects unused packs
     /// older than this (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
     pub upload_ttl_ms: u64,
-    /// The most bytes of frames one push part carries
-    /// (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to 64 MiB).
+    /// The most bytes of frames one push part (or a push's create body)
+    /// carries, as sent (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to
+    /// 64 MiB).
     pub push_part_bytes: u64,
     /// Whether the benchmark routes and timings are on (`BENCH_ROUTES`,
     /// off unless `1`; docs/worker.md, "Settings").
@@ -111,11 +96,6 @@ impl Config {
                 Some("core") => PacketHasher::Core,
                 _ => PacketHasher::Platform,
             },
-            frame_hasher: match var("FRAME_HASHER").as_deref().map(str::trim) {
-                Some("core") => FrameHasher::Core,
-                Some("platform") => FrameHasher::Platform,
-                _ => FrameHasher::Auto,
-            },
             upload_ttl_ms: var("UPLOAD_TTL_HOURS")
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|h| h.is_finite() && *h >= 0.0 && *h <= MAX_UPLOAD_TTL_HOURS)
@@ -147,21 +127,28 @@ impl Config {
     pub fn part_limits(&self) -> PartLimits {
         PartLimits {
             max_bytes: self.push_part_bytes,
+            max_raw_bytes: self.push_raw_bytes(),
             max_frames: MAX_PART_FRAMES,
-            encodings: ["identity", "gzip", "zstd"].map(String::from).to_vec(),
+            encodings: ["identity", "zstd"].map(String::from).to_vec(),
             zstd_max_window: ZSTD_MAX_WINDOW,
         }
     }
 
-    /// How the store expects large bodies to be cut (docs/transfer.md, "Units").
+    /// The most bytes the frames of one part (or of a push's create body)
+    /// may decode to: twice what they may carry, and at least 64 MiB.
+    pub fn push_raw_bytes(&self) -> u64 {
+        (2 * self.push_part_bytes).max(64 << 20)
+    }
+
+    /// The chunk batch a part (or a push's create body) may carry.
+    pub fn batch_limits(&self) -> pillbox_wire::chunks::BatchLimits {
+        pillbox_wire::chunks::BatchLimits::upload(self.push_part_bytes, self.push_raw_bytes())
+    }
+
+    /// How the store expects bodies and `packet.json` to be cut
+    /// (docs/transfer.md, "Units").
     pub fn chunking() -> Chunking {
-        Chunking {
-            algorithm: "fastcdc-v2020".into(),
-            threshold: CHUNK_THRESHOLD,
-            min: MIN_CHUNK,
-            avg: AVG_CHUNK,
-            max: MAX_CHUNK,
-        }
+        Chunking::ours()
     }
 
     /// The largest part a client may ask for.
@@ -207,7 +194,6 @@ mod tests {
         assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
         assert_eq!(c.push_part_bytes, 32 << 20);
         assert!(!c.bench_routes);
-        assert_eq!(c.frame_hasher, FrameHasher::Auto);
     }
 
     #[test]
@@ -244,10 +230,8 @@ mod tests {
         let c = Config::from_vars(|name| match name {
             "PUSH_PART_BYTES" => Some("1".into()),
             "BENCH_ROUTES" => Some("1".into()),
-            "FRAME_HASHER" => Some("core".into()),
             _ => None,
         });
-        assert_eq!(c.frame_hasher, FrameHasher::Core);
         assert_eq!(c.push_part_bytes, 1 << 20);
         assert!(c.bench_routes);
         assert_eq!(c.part_limits().max_bytes, 1 << 20);
@@ -299,7 +283,7 @@ mod tests {
             serde_json::json!({
                 "service": "pillbox",
                 "api": 1,
-                "format": "pillbox.session-packet/1",
+                "format": "pillbox.session-packet/2",
                 "max_packet_bytes": Limits::FORMAT.max_packet_bytes,
                 "max_members": Limits::FORMAT.max_members,
                 "max_single_upload_bytes": 1000,

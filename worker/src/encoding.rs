@@ -1,6 +1,6 @@
-//! A request body's `Content-Encoding` (docs/transfer.md): `identity`,
-//! `gzip` (decoded by the runtime) or `zstd` (decoded in wasm,
-//! [`crate::zstd`]). Pure.
+//! A request body's `Content-Encoding`: every route takes `identity` only
+//! (the bodies of pushes carry chunks compressed one by one), and names the
+//! others in its refusal. Pure.
 
 use crate::problem::Problem;
 

@@ -4,22 +4,16 @@
 //! never sees a packet whose bytes could be collected. The rows read are
 //! [`crate::rows`]' types.
 
-use std::collections::HashMap;
-
 use packet_core::{Digest, Manifest};
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
 
 use crate::query::ListFilter;
-use crate::rows::{PacketRow, PartRow, PushPartRow, PushRow, RefRow, UploadRow};
+use crate::rows::{PacketRow, PartRow, RefRow, UploadRow};
 
 /// Statements per D1 batch.
 const STATEMENTS_PER_BATCH: usize = 200;
-/// Items per JSON array bound to one statement (`json_each`): D1 binds at
-/// most 100 parameters, so long lists go as one JSON text, kept well under
-/// D1's largest value.
-const JSON_ITEMS: usize = 4000;
 
 fn text(s: &str) -> JsValue {
     JsValue::from_str(s)
@@ -41,6 +35,7 @@ pub fn now() -> String {
 const PACKET_COLUMNS: &str =
     "p.seq, p.digest, p.size, p.member_count, p.file_bytes, p.harness_kind, p.thread_id, p.model, \
      p.manifest_offset, p.manifest_size, p.created, p.storage, p.object_key, p.layout_key, p.manifest_key, \
+     CASE WHEN p.root IS NULL THEN NULL ELSE hex(p.root) END AS root_hex, p.findings, p.findings_kept, \
      (SELECT group_concat(l.label, char(10)) FROM labels l WHERE l.digest = p.digest) AS labels";
 
 /// A JSON array of text, bound as one parameter.
@@ -110,6 +105,9 @@ pub struct NewPacket<'a> {
     pub packs: &'a [String],
     /// Labels to attach.
     pub labels: &'a [String],
+    /// What its bodies hold ([`crate::storage::findings::KeptFindings`]
+    /// as text; `None`: nothing).
+    pub findings: Option<String>,
 }
 
 /// [`NewPacket::storage`].
@@ -119,12 +117,10 @@ pub enum NewStorage<'a> {
         /// Its key.
         key: &'a str,
     },
-    /// Bodies in packs; these objects hold the manifest and the layout.
-    Chunked {
-        /// The layout object.
-        layout: &'a str,
-        /// The manifest object.
-        manifest: &'a str,
+    /// Chunks in packs, found from this root (a /2 push).
+    Packed {
+        /// The root's bytes.
+        root: &'a [u8],
     },
 }
 
@@ -134,7 +130,7 @@ pub enum NewStorage<'a> {
 /// before its object); its labels; and its packs' users, only if this
 /// request's row is the one stored (a concurrent store of the same packet
 /// may have won). Safe to run twice or concurrently.
-fn packet_statements(
+pub(crate) fn packet_statements(
     db: &D1Database,
     p: &NewPacket<'_>,
     guard: &str,
@@ -142,10 +138,11 @@ fn packet_statements(
 ) -> Result<Vec<D1PreparedStatement>> {
     let digest = p.digest.to_string();
     let harness = p.manifest.harness.as_ref();
-    let (storage, object, layout, manifest) = match p.storage {
-        NewStorage::Whole { key } => ("whole", Some(key), None, None),
-        NewStorage::Chunked { layout, manifest } => ("chunked", None, Some(layout), Some(manifest)),
+    let (storage, object, root) = match p.storage {
+        NewStorage::Whole { key } => ("whole", Some(key), None),
+        NewStorage::Packed { root } => ("packed", None, Some(root)),
     };
+    let root = root.map_or(JsValue::NULL, crate::storage::index::blob);
     let packs = json_list(p.packs.iter().map(String::as_str));
     let mut values = vec![
         text(&digest),
@@ -160,8 +157,8 @@ fn packet_statements(
         text(&now()),
         text(storage),
         opt(object),
-        opt(layout),
-        opt(manifest),
+        root.clone(),
+        opt(p.findings.as_deref()),
         packs.clone(),
         int(p.packs.len() as u64),
     ];
@@ -173,18 +170,19 @@ fn packet_statements(
     let mut statements = vec![db
         .prepare(format!(
             "INSERT OR IGNORE INTO packets (digest, size, member_count, file_bytes, harness_kind, thread_id, model, \
-             manifest_offset, manifest_size, created, storage, object_key, layout_key, manifest_key) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14 \
+             manifest_offset, manifest_size, created, storage, object_key, root, findings, findings_kept) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 1 \
              WHERE (SELECT count(*) FROM packs WHERE key IN (SELECT value FROM json_each(?15))) = ?16 AND ({guard})"
         ))
         .bind(&values)?];
     // Ours: the row names this request's objects.
-    let ours = "EXISTS (SELECT 1 FROM packets WHERE digest = ?1 AND (object_key IS ?2 AND layout_key IS ?3))";
+    let ours =
+        "EXISTS (SELECT 1 FROM packets WHERE digest = ?1 AND object_key IS ?2 AND root IS ?3)";
     statements.push(
         db.prepare(format!(
             "INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, ?1 FROM json_each(?4) WHERE {ours}"
         ))
-        .bind(&[text(&digest), opt(object), opt(layout), packs])?,
+        .bind(&[text(&digest), opt(object), root, packs])?,
     );
     for l in p.labels {
         statements.push(
@@ -195,32 +193,6 @@ fn packet_statements(
         );
     }
     Ok(statements)
-}
-
-/// Records an R2 object that is about to hold bodies of packet `digest`
-/// (before a byte is written, so the clean-up can find it whatever happens
-/// next).
-pub async fn insert_pack(
-    db: &D1Database,
-    key: &str,
-    size: u64,
-    chunks: u64,
-    digest: &str,
-) -> Result<()> {
-    db.prepare("INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) VALUES (?1, ?2, ?3, ?4, ?5, 1)")
-        .bind(&[text(key), int(size), int(chunks), text(digest), text(&now())])?
-        .run()
-        .await
-        .map(|_| ())
-}
-
-/// Forgets a pack whose object was never written.
-pub async fn forget_pack(db: &D1Database, key: &str) -> Result<()> {
-    db.prepare("DELETE FROM packs WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = ?1)")
-        .bind(&[text(key)])?
-        .run()
-        .await
-        .map(|_| ())
 }
 
 /// Indexes a packet stored whole (a single upload, its pack recorded by
@@ -557,245 +529,6 @@ pub async fn claim_upload(db: &D1Database, id: &str, staging_key: &str, size: u6
         .last()
         .and_then(|r| r.results::<serde_json::Value>().ok())
         .is_some_and(|rows| !rows.is_empty()))
-}
-
-// ---- delta pushes --------------------------------------------------------
-
-/// The owner name of an open push in `pack_users`.
-fn push_owner(id: &str) -> String {
-    format!("push:{id}")
-}
-
-/// Records a new push.
-pub async fn insert_push(db: &D1Database, row: &PushRow) -> Result<()> {
-    db.prepare("INSERT INTO pushes (id, digest, size, bases, labels, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-        .bind(&[text(&row.id), text(&row.digest), int(row.size), text(&row.bases), text(&row.labels), text(&row.created)])?
-        .run()
-        .await
-        .map(|_| ())
-}
-
-const PUSH_COLUMNS: &str = "id, digest, size, bases, labels, created";
-
-/// One push.
-pub async fn push(db: &D1Database, id: &str) -> Result<Option<PushRow>> {
-    db.prepare(format!("SELECT {PUSH_COLUMNS} FROM pushes WHERE id = ?1"))
-        .bind(&[text(id)])?
-        .first::<PushRow>(None)
-        .await
-}
-
-/// Pushes started before `created_before` (RFC 3339, UTC), oldest first.
-pub async fn pushes_created_before(
-    db: &D1Database,
-    created_before: &str,
-    limit: u32,
-) -> Result<Vec<PushRow>> {
-    db.prepare(format!(
-        "SELECT {PUSH_COLUMNS} FROM pushes WHERE created < ?1 ORDER BY created, id LIMIT ?2"
-    ))
-    .bind(&[text(created_before), int(u64::from(limit))])?
-    .all()
-    .await?
-    .results::<PushRow>()
-}
-
-/// A push's parts, by number.
-pub async fn push_parts(db: &D1Database, id: &str) -> Result<Vec<PushPartRow>> {
-    db.prepare("SELECT number, pack, record, frames, bytes, stored_bytes FROM push_parts WHERE push_id = ?1 ORDER BY number")
-        .bind(&[text(id)])?
-        .all()
-        .await?
-        .results::<PushPartRow>()
-}
-
-/// Where the store already holds these chunks (in packs not being
-/// collected), as sha256 → (pack, offset, size).
-pub async fn find_chunks(
-    db: &D1Database,
-    shas: &[Digest],
-) -> Result<HashMap<Digest, (String, u64, u64)>> {
-    #[derive(Deserialize)]
-    struct Row {
-        sha256: String,
-        pack: String,
-        offset: u64,
-        size: u64,
-    }
-    let mut found = HashMap::new();
-    let hex: Vec<String> = shas.iter().map(|d| d.hex().to_string()).collect();
-    for group in hex.chunks(JSON_ITEMS) {
-        let rows = db
-            .prepare(
-                "SELECT c.sha256, c.pack, c.offset, c.size FROM chunks c JOIN packs p ON p.key = c.pack \
-                 WHERE c.sha256 IN (SELECT value FROM json_each(?1))",
-            )
-            .bind(&[json_list(group.iter().map(String::as_str))])?
-            .all()
-            .await?
-            .results::<Row>()?;
-        for r in rows {
-            if let Ok(d) = Digest::from_hex(&r.sha256) {
-                found.insert(d, (r.pack, r.offset, r.size));
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// A part received: the chunks it stored in `pack` (sha256, offset, size),
-/// the packs its frames live in, and its row (replacing an earlier attempt
-/// of the same number). Nothing is recorded if the push is gone.
-pub async fn record_part(
-    db: &D1Database,
-    push_id: &str,
-    part: &PushPartRow,
-    stored: &[(Digest, u64, u64)],
-    packs: &[String],
-) -> Result<()> {
-    let open = "EXISTS (SELECT 1 FROM pushes WHERE id = ?9)";
-    let mut statements = Vec::new();
-    if let Some(pack) = &part.pack {
-        for group in stored.chunks(JSON_ITEMS) {
-            let rows: Vec<(String, u64, u64)> = group
-                .iter()
-                .map(|(d, o, s)| (d.hex().to_string(), *o, *s))
-                .collect();
-            statements.push(
-                db.prepare(format!(
-                    "INSERT OR IGNORE INTO chunks (sha256, pack, offset, size) \
-                     SELECT json_extract(value, '$[0]'), ?1, json_extract(value, '$[1]'), json_extract(value, '$[2]') \
-                     FROM json_each(?2) WHERE {}",
-                    open.replace("?9", "?3")
-                ))
-                .bind(&[text(pack), text(&serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())), text(push_id)])?,
-            );
-        }
-    }
-    statements.push(
-        db.prepare(format!(
-            "INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, ?1 FROM json_each(?2) WHERE {}",
-            open.replace("?9", "?3")
-        ))
-        .bind(&[text(&push_owner(push_id)), json_list(packs.iter().map(String::as_str)), text(push_id)])?,
-    );
-    statements.push(
-        db.prepare(format!(
-            "INSERT OR REPLACE INTO push_parts (push_id, number, pack, record, frames, bytes, stored_bytes) \
-             SELECT ?9, ?2, ?3, ?4, ?5, ?6, ?7 WHERE {open}"
-        ))
-        .bind(&[
-            JsValue::NULL,
-            int(u64::from(part.number)),
-            opt(part.pack.as_deref()),
-            text(&part.record),
-            int(u64::from(part.frames)),
-            int(part.bytes),
-            int(part.stored_bytes),
-            JsValue::NULL,
-            text(push_id),
-        ])?,
-    );
-    run_batches(db, statements).await
-}
-
-/// Stores the packet a push assembled and ends the push, in one
-/// transaction: the packet row only if every pack its layout names still
-/// exists, and the push's rows go only if the packet is stored (by this
-/// push or another). Returns whether the packet is stored now.
-pub async fn complete_push(db: &D1Database, p: &NewPacket<'_>, push_id: &str) -> Result<bool> {
-    let mut statements = packet_statements(db, p, "1", &[])?;
-    let stored = "EXISTS (SELECT 1 FROM packets WHERE digest = ?2)";
-    let owner = push_owner(push_id);
-    let digest = p.digest.to_string();
-    statements.push(
-        db.prepare(format!("UPDATE packs SET unused_check = 1 WHERE key IN (SELECT pack FROM pack_users WHERE owner = ?1) AND {stored}"))
-            .bind(&[text(&owner), text(&digest)])?,
-    );
-    statements.push(
-        db.prepare(format!(
-            "DELETE FROM pack_users WHERE owner = ?1 AND {stored}"
-        ))
-        .bind(&[text(&owner), text(&digest)])?,
-    );
-    statements.push(
-        db.prepare(format!(
-            "DELETE FROM push_parts WHERE push_id = ?1 AND {stored}"
-        ))
-        .bind(&[text(push_id), text(&digest)])?,
-    );
-    statements.push(
-        db.prepare(format!("DELETE FROM pushes WHERE id = ?1 AND {stored}"))
-            .bind(&[text(push_id), text(&digest)])?,
-    );
-    db.batch(statements).await?;
-    Ok(packet(db, p.digest).await?.is_some())
-}
-
-/// Points the rows of chunks a compaction copied into `pack` (sha256,
-/// offset, size) at their copy there, where their row named one of the
-/// packs `merged`: the copy is the one later packets use.
-pub async fn move_chunks(
-    db: &D1Database,
-    pack: &str,
-    chunks: &[(Digest, u64, u64)],
-    merged: &[String],
-) -> Result<()> {
-    let mut statements = Vec::new();
-    for group in chunks.chunks(JSON_ITEMS) {
-        let rows: Vec<(String, u64)> = group
-            .iter()
-            .map(|(d, o, _)| (d.hex().to_string(), *o))
-            .collect();
-        statements.push(
-            db.prepare(
-                "UPDATE chunks SET pack = ?1, \
-                 offset = (SELECT json_extract(value, '$[1]') FROM json_each(?2) WHERE json_extract(value, '$[0]') = chunks.sha256) \
-                 WHERE sha256 IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) \
-                 AND pack IN (SELECT value FROM json_each(?3)) AND EXISTS (SELECT 1 FROM packs WHERE key = ?1)",
-            )
-            .bind(&[
-                text(pack),
-                text(&serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into())),
-                json_list(merged.iter().map(String::as_str)),
-            ])?,
-        );
-    }
-    run_batches(db, statements).await
-}
-
-/// Ends a push without storing anything: its rows go and the packs it
-/// used are left to the clean-up.
-pub async fn discard_push(db: &D1Database, push_id: &str) -> Result<()> {
-    let owner = push_owner(push_id);
-    db.batch(vec![
-        release(db, &owner)?,
-        db.prepare("DELETE FROM pack_users WHERE owner = ?1")
-            .bind(&[text(&owner)])?,
-        db.prepare("DELETE FROM push_parts WHERE push_id = ?1")
-            .bind(&[text(push_id)])?,
-        db.prepare("DELETE FROM pushes WHERE id = ?1")
-            .bind(&[text(push_id)])?,
-    ])
-    .await
-    .map(|_| ())
-}
-
-/// Which of these packs still have their row.
-pub async fn existing_packs(db: &D1Database, keys: &[String]) -> Result<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Key {
-        key: String,
-    }
-    Ok(db
-        .prepare("SELECT key FROM packs WHERE key IN (SELECT value FROM json_each(?1))")
-        .bind(&[json_list(keys.iter().map(String::as_str))])?
-        .all()
-        .await?
-        .results::<Key>()?
-        .into_iter()
-        .map(|k| k.key)
-        .collect())
 }
 
 // ---- the clean-up ------------------------------------------------------------

@@ -22,22 +22,16 @@
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
-//! | [`caps`] | what a request body may hold as sent and decoded, the count that holds it there (pure) |
+//! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
-//! | [`layout`] | where a stored packet's bodies lie, in which packs (pure) |
-//! | [`compact`] | merging a new packet's small packs into one (pure) |
-//! | [`plan`] | a delta push: presence from bases, missing bodies, recipes, the new layout (pure) |
-//! | [`parts`] | what a received push part left behind (pure) |
-//! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
+//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
+//! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
-//! | [`zstd`] | a streaming zstd decoder in bounded memory (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
-//! | `body` | a request body read as it arrives, decoded, held to its caps (wasm) |
+//! | `body` | a request body read as it arrives, held to its cap (wasm) |
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
-//! | `ingest` | a push part streamed in: decoded, checked, packed (wasm) |
-//! | `assemble` | a stored packet's bytes streamed out of R2, or verified (wasm) |
-//! | `objects` | stored packets' manifests and layouts, cached in the isolate (wasm) |
-//! | `index` | the D1 queries (wasm) |
+//! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
+//! | `index` | the D1 queries of uploads, refs and listings (wasm) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
 //!
 //! The pure modules build and test natively (`cargo test -p pillbox-worker`);
@@ -50,36 +44,28 @@
 pub mod auth;
 pub mod binary;
 pub mod caps;
-pub mod compact;
 pub mod conditions;
 pub mod config;
 pub mod encoding;
 pub mod findings;
-pub mod layout;
 pub mod multipart;
-pub mod parts;
-pub mod plan;
 pub mod problem;
+pub mod push;
 pub mod query;
 pub mod range;
-pub mod rebuild;
 pub mod route;
 pub mod rows;
 pub mod search;
-pub mod zstd;
+pub mod storage;
 
 #[cfg(target_arch = "wasm32")]
 mod api;
-#[cfg(target_arch = "wasm32")]
-mod assemble;
 #[cfg(target_arch = "wasm32")]
 mod body;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
 mod ingest;
-#[cfg(target_arch = "wasm32")]
-mod objects;
 #[cfg(target_arch = "wasm32")]
 mod store;
 #[cfg(target_arch = "wasm32")]

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::config::Config;
 use crate::multipart::Plan;
-use crate::plan::Status;
+use crate::push::plan::Status;
 
 /// A packet as indexed (`packets`, with its labels).
 #[derive(Clone, Debug, Deserialize)]
@@ -39,8 +39,10 @@ pub struct PacketRow {
     pub created: String,
     /// Newline-separated labels (from the query).
     pub labels: Option<String>,
-    /// `whole` (the packet's bytes are one R2 object) or `chunked` (its
-    /// bodies are in packs, its manifest and layout are objects of their own).
+    /// `whole` (the packet's bytes are one R2 object), `chunked` (pushed
+    /// before format /2: its bodies are in packs, its manifest and layout
+    /// are objects of their own) or `packed` (its chunks are in packs, found
+    /// from its root).
     pub storage: String,
     /// A whole packet's object.
     pub object_key: Option<String>,
@@ -48,6 +50,17 @@ pub struct PacketRow {
     pub layout_key: Option<String>,
     /// A chunked packet's manifest object.
     pub manifest_key: Option<String>,
+    /// A packed packet's root, as hex (`hex(root)`).
+    #[serde(default)]
+    pub root_hex: Option<String>,
+    /// What its bodies hold ([`crate::storage::findings::KeptFindings`]
+    /// as text), when kept and not empty.
+    #[serde(default)]
+    pub findings: Option<String>,
+    /// 1 when the findings of its bodies were kept (packets stored since
+    /// migration 0003).
+    #[serde(default)]
+    pub findings_kept: u64,
 }
 
 /// How a packet's bytes are kept.
@@ -58,12 +71,17 @@ pub enum Storage<'a> {
         /// Its key.
         object: &'a str,
     },
-    /// Bodies in packs, rebuilt on read.
+    /// Bodies in packs, rebuilt on read: pushed before format /2.
     Chunked {
         /// The layout object's key.
         layout: &'a str,
         /// The manifest object's key.
         manifest: &'a str,
+    },
+    /// Chunks in packs, found from the root kept in the row (a /2 push).
+    Packed {
+        /// The root, as hex.
+        root: &'a str,
     },
 }
 
@@ -81,6 +99,10 @@ impl PacketRow {
             ("chunked", _, Some(layout), Some(manifest)) => {
                 Some(Storage::Chunked { layout, manifest })
             }
+            ("packed", ..) => self
+                .root_hex
+                .as_deref()
+                .map(|root| Storage::Packed { root }),
             _ => None,
         }
     }
@@ -345,6 +367,9 @@ mod tests {
             object_key: Some("uploads/x".into()),
             layout_key: None,
             manifest_key: None,
+            root_hex: None,
+            findings: None,
+            findings_kept: 1,
         }
     }
 

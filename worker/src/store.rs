@@ -3,9 +3,11 @@
 //! copied into wasm for packet-core's [`Reader`] and handed on to an R2 put
 //! through a `FixedLengthStream`; the last chunk is handed on only once the
 //! whole packet is verified. A refusal aborts the put, so nothing is stored.
-//! R2 is also given the expected SHA-256, so it refuses bytes that do not
-//! hash to it. An object already in R2 (a multipart upload assembled) is
-//! verified by reading it once ([`verify_object`]).
+//! The whole packet is hashed only for a /1 packet, which that hash names;
+//! a /2 packet is named by its manifest, which the reader checks as soon as
+//! it is read (packet-core's rule per format). An object already in R2 (a
+//! multipart upload assembled) is verified by reading it once
+//! ([`verify_object`]).
 //!
 //! Also here: the pieces the other streaming modules share, a reader of
 //! large chunks ([`ChunkReader`]), the runtime's SHA-256 ([`PlatformHash`]),
@@ -25,17 +27,6 @@ use worker::{Bucket, Data, HttpMetadata};
 
 use crate::config::PacketHasher;
 use crate::timing::{self, Stage};
-
-/// The R2 key a multipart upload assembles into (and, once verified, the
-/// packet's object); a single upload's object has a key of the same form.
-pub fn staging_key(upload_id: &str) -> String {
-    format!("uploads/{upload_id}")
-}
-
-/// The R2 key of a pack (docs/transfer.md, "Storage").
-pub fn pack_key(id: &str) -> String {
-    format!("packs/{id}")
-}
 
 /// Why a packet was not stored.
 pub enum StoreError {
@@ -107,11 +98,6 @@ impl PlatformHash {
         Ok(PlatformHash { stream, writer })
     }
 
-    /// The stream's writer (to write into it directly).
-    pub fn writer(&self) -> &WritableStreamDefaultWriter {
-        &self.writer
-    }
-
     /// Hashes bytes held in wasm (copied out first).
     pub async fn write(&self, chunk: &[u8]) -> Result<(), StoreError> {
         self.write_array(&Uint8Array::from(chunk)).await
@@ -158,7 +144,8 @@ pub fn fixed_length(size: u64) -> Result<TransformStream, StoreError> {
 
 /// An R2 put of exactly `size` bytes, fed by [`FixedPut::writer`]; the
 /// put completes when the last byte is written and the writer closed, and
-/// [`FixedPut::abort`] makes it store nothing.
+/// [`FixedPut::abort`] makes it store nothing. Clones share the stream.
+#[derive(Clone)]
 pub struct FixedPut {
     /// Where the bytes go.
     pub writer: WritableStreamDefaultWriter,
@@ -221,7 +208,6 @@ pub async fn verify_into_bucket(
             content_type: Some("application/x-tar".into()),
             ..Default::default()
         })
-        .sha256(expected.0.to_vec())
         .execute();
     let reader = ChunkReader::new(&source)?;
     let pump = async {
@@ -417,13 +403,19 @@ async fn pump(
         limits,
         expected_digest: Some(expected),
     });
-    let mut hash = PacketHash::new(hasher)?;
+    // Until packet.json shows a /2 packet, every byte may be part of a /1
+    // packet's name; from then on only a /1 packet is hashed whole.
+    let mut hash = Some(PacketHash::new(hasher)?);
     let mut buf = Vec::new();
     let mut seen = 0u64;
     let last = loop {
         let Some(chunk) = timing::timed(source_stage, source.next()).await? else {
             // The body ended early: the core says what is missing.
-            let ended = reader.finish_with_digest(Some(hash.finish().await?));
+            let whole = match hash.take() {
+                Some(h) => Some(h.finish().await?),
+                None => None,
+            };
+            let ended = reader.finish_with_digest(whole);
             return Err(ended.map_or_else(StoreError::Refused, |_| {
                 StoreError::Failed(format!("the body ended after {seen} of {size} bytes"))
             }));
@@ -437,7 +429,12 @@ async fn pump(
         let since = timing::now();
         reader.feed(&buf).map_err(StoreError::Refused)?;
         timing::add(Stage::Verify, since);
-        timing::timed(Stage::Hash, hash.write(&buf)).await?;
+        if reader.whole_hash_needed() == Some(false) {
+            hash = None;
+        }
+        if let Some(h) = hash.as_mut() {
+            timing::timed(Stage::Hash, h.write(&buf)).await?;
+        }
         if seen >= size {
             break chunk;
         }
@@ -445,8 +442,12 @@ async fn pump(
             timing::timed(Stage::R2Write, sink.write(&chunk)).await?;
         }
     };
+    let whole = match hash.take() {
+        Some(h) => Some(h.finish().await?),
+        None => None,
+    };
     let verified = reader
-        .finish_with_digest(Some(hash.finish().await?))
+        .finish_with_digest(whole)
         .map_err(StoreError::Refused)?;
     if source.next().await?.is_some() {
         // More bytes than announced: the fixed-length sink would refuse them.

@@ -37,9 +37,38 @@ const STAGES: [(Stage, &str); 8] = [
     (Stage::Verify, "verify"),
 ];
 
+/// Bytes counted, for the benchmark and the tests that check what a
+/// request read and hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// Stored bytes read from R2 by range reads of packs and objects.
+    R2Read,
+    /// Body bytes hashed to prove bodies (frames hashed as they arrive
+    /// are not counted: they are what the request sent).
+    Hashed,
+    /// Bytes written to R2 (packs, the push's own objects).
+    R2Written,
+}
+
+const COUNTERS: [(Counter, &str); 3] = [
+    (Counter::R2Read, "r2_read_bytes"),
+    (Counter::Hashed, "hashed_bytes"),
+    (Counter::R2Written, "r2_write_bytes"),
+];
+
 thread_local! {
     static TOTALS: RefCell<[f64; 8]> = const { RefCell::new([0.0; 8]) };
+    static COUNTS: RefCell<[u64; 3]> = const { RefCell::new([0; 3]) };
     static STARTED: RefCell<f64> = const { RefCell::new(0.0) };
+}
+
+/// Adds `n` to `counter`.
+pub fn count(counter: Counter, n: u64) {
+    COUNTS.with(|c| {
+        if let Some(i) = COUNTERS.iter().position(|(k, _)| *k == counter) {
+            c.borrow_mut()[i] += n;
+        }
+    });
 }
 
 /// Milliseconds from the runtime's `performance.now()`.
@@ -60,6 +89,7 @@ pub fn now() -> f64 {
 /// while it is measured: the benchmark sends one at a time).
 pub fn begin() {
     TOTALS.with(|t| *t.borrow_mut() = [0.0; 8]);
+    COUNTS.with(|c| *c.borrow_mut() = [0; 3]);
     STARTED.with(|s| *s.borrow_mut() = now());
 }
 
@@ -81,7 +111,8 @@ pub async fn timed<T>(stage: Stage, work: impl core::future::Future<Output = T>)
     out
 }
 
-/// The `Pillbox-Timing` header's value: `stage=ms;…;total=ms;wasm_memory=bytes`.
+/// The `Pillbox-Timing` header's value:
+/// `stage=ms;…;total=ms;counter=bytes;…;wasm_memory=bytes`.
 pub fn report() -> String {
     let total = now() - STARTED.with(|s| *s.borrow());
     let mut parts: Vec<String> = TOTALS.with(|t| {
@@ -92,6 +123,11 @@ pub fn report() -> String {
             .collect()
     });
     parts.push(format!("total={total:.1}"));
+    COUNTS.with(|c| {
+        for ((_, name), n) in COUNTERS.iter().zip(c.borrow().iter()) {
+            parts.push(format!("{name}={n}"));
+        }
+    });
     // The instance's wasm linear memory (it never shrinks: its peak).
     parts.push(format!(
         "wasm_memory={}",

@@ -13,8 +13,7 @@ use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
 use super::{
-    check_fits, file_size, for_each_line, refuse_existing, Adapter, LocateRequest, Located, Move,
-    RestorePlan,
+    check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
 use crate::error::{Refused, Result};
 use crate::walk::{walk_tree, Planned, Walk};
@@ -186,9 +185,6 @@ impl Adapter for Claude {
                 relative: session.clone(),
                 destination: project.join(session),
             });
-        }
-        for m in &moves {
-            refuse_existing(&m.destination)?;
         }
         Ok(RestorePlan {
             rollout_path: Some(project.join(transcript)),

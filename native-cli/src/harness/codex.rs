@@ -12,8 +12,8 @@ use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
 use super::{
-    ancestors, check_fits, file_size, for_each_line, refuse_existing, Adapter, LocateRequest,
-    Located, Move, RestorePlan,
+    ancestors, check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move,
+    RestorePlan,
 };
 use crate::error::{CliError, Refused, Result};
 use crate::pack::secrets::Found;
@@ -94,7 +94,6 @@ impl Adapter for Codex {
             .into());
         }
         let destination = home.join(&relative);
-        refuse_existing(&destination)?;
         Ok(RestorePlan {
             moves: vec![Move {
                 relative,

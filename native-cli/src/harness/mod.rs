@@ -79,12 +79,24 @@ pub struct RestorePlan {
     pub import: Option<String>,
 }
 
+impl RestorePlan {
+    /// Refuses destinations that exist already: a restore into a new
+    /// place never overwrites what it finds there.
+    pub fn refuse_existing(&self) -> Result<()> {
+        for m in &self.moves {
+            refuse_existing(&m.destination)?;
+        }
+        Ok(())
+    }
+}
+
 /// A harness whose session state can travel in a packet.
 pub trait Adapter {
     /// Finds the session log (and anything beside it) to pack.
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located>;
     /// Decides where the packet's harness members go under `home` for a
-    /// workspace restored at `workspace` (its real absolute path).
+    /// workspace restored at `workspace` (its real absolute path); whether
+    /// something is there already is the caller's to check.
     fn restore_plan(
         &self,
         home: &Path,

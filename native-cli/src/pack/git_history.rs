@@ -37,7 +37,9 @@ use packet_core::secrets::{Finding, Scanner, SecretRule};
 
 use super::secrets::{GitObject, SecretPolicy, SecretReport, SecretsMode};
 use crate::error::{CliError, Refused, Result};
+use crate::record::{Record, Verdict, RACY_MARGIN_NS};
 use crate::walk::{Planned, Skipped, Walk};
+use packet_core::Digest;
 
 /// Objects read (commits walked, trees and blobs inflated, headers
 /// looked up) per repository before the scan stops.
@@ -158,6 +160,7 @@ pub fn screen(
     workspace: &Path,
     walk: &mut Walk,
     policy: &SecretPolicy,
+    mut cache: Option<&mut ScanCache<'_>>,
 ) -> Result<Vec<SecretReport>> {
     let dirs = git_dirs(workspace, walk);
     if dirs.is_empty() {
@@ -173,7 +176,19 @@ pub fn screen(
     let mut blocking: Vec<String> = Vec::new();
     let mut drop_members: Vec<(String, String, &'static str, String)> = Vec::new();
     for dir in &dirs {
-        let hits = match scan(dir, &scanner) {
+        let key = cache.as_ref().map(|_| repository_key(dir, walk));
+        let cached = match (&cache, &key) {
+            (Some(c), Some((key, newest))) => c.find(key, *newest),
+            _ => None,
+        };
+        let scanned = match cached {
+            Some(hits) => Ok(hits),
+            None => scan(dir, &scanner),
+        };
+        if let (Some(c), Some((key, _)), Ok(hits)) = (cache.as_mut(), &key, &scanned) {
+            c.keep(*key, hits);
+        }
+        let hits = match scanned {
             Ok(hits) => hits,
             Err(why) => {
                 if policy.mode == SecretsMode::Refuse {
@@ -266,6 +281,141 @@ pub fn screen(
     }
     leave_out(walk, drop_members);
     Ok(reports)
+}
+
+/// Earlier scans' findings, kept in the workspace record by what they
+/// read: a repository none of whose files changed (each with the stat
+/// identity it had, none stamped near the start of the save that scanned
+/// it) is not scanned again.
+pub struct ScanCache<'r> {
+    record: Option<&'r Record>,
+    /// The verdicts of this pack, for the next record.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl<'r> ScanCache<'r> {
+    /// A cache of `record`'s verdicts (none without a record).
+    pub fn new(record: Option<&'r Record>) -> ScanCache<'r> {
+        ScanCache {
+            record,
+            verdicts: Vec::new(),
+        }
+    }
+
+    /// The record's hits for `key`, when its files' newest stamp is
+    /// `newest` and that is not racy for the record.
+    fn find(&self, key: &Digest, newest: i64) -> Option<Vec<Hit>> {
+        let record = self.record?;
+        let settled = newest < record.started.saturating_sub(RACY_MARGIN_NS);
+        if !settled || !record.same_rules() {
+            return None;
+        }
+        decode_hits(record.verdict(key)?)
+    }
+
+    fn keep(&mut self, key: Digest, hits: &[Hit]) {
+        self.verdicts.push(Verdict {
+            key,
+            value: encode_hits(hits),
+        });
+    }
+}
+
+/// What a repository's scan read, digested: every member below its git
+/// folder with its stat identity (a link's target), in member order; and
+/// the newest timestamp among them.
+fn repository_key(dir: &GitDir, walk: &Walk) -> (Digest, i64) {
+    let below = format!("{}/", dir.member);
+    let mut entries: Vec<(&str, String)> = Vec::new();
+    let mut newest = i64::MIN;
+    for p in &walk.planned {
+        let m = p.member();
+        if !m.starts_with(&below) {
+            continue;
+        }
+        let what = match (p, p.identity()) {
+            (_, Some(id)) => {
+                newest = newest.max(id.mtime).max(id.ctime);
+                format!("{id:?}")
+            }
+            (Planned::Symlink { target, .. }, _) => format!("link {target}"),
+            (Planned::Dir { .. }, _) => "dir".to_owned(),
+            _ => "file".to_owned(),
+        };
+        entries.push((m, what));
+    }
+    entries.sort_by(|a, b| packet_core::path::compare(a.0, b.0));
+    let mut h = packet_core::Hasher::new();
+    h.update(b"git history scan 1\n");
+    h.update(dir.member.as_bytes());
+    for (m, what) in &entries {
+        h.update(format!("\n{m}\0{what}").as_bytes());
+    }
+    (h.finish(), newest)
+}
+
+/// Hits as a verdict's bytes: one line each, tab-separated.
+fn encode_hits(hits: &[Hit]) -> Vec<u8> {
+    let mut out = String::new();
+    for h in hits {
+        let kind = String::from_utf8_lossy(h.kind.as_bytes()).into_owned();
+        let origin = match &h.origin {
+            Origin::Commit { commit, path } => format!("commit\t{commit}\t{path}"),
+            Origin::Message => "message\t\t".to_owned(),
+            Origin::Index { path } => format!("index\t\t{path}"),
+            Origin::Tree { path } => format!("tree\t\t{path}"),
+            Origin::Unreachable => "unreachable\t\t".to_owned(),
+        };
+        out.push_str(&format!(
+            "{}\t{kind}\t{origin}\t{}\t{}\t{}\n",
+            h.object,
+            h.line,
+            h.rule.id,
+            u8::from(h.on_remote)
+        ));
+    }
+    out.into_bytes()
+}
+
+/// The hits of a verdict; `None` for anything this binary cannot read
+/// back (then the repository is scanned).
+fn decode_hits(bytes: &[u8]) -> Option<Vec<Hit>> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut hits = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [object, kind, origin, commit, path, number, rule, on_remote] = f[..] else {
+            return None;
+        };
+        let object = ObjectId::from_hex(object.as_bytes()).ok()?;
+        let origin = match origin {
+            "commit" => Origin::Commit {
+                commit: ObjectId::from_hex(commit.as_bytes()).ok()?,
+                path: path.to_owned(),
+            },
+            "message" => Origin::Message,
+            "index" => Origin::Index {
+                path: path.to_owned(),
+            },
+            "tree" => Origin::Tree {
+                path: path.to_owned(),
+            },
+            "unreachable" => Origin::Unreachable,
+            _ => return None,
+        };
+        hits.push(Hit {
+            object,
+            kind: ObjectKind::from_bytes(kind.as_bytes()).ok()?,
+            origin,
+            line: number.parse().ok()?,
+            rule: packet_core::secrets::SECRET_RULES
+                .iter()
+                .find(|r| r.id == rule)
+                .copied()?,
+            on_remote: on_remote == "1",
+        });
+    }
+    Some(hits)
 }
 
 /// Removes from the walk each member (with what lies below it), recording

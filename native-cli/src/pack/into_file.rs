@@ -256,6 +256,7 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
                 executable,
                 size,
                 id: listed,
+                ..
             } => {
                 if root.member() == packet_core::path::WORKSPACE_ROOT {
                     id = Some(listed);
@@ -802,6 +803,11 @@ mod tests {
                 dev: meta.dev(),
                 ino: meta.ino(),
             },
+            times: crate::walk::Times {
+                mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                ctime: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            },
+            mode: meta.mode(),
         }
     }
 

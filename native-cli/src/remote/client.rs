@@ -95,6 +95,8 @@ pub struct Remote {
     agent: ureq::Agent,
     retry: RetryPolicy,
     traffic: Traffic,
+    /// `GET /v1`'s answer, once read.
+    settings: std::sync::OnceLock<Settings>,
 }
 
 /// What went over the wire: request and response body bytes (headers
@@ -160,6 +162,7 @@ impl Remote {
             agent: new_agent(),
             retry: RetryPolicy::default(),
             traffic: Traffic::default(),
+            settings: std::sync::OnceLock::new(),
         })
     }
 
@@ -519,6 +522,9 @@ pub(super) fn parse_answer<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Res
 /// `GET /v1`: the store's settings (push reads its single-upload limit),
 /// and whether it takes delta transfer.
 pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
+    if let Some(s) = remote.settings.get() {
+        return Ok(s.clone());
+    }
     let what = "GET /v1";
     let r = remote.get(what, "/v1")?;
     if r.status().as_u16() != 200 {
@@ -527,13 +533,16 @@ pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
     let bytes = remote.read_body(what, r, 1 << 20)?;
     let info: Info = parse_answer(what, &bytes)?;
     let offer: Offer = parse_answer(what, &bytes)?;
-    Ok(Settings {
+    let settings = Settings {
         delta: offer.transfer.iter().any(|t| t == TRANSFER_DELTA),
         info,
-    })
+    };
+    let _ = remote.settings.set(settings.clone());
+    Ok(settings)
 }
 
-/// What `GET /v1` says.
+/// What `GET /v1` says (asked once per run).
+#[derive(Clone)]
 pub(super) struct Settings {
     /// The limits and settings every store sends.
     pub info: Info,

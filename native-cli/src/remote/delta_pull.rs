@@ -1,46 +1,46 @@
-//! Delta pull (docs/transfer.md, "Delta pull"): the packet is rebuilt on
-//! this machine from its manifest, with every body taken from where it
-//! already is — a `--base` packet file (read at the offsets its manifest
-//! gives), the local chunk cache — and the rest fetched as chunks, in
-//! batches. Every piece is checked against its sha256 as it is read, and
-//! the rebuilt packet against the digest asked for.
+//! Delta pull (docs/transfer.md, "Delta pull"): a packet made on this
+//! machine from what it already holds — a `--base` packet file, the chunk
+//! cache, for a restore the workspace itself — and the chunks it lacks,
+//! fetched several requests at once.
 //!
-//! [`plan`] decides where each body's bytes come from and fetches what is
-//! missing into the cache; [`Rebuilt`] then streams the packet's bytes
-//! (packet-core's writer over the manifest), to a file (`pull`) or
-//! straight into unpack's reader (`restore`).
+//! [`DeltaPull::describe`] learns what the packet is made of (`parts`: its
+//! `packet.json`, checked against a /2 packet's name, and its large bodies'
+//! chunk lists); the caller says what this machine holds
+//! ([`DeltaPull::add_bases`], [`DeltaPull::add_cache`], or its own places
+//! in [`DeltaPull::local`]); [`DeltaPull::plan`] asks `pull_plan` where each
+//! body comes from; [`DeltaPull::land`] carries the plan out into the
+//! caller's sink (`land`), and [`DeltaPull::verify`] is the gate: a /2
+//! packet is accepted only by packet-core's [`Assembly`], once every body
+//! is proven. [`pull_into_file`] writes the packet file this way.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use packet_core::offsets::Offsets;
-use packet_core::{Digest, Event, Hasher, Limits, Manifest, Reader, ReaderOptions};
-use packet_core::{Step, Writer, WriterOptions};
+use packet_core::assembled::Assembly;
+use packet_core::offsets::{Offsets, Piece as PacketPiece};
+use packet_core::{
+    Body, Digest, Event, Findings, Limits, Manifest, Reader, ReaderOptions, VerifiedPacket,
+};
 use pillbox_wire::chunking::MAX_CHUNK;
-use pillbox_wire::chunks::{BatchLimits, Decoded, Decoder};
-use pillbox_wire::recipes::{RecipeLimits, Recipes, Run};
-use pillbox_wire::ChunkRequest;
+use pillbox_wire::recipes::ChunkName;
 use serde::Serialize;
 
 use super::bodies::RangeReader;
-use super::client::{bad_answer, status_error, Remote};
+use super::fetch::Fetcher;
+use super::land::{self, Landed, Sink, Source};
 use super::packet_path;
-use crate::cache::{Cache, Location, PackWriter};
+use super::parts::{self, KnownBase, Parts};
+use super::pull_plan::{self, At, BatchLimits, Cut, Earlier, Held, Plan, Wanted};
+use super::Remote;
+use crate::cache::{Cache, PackWriter};
 use crate::chunking::{self, BODIES};
-use crate::compress;
-use crate::error::{CliError, Refused, Result};
-use crate::packet_io::{PacketSource, CHUNK};
+use crate::error::{CliError, Result};
+use crate::packet_io::{self, CHUNK};
 use crate::progress::Progress;
-
-/// Chunks asked for in one `POST …/chunks` (the store's limit is 65,536).
-const CHUNKS_PER_REQUEST: usize = 16_384;
-
-/// Chunk bytes asked for in one request (the store's limit is 64 MiB).
-const BYTES_PER_REQUEST: u64 = 32 << 20;
 
 /// A base packet named with `--base`, as the report shows it.
 #[derive(Debug, Serialize)]
@@ -66,11 +66,19 @@ pub struct DeltaPullReport {
     pub from_bases_bytes: u64,
     /// Body bytes taken from the cache.
     pub from_cache_bytes: u64,
-    /// Chunk bytes fetched from the store (before any compression on the wire).
+    /// Body bytes taken from the workspace being restored over (and its
+    /// harness files).
+    pub from_workspace_bytes: u64,
+    /// Body bytes fetched from the store, as chunks or by `Range` (raw:
+    /// before any compression on the wire; `packet.json`'s own chunks are
+    /// not counted).
     pub fetched_bytes: u64,
-    /// Chunks fetched.
+    /// Body chunks fetched.
     pub chunks_fetched: u64,
-    /// Requests for chunks (and, for a body the store has no recipe for, byte ranges).
+    /// Of `fetched_bytes`, those read by `Range`: the new end of a log that
+    /// grew, a body the store keeps whole.
+    pub range_bytes: u64,
+    /// Requests for chunks and byte ranges.
     pub fetch_requests: u64,
     /// The cache folder, or `null` with `--no-cache`.
     pub cache: Option<String>,
@@ -78,57 +86,458 @@ pub struct DeltaPullReport {
     pub evicted_bytes: u64,
 }
 
-/// A base packet open for reading.
-struct Base {
-    path: PathBuf,
-    file: File,
-    /// Its entry in the report.
-    report: usize,
+/// The distinct bodies of a packet, in its order, and which members have
+/// each.
+pub struct Bodies {
+    /// The bodies to land, as `pull_plan` takes them.
+    pub wanted: Vec<Wanted>,
+    /// The members (indices into the manifest) that have each body.
+    pub members: Vec<Vec<usize>>,
 }
 
-/// Where a piece of a body is.
-#[derive(Clone, Debug)]
-enum Place {
-    /// In base `base`'s file at this offset.
-    Base { base: usize, offset: u64 },
-    /// In the cache.
-    Cache(Location),
-    /// In a pack this pull fetched.
-    Fetched(Location),
-    /// Not here: to fetch.
-    Remote,
+impl Bodies {
+    /// Every body of `manifest`, cut as `recipes` say (a body with no
+    /// recipe is one chunk when it can be, else kept whole by the store).
+    pub fn of(manifest: &Manifest, recipes: &HashMap<Body, Vec<ChunkName>>) -> Bodies {
+        let mut wanted = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut slot: HashMap<Body, usize> = HashMap::new();
+        for (i, m) in manifest.members.iter().enumerate() {
+            let Some(body) = m.body() else { continue };
+            if let Some(&s) = slot.get(&body) {
+                members[s].push(i);
+                continue;
+            }
+            let cut = match recipes.get(&body) {
+                Some(chunks) => Cut::Chunks(chunks.clone()),
+                None if body.size <= u64::from(MAX_CHUNK) => Cut::Chunks(vec![ChunkName {
+                    sha256: body.sha256,
+                    size: body.size as u32,
+                }]),
+                None => Cut::Whole,
+            };
+            slot.insert(body, wanted.len());
+            wanted.push(Wanted {
+                body,
+                cut,
+                earlier: None,
+            });
+            members.push(vec![i]);
+        }
+        Bodies { wanted, members }
+    }
 }
 
-/// A piece of a body: a chunk (checked as it is read), or a whole large
-/// body with no recipe, checked before the rebuild and streamed.
-#[derive(Clone, Debug)]
-struct Piece {
-    sha256: Digest,
-    size: u64,
-    place: Place,
-    /// A whole body already verified at `place` (read in blocks, not held).
-    verified: bool,
-    /// A body over 1 MiB the store has no recipe for (a packet it keeps
-    /// whole): one piece, read by range.
-    unchunked: bool,
+/// What this machine holds for a pull: the places, and what is where.
+#[derive(Default)]
+pub struct Local {
+    /// The places (`At::source` numbers index it).
+    pub sources: Vec<Source>,
+    /// What is where.
+    pub held: Held,
+    /// What each source is, for the report.
+    pub kinds: Vec<SourceKind>,
 }
 
-/// Every body's pieces, by body sha256.
-pub struct Plan {
-    manifest: Manifest,
-    pieces: HashMap<Digest, Vec<Piece>>,
-    bases: Vec<Base>,
-    cache: RefCell<Cache>,
-    report: RefCell<DeltaPullReport>,
-    /// `/v1/packets/<digest>`.
-    path: String,
-    /// Why the rebuild stopped, when it did (a reader sees an I/O error).
-    failure: RefCell<Option<CliError>>,
+/// What a source is, for the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// `--base` packet number `n`.
+    Base(usize),
+    /// A pack of the chunk cache.
+    Cache,
+    /// `packet.json`'s own chunks.
+    Manifest,
+    /// The workspace (or a harness file) being restored over.
+    Workspace,
+}
+
+impl Local {
+    /// Adds a source; returns its number.
+    pub fn add(&mut self, source: Source, kind: SourceKind) -> usize {
+        self.sources.push(source);
+        self.kinds.push(kind);
+        self.sources.len() - 1
+    }
+}
+
+/// A delta pull being planned and carried out.
+pub struct DeltaPull<'r> {
+    fetcher: Fetcher<'r>,
+    digest: Digest,
+    /// `packet.json` and the recipes.
+    pub parts: Parts,
+    /// The manifest (checked by packet-core; for a /2 packet, against its
+    /// name).
+    pub manifest: Manifest,
+    /// The /2 packet's verification in progress (`None` for /1).
+    assembly: Option<Assembly>,
+    /// The bodies.
+    pub bodies: Bodies,
+    /// Where each wanted body's first copy starts in the packet.
+    pub packet_offsets: Vec<u64>,
+    /// What this machine holds.
+    pub local: Local,
+    cache: Option<Mutex<Cache>>,
+    report: DeltaPullReport,
+    /// Chunks and raw bytes of `packet.json` fetched.
+    manifest_fetched: (u64, u64),
+}
+
+impl<'r> DeltaPull<'r> {
+    /// Learns what packet `digest` is made of. `base` is the packet this
+    /// machine last had (its manifest chunks are not fetched again);
+    /// `cache` is the chunk cache, if any, and its folder.
+    pub fn describe(
+        remote: &'r Remote,
+        digest: Digest,
+        base: Option<&KnownBase<'_>>,
+        cache: Option<(Cache, Option<PathBuf>)>,
+    ) -> Result<DeltaPull<'r>> {
+        let fetcher = Fetcher::new(remote, packet_path(&digest));
+        let (cache, cache_dir) = match cache {
+            Some((c, dir)) => (Some(Mutex::new(c)), dir),
+            None => (None, None),
+        };
+        let parts = parts::fetch(&fetcher, &digest, base, cache.as_ref())?;
+        let manifest_fetched = {
+            use std::sync::atomic::Ordering::Relaxed;
+            (
+                fetcher.fetched.chunks.load(Relaxed),
+                fetcher.fetched.bytes.load(Relaxed),
+            )
+        };
+        let (manifest, assembly) = describe_manifest(&parts, digest)?;
+        let bodies = Bodies::of(&manifest, &parts.recipes);
+        let offsets = Offsets::of(&manifest);
+        let packet_offsets = bodies
+            .members
+            .iter()
+            .map(|m| offsets.data_offsets()[m[0]])
+            .collect();
+        let mut local = Local::default();
+        if let Some(b) = base {
+            // Its packet.json's bytes are a source of body chunks too (a
+            // manifest chunk is never a body, but costs nothing to list).
+            local.add(Source::Bytes(b.json.to_vec()), SourceKind::Manifest);
+        }
+        Ok(DeltaPull {
+            fetcher,
+            digest,
+            parts,
+            manifest,
+            assembly,
+            bodies,
+            packet_offsets,
+            local,
+            cache,
+            report: DeltaPullReport {
+                cache: cache_dir.map(|d| d.display().to_string()),
+                ..DeltaPullReport::default()
+            },
+            manifest_fetched,
+        })
+    }
+
+    /// Whether the packet is /2 (verified by [`DeltaPull::verify`]) rather
+    /// than /1 (whose file must be read whole by packet-core's reader).
+    pub fn is_assembled(&self) -> bool {
+        self.assembly.is_some()
+    }
+
+    /// Bodies held whole and chunks of earlier versions in `--base` packet
+    /// files (read at the offsets their own manifests give; a large body
+    /// that changed is matched chunk by chunk against the body at the same
+    /// path, cut the same way). A file that is not a packet is reported
+    /// and left out.
+    pub fn add_bases(&mut self, paths: &[PathBuf]) {
+        let by_path: HashMap<&str, usize> = self
+            .bodies
+            .members
+            .iter()
+            .enumerate()
+            .flat_map(|(slot, ms)| {
+                ms.iter()
+                    .map(move |&m| (m, slot))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            })
+            .map(|(m, slot)| (self.manifest.members[m].path.as_str(), slot))
+            .collect();
+        for path in paths {
+            let n = self.report.bases.len();
+            match open_base(path) {
+                Ok((file, m, offsets)) => {
+                    let cuts_file = file.try_clone();
+                    let source = self.local.add(Source::File(file), SourceKind::Base(n));
+                    for (member, &at) in m.members.iter().zip(&offsets) {
+                        let Some(body) = member.body() else { continue };
+                        let at = At { source, offset: at };
+                        self.local.held.bodies.entry(body).or_insert(at);
+                        // An earlier version of a large body at this path.
+                        let Some(&slot) = by_path.get(member.path.as_str()) else {
+                            continue;
+                        };
+                        let w = &mut self.bodies.wanted[slot];
+                        if w.body == body || BODIES.is_one_chunk(body.size) {
+                            continue;
+                        }
+                        if !matches!(w.cut, Cut::Chunks(_))
+                            || self.local.held.bodies.contains_key(&w.body)
+                        {
+                            continue;
+                        }
+                        if w.earlier.is_none() {
+                            w.earlier = Some(Earlier { at, len: body.size });
+                        }
+                        let Ok(f) = cuts_file.as_ref() else { continue };
+                        let reader = RangeReader {
+                            file: f,
+                            at: at.offset,
+                            end: at.offset + body.size,
+                        };
+                        if let Ok(cut) = chunking::cut(reader, &BODIES, path, |_, _| Ok(())) {
+                            for p in cut.pieces {
+                                self.local
+                                    .held
+                                    .chunks
+                                    .entry(p.name())
+                                    .or_insert(at.plus(p.offset));
+                            }
+                        }
+                    }
+                    self.report.bases.push(BaseReport {
+                        path: path.display().to_string(),
+                        usable: true,
+                        used_bytes: 0,
+                        error: None,
+                    });
+                }
+                Err(reason) => self.report.bases.push(BaseReport {
+                    path: path.display().to_string(),
+                    usable: false,
+                    used_bytes: 0,
+                    error: Some(reason),
+                }),
+            }
+        }
+    }
+
+    /// The chunks the cache holds, of those not held here yet.
+    pub fn add_cache(&mut self) {
+        let Some(cache) = &self.cache else { return };
+        let mut names: Vec<ChunkName> = Vec::new();
+        for w in &self.bodies.wanted {
+            if self.local.held.bodies.contains_key(&w.body) {
+                continue;
+            }
+            if let Cut::Chunks(list) = &w.cut {
+                names.extend(
+                    list.iter()
+                        .filter(|c| !self.local.held.chunks.contains_key(c)),
+                );
+            }
+        }
+        cache_chunks(cache, &names, &mut self.local);
+    }
+
+    /// Where each body comes from.
+    pub fn plan(&self) -> Plan {
+        pull_plan::plan(&self.bodies.wanted, &self.local.held, BatchLimits::DEFAULT)
+    }
+
+    /// Carries `plan` out into `sink`; `scan` as [`land::Job::scan`].
+    /// Fetched chunks are also kept in the cache, when there is one.
+    pub fn land(
+        &self,
+        plan: &Plan,
+        sink: &dyn Sink,
+        scan: Option<&[Vec<String>]>,
+        progress: &Progress,
+    ) -> Result<Landed> {
+        let pack: Option<Mutex<PackWriter>> = match &self.cache {
+            Some(c) if plan.totals.fetch_chunks > 0 => Some(Mutex::new(
+                c.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .new_pack()?,
+            )),
+            _ => None,
+        };
+        let keep = |c: ChunkName, raw: &[u8]| -> Result<()> {
+            match &pack {
+                Some(p) => p
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .add(c.sha256, raw),
+                None => Ok(()),
+            }
+        };
+        progress.phase(
+            "fetch",
+            self.bodies.wanted.iter().map(|w| w.body.size).sum(),
+        );
+        let job = land::Job {
+            wanted: &self.bodies.wanted,
+            plan,
+            sources: &self.local.sources,
+            fetcher: &self.fetcher,
+            packet_offsets: &self.packet_offsets,
+            scan,
+            sink,
+            keep: Some(&keep),
+            progress,
+        };
+        let landed = land::land(&job)?;
+        if let (Some(pack), Some(cache)) = (pack, &self.cache) {
+            let pack = pack
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if pack.len() > 0 {
+                cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .keep(pack)?;
+            }
+        }
+        Ok(landed)
+    }
+
+    /// Keeps only the bodies `keep` names (the others are at hand already:
+    /// the caller proves them to [`DeltaPull::verify`]).
+    pub fn keep_only(&mut self, keep: impl Fn(&Body) -> bool) {
+        let wanted = std::mem::take(&mut self.bodies.wanted);
+        let members = std::mem::take(&mut self.bodies.members);
+        let offsets = std::mem::take(&mut self.packet_offsets);
+        for ((w, m), o) in wanted.into_iter().zip(members).zip(offsets) {
+            if keep(&w.body) {
+                self.bodies.wanted.push(w);
+                self.bodies.members.push(m);
+                self.packet_offsets.push(o);
+            }
+        }
+    }
+
+    /// The gate of a /2 packet: every body's proof given to packet-core's
+    /// [`Assembly`], which accepts the packet only when each is proven:
+    /// those `landed` hashed, and `stored`, bodies this machine's own
+    /// store (a workspace its record vouches for, files hashed before)
+    /// proved. `None` for a /1 packet (read whole by the caller).
+    pub fn verify(
+        &mut self,
+        landed: &Landed,
+        stored: &[Body],
+        findings: Findings,
+    ) -> Result<Option<VerifiedPacket>> {
+        let Some(mut assembly) = self.assembly.take() else {
+            return Ok(None);
+        };
+        for p in &landed.proofs {
+            assembly.prove(*p);
+        }
+        for b in stored {
+            assembly.prove(packet_core::assembled::Proof::stored(*b));
+        }
+        assembly
+            .finish(findings)
+            .map(Some)
+            .map_err(CliError::Packet)
+    }
+
+    /// The report, with what `landed` read from where; the cache marks
+    /// what it served as used and evicts.
+    pub fn finish(mut self, landed: &Landed) -> Result<DeltaPullReport> {
+        for (n, bytes) in landed.read_from.iter().enumerate() {
+            match self.local.kinds.get(n) {
+                Some(SourceKind::Base(b)) => {
+                    self.report.from_bases_bytes += bytes;
+                    if let Some(r) = self.report.bases.get_mut(*b) {
+                        r.used_bytes += bytes;
+                    }
+                }
+                Some(SourceKind::Cache) => self.report.from_cache_bytes += bytes,
+                Some(SourceKind::Workspace | SourceKind::Manifest) => {
+                    self.report.from_workspace_bytes += bytes;
+                }
+                None => {}
+            }
+        }
+        let fetched = &self.fetcher.fetched;
+        use std::sync::atomic::Ordering::Relaxed;
+        // Body bytes: packet.json's chunks are not counted, a range is.
+        let (manifest_chunks, manifest_bytes) = self.manifest_fetched;
+        self.report.range_bytes = fetched.range_bytes.load(Relaxed);
+        self.report.fetched_bytes =
+            fetched.bytes.load(Relaxed) - manifest_bytes + self.report.range_bytes;
+        self.report.chunks_fetched = fetched.chunks.load(Relaxed) - manifest_chunks;
+        self.report.fetch_requests = fetched.requests.load(Relaxed);
+        if let Some(cache) = self.cache.take() {
+            let mut cache = cache
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.report.evicted_bytes = cache.finish()?.bytes;
+        }
+        Ok(self.report)
+    }
+}
+
+/// Adds the chunks of `names` the cache holds to `local`, one source per
+/// pack (each pack opened, so that no eviction takes it meanwhile).
+pub fn cache_chunks(cache: &Mutex<Cache>, names: &[ChunkName], local: &mut Local) {
+    let by_sha: HashMap<Digest, ChunkName> = names.iter().map(|c| (c.sha256, *c)).collect();
+    let want: HashSet<Digest> = by_sha.keys().copied().collect();
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let found = cache.find(&want);
+    let mut packs: HashMap<usize, usize> = HashMap::new();
+    for (sha, at) in found {
+        let Some(&name) = by_sha.get(&sha) else {
+            continue;
+        };
+        if at.size() != u64::from(name.size) {
+            continue;
+        }
+        let source = match packs.get(&at.pack()) {
+            Some(&s) => s,
+            None => {
+                let (file, _) = cache.file_of(&at);
+                let Ok(file) = file else { continue };
+                let s = local.add(Source::File(file), SourceKind::Cache);
+                cache.mark_used(&at);
+                packs.insert(at.pack(), s);
+                s
+            }
+        };
+        local.held.chunks.insert(
+            name,
+            At {
+                source,
+                offset: at.offset(),
+            },
+        );
+    }
+}
+
+/// The manifest of `parts`: a /2 packet's checked by packet-core's
+/// [`Assembly`] against its name; a /1 packet's parsed (its file is read
+/// whole, the digest with it).
+fn describe_manifest(parts: &Parts, digest: Digest) -> Result<(Manifest, Option<Assembly>)> {
+    match Assembly::new(&parts.json, Some(digest), &Limits::FORMAT) {
+        Ok(a) => Ok((a.manifest().clone(), Some(a))),
+        Err(e) => {
+            let manifest =
+                Manifest::parse(&parts.json, &Limits::FORMAT).map_err(CliError::Packet)?;
+            if manifest.format.named_by_manifest() || parts.json_checked {
+                return Err(CliError::Packet(e));
+            }
+            Ok((manifest, None))
+        }
+    }
 }
 
 /// Reads a base's manifest (the start of the file, through packet-core's
 /// reader) and where each body is in it.
-fn open_base(path: &Path) -> std::result::Result<(Base, Manifest, Vec<u64>), String> {
+fn open_base(path: &Path) -> std::result::Result<(File, Manifest, Vec<u64>), String> {
     let mut file = File::open(path).map_err(|e| e.to_string())?;
     let mut reader = Reader::new(ReaderOptions::default());
     let mut buf = vec![0u8; CHUNK];
@@ -158,786 +567,162 @@ fn open_base(path: &Path) -> std::result::Result<(Base, Manifest, Vec<u64>), Str
         ));
     }
     let offsets = Offsets::of(&manifest).data_offsets().to_vec();
-    Ok((
-        Base {
-            path: path.to_path_buf(),
-            file,
-            report: 0,
-        },
-        manifest,
-        offsets,
-    ))
+    Ok((file, manifest, offsets))
 }
 
-/// `GET /v1/packets/{digest}/manifest`: the packet's manifest, parsed and
-/// checked by packet-core.
-fn fetch_manifest(remote: &Remote, digest: &Digest) -> Result<Manifest> {
-    let path = format!("{}/manifest", packet_path(digest));
-    let what = format!("GET {path}");
-    let r = remote.get_compressible(&what, &path)?;
-    if r.status().as_u16() != 200 {
-        return Err(status_error(&what, r));
-    }
-    let bytes = remote.read_body(&what, r, Limits::FORMAT.max_manifest_bytes)?;
-    Manifest::parse(&bytes, &Limits::FORMAT).map_err(CliError::Packet)
+/// A packet file being written: each body at the data offsets of the
+/// members that have it.
+struct PacketFile<'f> {
+    file: &'f File,
+    label: &'f Path,
+    /// Per wanted body, its members' data offsets.
+    offsets: Vec<Vec<u64>>,
 }
 
-/// `GET /v1/packets/{digest}/recipes` (binary, no base: every run names a
-/// chunk): body sha256 → its chunks.
-fn fetch_recipes(remote: &Remote, digest: &Digest) -> Result<HashMap<Digest, Vec<(Digest, u32)>>> {
-    let path = format!("{}/recipes", packet_path(digest));
-    let what = format!("GET {path}");
-    let r = remote.get(&what, &path)?;
-    if r.status().as_u16() != 200 {
-        return Err(status_error(&what, r));
-    }
-    let limits = RecipeLimits::DEFAULT;
-    let bytes = remote.read_body(&what, r, limits.max_bytes)?;
-    let recipes = Recipes::decode(&bytes, limits).map_err(|e| bad_answer(&what, &e.to_string()))?;
-    let mut out = HashMap::new();
-    for r in recipes.bodies {
-        let mut chunks = Vec::with_capacity(r.runs.len());
-        for run in &r.runs {
-            match run {
-                Run::Chunk(c) => chunks.push((c.sha256, c.size)),
-                Run::Copy { .. } => {
-                    return Err(bad_answer(
-                        &what,
-                        &format!("the recipe of {} copies a base no one named", r.body.sha256),
-                    ))
-                }
-            }
+impl Sink for PacketFile<'_> {
+    fn write(&self, body: usize, offset: u64, bytes: &[u8]) -> Result<()> {
+        for &at in &self.offsets[body] {
+            self.file
+                .write_all_at(bytes, at + offset)
+                .map_err(|e| CliError::io("write", self.label, e))?;
         }
-        let total: u64 = chunks.iter().map(|(_, s)| u64::from(*s)).sum();
-        if total != r.body.size {
-            return Err(bad_answer(
-                &what,
-                &format!("the recipe of {} does not add up", r.body.sha256),
-            ));
-        }
-        out.insert(r.body.sha256, chunks);
+        Ok(())
     }
-    Ok(out)
+
+    fn read_back(&self, body: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, self.offsets[body][0] + offset)
+            .map_err(|e| CliError::io("read", self.label, e))
+    }
 }
 
-/// Plans a delta pull of `digest`: the manifest, where each body's bytes
-/// are, and the missing chunks fetched into `cache`.
-pub fn plan(
-    remote: &Remote,
-    digest: &Digest,
-    base_paths: &[PathBuf],
-    mut cache: Cache,
-    cache_dir: Option<&Path>,
-    progress: &Progress,
-) -> Result<Plan> {
-    let manifest = fetch_manifest(remote, digest)?;
-    let mut report = DeltaPullReport {
-        cache: cache_dir.map(|d| d.display().to_string()),
-        ..DeltaPullReport::default()
+/// Writes the bytes of `manifest`'s packet that are not bodies (headers,
+/// `packet.json`, padding, the end marker) into `file`.
+fn write_format_bytes(manifest: &Manifest, json: &[u8], file: &File, label: &Path) -> Result<()> {
+    let offsets = Offsets::of(manifest);
+    file.set_len(offsets.size())
+        .map_err(|e| CliError::io("write", label, e))?;
+    let mut buf = Vec::with_capacity(CHUNK);
+    let mut buf_at = 0u64;
+    let flush = |buf: &mut Vec<u8>, at: u64| -> Result<()> {
+        if !buf.is_empty() {
+            file.write_all_at(buf, at)
+                .map_err(|e| CliError::io("write", label, e))?;
+            buf.clear();
+        }
+        Ok(())
     };
-    // The bases: every body each holds, and where.
-    let mut bases = Vec::new();
-    let mut in_base: HashMap<Digest, (usize, u64)> = HashMap::new();
-    let mut base_large: Vec<(usize, String, u64, u64)> = Vec::new();
-    for path in base_paths {
-        match open_base(path) {
-            Ok((mut base, m, offsets)) => {
-                let b = bases.len();
-                base.report = report.bases.len();
-                for (member, &at) in m.members.iter().zip(&offsets) {
-                    if let Some(d) = member.sha256().filter(|_| member.size() > 0) {
-                        in_base.entry(d).or_insert((b, at));
-                        if !BODIES.is_one_chunk(member.size()) {
-                            base_large.push((b, member.path.clone(), at, member.size()));
-                        }
-                    }
+    let mut at = 0u64;
+    for piece in offsets.pieces(manifest, 0..offsets.size()) {
+        let len = piece.len();
+        match piece {
+            PacketPiece::Fill(range) => {
+                if buf.is_empty() {
+                    buf_at = range.start;
                 }
-                bases.push(base);
-                report.bases.push(BaseReport {
-                    path: path.display().to_string(),
-                    usable: true,
-                    used_bytes: 0,
-                    error: None,
-                });
+                offsets
+                    .write_fill(manifest, range, &mut buf)
+                    .map_err(|m| CliError::Bug(m.to_string()))?;
             }
-            Err(reason) => report.bases.push(BaseReport {
-                path: path.display().to_string(),
-                usable: false,
-                used_bytes: 0,
-                error: Some(reason),
-            }),
-        }
-    }
-    // The distinct bodies, in packet order.
-    let mut bodies: Vec<(Digest, u64, String)> = Vec::new();
-    let mut seen = HashSet::new();
-    for m in &manifest.members {
-        if let Some(d) = m.sha256().filter(|_| m.size() > 0) {
-            if seen.insert(d) {
-                bodies.push((d, m.size(), m.path.clone()));
-            }
-        }
-    }
-    let recipes = if bodies.iter().any(|(_, s, _)| !BODIES.is_one_chunk(*s)) {
-        fetch_recipes(remote, digest)?
-    } else {
-        HashMap::new()
-    };
-    // First the pieces as chunks (or whole bodies), with the places known
-    // without reading anything.
-    let mut pieces: HashMap<Digest, Vec<Piece>> = HashMap::new();
-    for (sha, size, _) in &bodies {
-        let base = in_base.get(sha).copied();
-        let list = match recipes.get(sha) {
-            Some(chunks) => {
-                let mut at = 0u64;
-                chunks
-                    .iter()
-                    .map(|&(c, s)| {
-                        let place = match base {
-                            Some((b, offset)) => Place::Base {
-                                base: b,
-                                offset: offset + at,
-                            },
-                            None => Place::Remote,
-                        };
-                        at += u64::from(s);
-                        Piece {
-                            sha256: c,
-                            size: u64::from(s),
-                            place,
-                            verified: false,
-                            unchunked: false,
-                        }
-                    })
-                    .collect()
-            }
-            None => vec![Piece {
-                sha256: *sha,
-                size: *size,
-                place: match base {
-                    Some((b, offset)) => Place::Base { base: b, offset },
-                    None => Place::Remote,
-                },
-                // A body without a recipe is one chunk when it can be (at
-                // most 1 MiB); a larger one (a packet the store keeps
-                // whole) is checked whole, below, or fetched by range.
-                verified: false,
-                unchunked: *size > u64::from(MAX_CHUNK),
-            }],
-        };
-        pieces.insert(*sha, list);
-    }
-    // Chunks of large bodies that changed: cut the base's file of the same
-    // path, whose unchanged stretches give the same chunks.
-    let wanted_large: HashSet<&str> = bodies
-        .iter()
-        .filter(|(sha, s, _)| {
-            !BODIES.is_one_chunk(*s)
-                && recipes.contains_key(sha)
-                && pieces[sha].iter().any(|p| matches!(p.place, Place::Remote))
-        })
-        .map(|(_, _, p)| p.as_str())
-        .collect();
-    let mut cut_chunks: HashMap<Digest, (usize, u64)> = HashMap::new();
-    for (b, path, at, size) in &base_large {
-        if !wanted_large.contains(path.as_str()) {
-            continue;
-        }
-        let reader = RangeReader {
-            file: &bases[*b].file,
-            at: *at,
-            end: at + size,
-        };
-        if let Ok(cut) = chunking::cut(reader, &BODIES, &bases[*b].path, |_, _| Ok(())) {
-            for p in cut.pieces {
-                cut_chunks.entry(p.sha256).or_insert((*b, at + p.offset));
-            }
-        }
-    }
-    for list in pieces.values_mut() {
-        for p in list.iter_mut() {
-            if matches!(p.place, Place::Remote) {
-                if let Some(&(base, offset)) = cut_chunks.get(&p.sha256) {
-                    p.place = Place::Base { base, offset };
+            PacketPiece::Manifest(range) => {
+                if buf.is_empty() {
+                    buf_at = at;
                 }
+                buf.extend_from_slice(&json[range.start as usize..range.end as usize]);
             }
+            PacketPiece::Body { .. } => flush(&mut buf, buf_at)?,
+        }
+        at += len;
+        if buf.len() >= CHUNK {
+            flush(&mut buf, buf_at)?;
         }
     }
-    // Then the cache, for what is still remote.
-    let still: HashSet<Digest> = pieces
-        .values()
-        .flatten()
-        .filter(|p| matches!(p.place, Place::Remote) && !p.unchunked)
-        .map(|p| p.sha256)
-        .collect();
-    let found = cache.find(&still);
-    for list in pieces.values_mut() {
-        for p in list.iter_mut() {
-            if matches!(p.place, Place::Remote) {
-                if let Some(at) = found.get(&p.sha256) {
-                    p.place = Place::Cache(*at);
-                }
-            }
-        }
-    }
-    let mut plan = Plan {
-        manifest,
-        pieces,
-        bases,
-        cache: RefCell::new(cache),
-        report: RefCell::new(report),
-        path: packet_path(digest),
-        failure: RefCell::new(None),
-    };
-    plan.check_whole_bodies(remote, progress)?;
-    plan.fetch_missing(remote, progress)?;
-    Ok(plan)
+    flush(&mut buf, buf_at)
 }
 
-impl Plan {
-    /// The manifest (from the store, checked by packet-core).
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
-    }
-
-    /// The figures, once the rebuild is done.
-    pub fn into_report(self) -> Result<DeltaPullReport> {
-        let mut report = self.report.into_inner();
-        let evicted = self.cache.into_inner().finish()?;
-        report.evicted_bytes = evicted.bytes;
-        Ok(report)
-    }
-
-    /// Large bodies without a recipe (a packet the store keeps whole) are
-    /// one piece: hashed in the base now (a body that does not hash right
-    /// is fetched instead), or fetched by range into the cache folder.
-    fn check_whole_bodies(&mut self, remote: &Remote, progress: &Progress) -> Result<()> {
-        let offsets = Offsets::of(&self.manifest);
-        let mut body_at: HashMap<Digest, u64> = HashMap::new();
-        for (m, &at) in self.manifest.members.iter().zip(offsets.data_offsets()) {
-            if let Some(d) = m.sha256() {
-                body_at.entry(d).or_insert(at);
-            }
-        }
-        for list in self.pieces.values_mut() {
-            let [p] = list.as_mut_slice() else { continue };
-            if !p.unchunked {
-                continue;
-            }
-            if let Place::Base { base, offset } = p.place {
-                let b = &self.bases[base];
-                if hash_range(&b.file, offset, p.size).ok() == Some(p.sha256) {
-                    p.verified = true;
-                    continue;
-                }
-                p.place = Place::Remote;
-            }
-            if matches!(p.place, Place::Remote) {
-                let at = body_at.get(&p.sha256).copied().unwrap_or(0);
-                let loc = fetch_range(
-                    remote,
-                    &self.path,
-                    &mut self.cache.borrow_mut(),
-                    at,
-                    p.size,
-                    &p.sha256,
-                    progress,
-                )?;
-                let mut r = self.report.borrow_mut();
-                r.fetch_requests += 1;
-                r.fetched_bytes += p.size;
-                p.place = Place::Fetched(loc);
-                p.verified = true;
-            }
-        }
-        Ok(())
-    }
-
-    /// Fetches every chunk still remote, in batches, into new cache packs.
-    fn fetch_missing(&mut self, remote: &Remote, progress: &Progress) -> Result<()> {
-        let mut order: Vec<(Digest, u64)> = Vec::new();
-        let mut seen = HashSet::new();
-        // Packet order: the bodies as the manifest lists them.
-        for m in &self.manifest.members {
-            let Some(list) = m.sha256().and_then(|d| self.pieces.get(&d)) else {
-                continue;
-            };
-            for p in list {
-                if matches!(p.place, Place::Remote) && seen.insert(p.sha256) {
-                    order.push((p.sha256, p.size));
-                }
-            }
-        }
-        progress.phase("fetch", order.iter().map(|(_, s)| s).sum());
-        let mut fetched: HashMap<Digest, Location> = HashMap::new();
-        let mut start = 0;
-        while start < order.len() {
-            let mut end = start;
-            let mut bytes = 0;
-            while end < order.len()
-                && end - start < CHUNKS_PER_REQUEST
-                && (end == start || bytes + order[end].1 <= BYTES_PER_REQUEST)
-            {
-                bytes += order[end].1;
-                end += 1;
-            }
-            let batch: Vec<Digest> = order[start..end].iter().map(|(d, _)| *d).collect();
-            let got = fetch_chunks(
-                remote,
-                &self.path,
-                &mut self.cache.borrow_mut(),
-                &batch,
-                progress,
-            )?;
-            {
-                let mut r = self.report.borrow_mut();
-                r.chunks_fetched += batch.len() as u64;
-                r.fetched_bytes += bytes;
-                r.fetch_requests += got.requests;
-            }
-            fetched.extend(got.locations);
-            start = end;
-        }
-        for list in self.pieces.values_mut() {
-            for p in list.iter_mut() {
-                if matches!(p.place, Place::Remote) {
-                    match fetched.get(&p.sha256) {
-                        Some(at) => p.place = Place::Fetched(*at),
-                        None => {
-                            return Err(Refused::ChunkNotServed {
-                                sha256: p.sha256.hex().to_string(),
-                            }
-                            .into())
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The sha256 of `len` bytes of `file` from `offset`.
-fn hash_range(file: &File, offset: u64, len: u64) -> io::Result<Digest> {
-    let mut h = Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(CHUNK as u64) as usize;
-        file.read_exact_at(&mut buf[..n], offset + done)?;
-        h.update(&buf[..n]);
-        done += n as u64;
-    }
-    Ok(h.finish())
-}
-
-struct Fetched {
-    locations: HashMap<Digest, Location>,
-    requests: u64,
-}
-
-/// `POST /v1/packets/{digest}/chunks` for `wanted` (each frame decoded,
-/// bounded by its raw size, and hashed against its name), into a new
-/// cache pack; a connection lost mid-answer asks again for the chunks not
-/// yet received.
-fn fetch_chunks(
+/// A delta pull of `digest` into `file` (a new, empty file): the packet's
+/// bytes, each body written where its members' data offsets say, then
+/// verified — a /2 packet by its manifest and every body's proof as it
+/// was written, a /1 packet by reading the file whole.
+pub fn pull_into_file(
     remote: &Remote,
-    packet: &str,
-    cache: &mut Cache,
-    wanted: &[Digest],
+    digest: Digest,
+    bases: &[PathBuf],
+    cache: Option<(Cache, Option<PathBuf>)>,
+    file: &File,
+    label: &Path,
     progress: &Progress,
-) -> Result<Fetched> {
-    let path = format!("{packet}/chunks");
-    let what = format!("POST {path}");
-    let mut locations = HashMap::new();
-    let mut requests = 0;
-    let mut attempt = 1;
-    let mut left: Vec<Digest> = wanted.to_vec();
-    while !left.is_empty() {
-        let body = ChunkRequest {
-            chunks: left.iter().map(|d| d.hex().to_string()).collect(),
-        };
-        let json = serde_json::to_vec(&body).unwrap_or_default();
-        requests += 1;
-        let r = remote.send_bytes(&what, "POST", &path, "application/json", &json, &[])?;
-        if r.status().as_u16() != 200 {
-            return Err(status_error(&what, r));
-        }
-        let mut pack = cache.new_pack()?;
-        let outcome = read_batch(remote.body_reader(r), &left, &mut pack, progress);
-        let got = cache.keep(pack)?;
-        let received: HashSet<Digest> = got.iter().map(|(d, _)| *d).collect();
-        locations.extend(got);
-        left.retain(|d| !received.contains(d));
-        match outcome {
-            Ok(()) if left.is_empty() => break,
-            Ok(()) => {
-                return Err(Refused::ChunkNotServed {
-                    sha256: left[0].hex().to_string(),
-                }
-                .into())
-            }
-            Err(BatchRead::Refused(e)) => return Err(e),
-            Err(BatchRead::Lost(e)) => match remote.retry().delay_after(attempt) {
-                Some(delay) => {
-                    std::thread::sleep(delay);
-                    remote.traffic().add_retry();
-                    attempt += 1;
-                }
-                None => return Err(super::client::unreachable_error(&what, remote.base(), &e)),
-            },
-        }
-    }
-    Ok(Fetched {
-        locations,
-        requests,
-    })
+) -> Result<(Manifest, DeltaPullReport)> {
+    let pull = DeltaPull::describe(remote, digest, None, cache)?;
+    write_packet(pull, bases, file, label, progress)
 }
 
-enum BatchRead {
-    /// The store's answer is not the batch asked for.
-    Refused(CliError),
-    /// The connection was lost: what arrived is kept.
-    Lost(String),
-}
-
-/// Reads a chunk batch answer, writing each complete frame, decoded and
-/// checked, into `pack`. The frames must be `wanted`, in order.
-fn read_batch(
-    mut body: Box<dyn Read + Send + '_>,
-    wanted: &[Digest],
-    pack: &mut PackWriter,
+/// [`pull_into_file`] of a packet described already.
+pub fn write_packet(
+    mut pull: DeltaPull<'_>,
+    bases: &[PathBuf],
+    file: &File,
+    label: &Path,
     progress: &Progress,
-) -> std::result::Result<(), BatchRead> {
-    let what = "the chunks answer";
-    let mut decoder = Decoder::new(BatchLimits::DOWNLOAD);
-    let mut frame: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        let n = match body.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(BatchRead::Lost(e.to_string())),
+) -> Result<(Manifest, DeltaPullReport)> {
+    let digest = pull.digest;
+    pull.add_bases(bases);
+    pull.add_cache();
+    let plan = pull.plan();
+    write_format_bytes(&pull.manifest, &pull.parts.json, file, label)?;
+    let offsets = Offsets::of(&pull.manifest);
+    let sink = PacketFile {
+        file,
+        label,
+        offsets: pull
+            .bodies
+            .members
+            .iter()
+            .map(|ms| ms.iter().map(|&m| offsets.data_offsets()[m]).collect())
+            .collect(),
+    };
+    let landed = pull.land(&plan, &sink, None, progress)?;
+    if pull.verify(&landed, &[], Findings::default())?.is_none() {
+        // A /1 packet is named by its whole file: read it whole.
+        let options = ReaderOptions {
+            expected_digest: Some(digest),
+            ..ReaderOptions::default()
         };
-        let mut input = &buf[..n];
-        loop {
-            let (decoded, used) = decoder
-                .decode(input)
-                .map_err(|e| BatchRead::Refused(bad_answer(what, &e.to_string())))?;
-            input = &input[used..];
-            match decoded {
-                Decoded::NeedInput | Decoded::Done => break,
-                Decoded::Table => {
-                    let t = decoder.table();
-                    if t.len() != wanted.len() || t.iter().zip(wanted).any(|(f, w)| f.sha256 != *w)
-                    {
-                        return Err(BatchRead::Refused(bad_answer(
-                            what,
-                            "not the chunks asked for, in order",
-                        )));
-                    }
-                }
-                Decoded::Data { index, bytes, last } => {
-                    frame.extend_from_slice(bytes);
-                    if last {
-                        // The store names each frame; decoded, its bytes
-                        // must be exactly its raw size and hash to its name.
-                        let entry = decoder.table()[index];
-                        let raw = compress::unframe(&entry, std::mem::take(&mut frame))
-                            .map_err(|e| BatchRead::Refused(bad_answer(what, &e)))?;
-                        pack.add(wanted[index], &raw).map_err(BatchRead::Refused)?;
-                        progress.inc(raw.len() as u64);
-                    }
-                }
-            }
-            if input.is_empty() {
-                break;
-            }
-        }
-    }
-    decoder.finish().map_err(|e| BatchRead::Lost(e.to_string()))
-}
-
-/// A body with no recipe, fetched by `Range` from the whole packet into a
-/// new cache pack (hashed as it arrives).
-fn fetch_range(
-    remote: &Remote,
-    packet: &str,
-    cache: &mut Cache,
-    offset: u64,
-    size: u64,
-    sha256: &Digest,
-    progress: &Progress,
-) -> Result<Location> {
-    let what = format!("GET {packet} (a body's bytes)");
-    let end = offset + size - 1;
-    let r = remote.get_range(&what, packet, offset, end)?;
-    if r.status().as_u16() != 206 {
-        return Err(status_error(&what, r));
-    }
-    let mut pack = cache.new_pack()?;
-    let mut body = remote.body_reader(r);
-    let mut h = Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = body
-            .read(&mut buf)
-            .map_err(|e| super::client::unreachable_error(&what, remote.base(), &e.to_string()))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        pack.append(&buf[..n])?;
-        progress.inc(n as u64);
-    }
-    if pack.len() != size || h.finish() != *sha256 {
-        return Err(bad_answer(
-            &what,
-            "the body's bytes do not hash to its sha256",
-        ));
-    }
-    pack.name(*sha256, 0, size);
-    let kept = cache.keep(pack)?;
-    kept.into_iter()
-        .map(|(_, at)| at)
-        .next()
-        .ok_or_else(|| CliError::Bug("a kept pack lost its body".into()))
-}
-
-/// The packet's bytes, rebuilt from a [`Plan`] by packet-core's writer.
-pub struct Rebuilt<'p> {
-    plan: &'p Plan,
-    remote: &'p Remote,
-    writer: Writer<'p>,
-    out: Vec<u8>,
-    at: usize,
-    done: Option<Option<Digest>>,
-}
-
-impl<'p> Rebuilt<'p> {
-    /// A stream of the packet's bytes. With `hash`, the writer hashes the
-    /// packet (see [`Rebuilt::digest`]); unpack's reader hashes it itself.
-    pub fn new(plan: &'p Plan, remote: &'p Remote, hash: bool) -> Rebuilt<'p> {
-        let writer = Writer::with_options(
-            &plan.manifest,
-            WriterOptions {
-                packet_digest: hash,
-                // Every piece is checked against its sha256 as it is read.
-                verify_bodies: false,
-            },
-        );
-        Rebuilt {
-            plan,
-            remote,
-            writer,
-            out: Vec::with_capacity(2 * CHUNK),
-            at: 0,
-            done: None,
-        }
-    }
-
-    /// The packet's digest once every byte was read (with `hash`).
-    pub fn digest(&self) -> Option<Digest> {
-        self.done.flatten()
-    }
-
-    /// Refills `out` with the next bytes of the packet.
-    fn refill(&mut self) -> Result<()> {
-        self.out.clear();
-        self.at = 0;
-        while self.out.len() < CHUNK && self.done.is_none() {
-            match self.writer.next().map_err(CliError::unpackable)? {
-                Step::Bytes(b) => self.out.extend_from_slice(b),
-                Step::Body { index, .. } => {
-                    let sha = self.plan.manifest.members[index]
-                        .sha256()
-                        .ok_or_else(|| CliError::Bug("a body without a sha256".into()))?;
-                    let pieces = self
-                        .plan
-                        .pieces
-                        .get(&sha)
-                        .ok_or_else(|| CliError::Bug("a body with no plan".into()))?;
-                    for p in pieces {
-                        self.emit(p)?;
-                    }
-                }
-                Step::Done(d) => self.done = Some(d),
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends one piece's bytes, checked, to `out` and the writer.
-    fn emit(&mut self, p: &Piece) -> Result<()> {
-        if p.verified {
-            return self.stream_verified(p);
-        }
-        let bytes = self.read_checked(p)?;
-        self.writer.body(&bytes).map_err(CliError::unpackable)?;
-        self.out.extend_from_slice(&bytes);
-        Ok(())
-    }
-
-    /// A chunk's bytes from its place, checked; a place whose bytes do not
-    /// hash right is passed over for the store.
-    fn read_checked(&mut self, p: &Piece) -> Result<Vec<u8>> {
-        let plan = self.plan;
-        let local = match &p.place {
-            Place::Base { base, offset } => {
-                let mut buf = vec![0u8; p.size as usize];
-                let b = &plan.bases[*base];
-                let ok =
-                    b.file.read_exact_at(&mut buf, *offset).is_ok() && Digest::of(&buf) == p.sha256;
-                if ok {
-                    plan.report.borrow_mut().bases[base_report_index(plan, *base)].used_bytes +=
-                        p.size;
-                    plan.report.borrow_mut().from_bases_bytes += p.size;
-                }
-                ok.then_some(buf)
-            }
-            Place::Cache(at) => {
-                let got = plan.cache.borrow_mut().read(at, &p.sha256);
-                if got.is_some() {
-                    plan.report.borrow_mut().from_cache_bytes += p.size;
-                }
-                got
-            }
-            Place::Fetched(at) => plan.cache.borrow_mut().read(at, &p.sha256),
-            Place::Remote => None,
+        let reopened = file
+            .try_clone()
+            .map_err(|e| CliError::io("reopen", label, e))?;
+        let source = WrittenFile {
+            file: reopened,
+            label: label.to_path_buf(),
         };
-        if let Some(bytes) = local {
-            return Ok(bytes);
-        }
-        // Not as recorded: fetch this one chunk now.
-        let got = fetch_chunks(
-            self.remote,
-            &plan.path,
-            &mut plan.cache.borrow_mut(),
-            &[p.sha256],
-            &Progress::new(true),
-        )?;
-        {
-            let mut r = plan.report.borrow_mut();
-            r.chunks_fetched += 1;
-            r.fetched_bytes += p.size;
-            r.fetch_requests += got.requests;
-        }
-        let at = got
-            .locations
-            .get(&p.sha256)
-            .copied()
-            .ok_or_else(|| Refused::ChunkNotServed {
-                sha256: p.sha256.hex().to_string(),
-            })?;
-        plan.cache.borrow_mut().read(&at, &p.sha256).ok_or_else(|| {
-            Refused::ChunkNotServed {
-                sha256: p.sha256.hex().to_string(),
-            }
-            .into()
-        })
+        progress.phase("verify", pull.manifest.packet_size());
+        packet_io::read_packet(&source, options, progress, &mut |_| Ok(()))?;
     }
-
-    /// A whole body verified before the rebuild, streamed in blocks.
-    fn stream_verified(&mut self, p: &Piece) -> Result<()> {
-        let plan = self.plan;
-        let (file, offset, label) = match &p.place {
-            Place::Base { base, offset } => {
-                let b = &plan.bases[*base];
-                plan.report.borrow_mut().bases[base_report_index(plan, *base)].used_bytes += p.size;
-                plan.report.borrow_mut().from_bases_bytes += p.size;
-                (b.file.try_clone(), *offset, b.path.clone())
-            }
-            Place::Cache(at) | Place::Fetched(at) => {
-                if matches!(p.place, Place::Cache(_)) {
-                    plan.report.borrow_mut().from_cache_bytes += p.size;
-                }
-                let cache = plan.cache.borrow();
-                let (f, o) = cache.file_of(at);
-                (f, o, PathBuf::from("the chunk cache"))
-            }
-            Place::Remote => return Err(CliError::Bug("a verified body with no place".into())),
-        };
-        let file = file.map_err(|e| CliError::io("reopen", &label, e))?;
-        let mut done = 0u64;
-        let mut buf = vec![0u8; CHUNK];
-        while done < p.size {
-            let n = (p.size - done).min(CHUNK as u64) as usize;
-            file.read_exact_at(&mut buf[..n], offset + done)
-                .map_err(|e| CliError::io("read", &label, e))?;
-            self.writer.body(&buf[..n]).map_err(CliError::unpackable)?;
-            self.out.extend_from_slice(&buf[..n]);
-            done += n as u64;
-        }
-        Ok(())
-    }
+    let manifest = pull.manifest.clone();
+    let report = pull.finish(&landed)?;
+    Ok((manifest, report))
 }
 
-/// The report entry of base `base`.
-fn base_report_index(plan: &Plan, base: usize) -> usize {
-    plan.bases[base].report
+/// A packet file just written, read again from its start.
+struct WrittenFile {
+    file: File,
+    label: PathBuf,
 }
 
-impl Read for Rebuilt<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.at == self.out.len() {
-            if self.done.is_some() {
-                return Ok(0);
-            }
-            if let Err(e) = self.refill() {
-                let message = e.report().details.message.into_owned();
-                *self.plan.failure.borrow_mut() = Some(e);
-                return Err(io::Error::other(message));
-            }
-        }
-        let n = buf.len().min(self.out.len() - self.at);
-        buf[..n].copy_from_slice(&self.out[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
-    }
-}
-
-/// A plan as unpack's packet source: the packet streams straight from the
-/// rebuild into unpack's reader, which verifies it as usual.
-pub struct RebuiltSource<'p> {
-    plan: &'p Plan,
-    remote: &'p Remote,
-    opened: std::cell::Cell<bool>,
-}
-
-impl<'p> RebuiltSource<'p> {
-    /// The packet `plan` rebuilds.
-    pub fn new(plan: &'p Plan, remote: &'p Remote) -> RebuiltSource<'p> {
-        RebuiltSource {
-            plan,
-            remote,
-            opened: std::cell::Cell::new(false),
-        }
-    }
-}
-
-impl PacketSource for RebuiltSource<'_> {
+impl packet_io::PacketSource for WrittenFile {
     fn open_packet(&self) -> Result<Box<dyn Read + '_>> {
-        if self.opened.replace(true) {
-            return Err(Refused::DownloadReadTwice {}.into());
-        }
-        Ok(Box::new(Rebuilt::new(self.plan, self.remote, false)))
+        Ok(Box::new(RangeReader {
+            file: &self.file,
+            at: 0,
+            end: self.file.metadata().map(|m| m.len()).unwrap_or(0),
+        }))
     }
 
     fn label(&self) -> String {
-        format!("{}{}", self.remote.base(), self.plan.path)
+        self.label.display().to_string()
     }
 
     fn size_hint(&self) -> Option<u64> {
-        Some(self.plan.manifest.packet_size())
-    }
-}
-
-impl Plan {
-    /// The error that stopped a rebuild, which its reader saw only as an
-    /// I/O error.
-    pub fn take_failure(&self) -> Option<CliError> {
-        self.failure.borrow_mut().take()
+        self.file.metadata().ok().map(|m| m.len())
     }
 }

@@ -98,7 +98,8 @@ impl KnownBase {
 /// What a delta push did (`delta` in `pillbox.checkpoint.push/1`).
 #[derive(Debug, Default, Serialize)]
 pub struct DeltaReport {
-    /// The bases the store used.
+    /// The bases the store used (when the create stored the packet: the
+    /// bases named).
     pub bases: Vec<String>,
     /// Bodies the store lacked after the push was created (0 when it was
     /// completed at once).
@@ -261,6 +262,10 @@ impl<'r> Push2<'r> {
                 Created::Stored(created) => {
                     let _ = fs::remove_file(state_path);
                     self.report.one_request = created;
+                    if created {
+                        // Stored from what the bases held and what was sent.
+                        self.report.bases = request.bases.iter().map(|b| b.to_string()).collect();
+                    }
                     self.finish_report();
                     return Ok(DeltaOutcome {
                         created,
@@ -374,12 +379,16 @@ impl<'r> Push2<'r> {
         }
         let path = format!("/v1/pushes?{query}");
         let what = "POST /v1/pushes";
-        let recipes = Recipes {
+        let mut recipes = Recipes {
             manifest: self.manifest_recipe(),
             bodies: offer.recipes.clone(),
         };
+        let mut body_items = offer.items.clone();
         for _attempt in 0..CREATE_ATTEMPTS {
-            let mut items: Vec<Item> = self
+            // Each chunk once (packet.json may repeat one), the manifest's
+            // first.
+            let mut once = HashSet::new();
+            let items: Vec<Item> = self
                 .manifest_pieces
                 .iter()
                 .filter(|p| manifest_frames.contains(&p.sha256))
@@ -389,8 +398,9 @@ impl<'r> Push2<'r> {
                     size: p.size,
                     sha256: p.sha256,
                 })
+                .chain(body_items.iter().copied())
+                .filter(|i| once.insert(i.sha256))
                 .collect();
-            items.extend(offer.items.iter().copied());
             let (batch, sent) = self.batch(&items, true)?;
             let body = recipes.encode_push(&batch);
             self.report.requests += 1;
@@ -421,6 +431,15 @@ impl<'r> Push2<'r> {
                     self.described
                         .extend(offer.recipes.iter().map(|r| r.body.sha256));
                     return Ok(Created::Open(Box::new(session)));
+                }
+                // A store that holds more or other than this machine knows
+                // of the base refuses chunks it does not need, or what the
+                // copies make of its chunks: the create goes again with the
+                // manifest's chunks and every body chunk named, no body
+                // frame (a refusal of anything else comes back the same).
+                422 if recipes.bodies != offer.plain || !body_items.is_empty() => {
+                    recipes.bodies = offer.plain.clone();
+                    body_items.clear();
                 }
                 409 => {
                     let bytes = self.remote.read_body(what, r, 64 << 20)?;
@@ -459,10 +478,12 @@ impl<'r> Push2<'r> {
     /// knows what the base holds, every new body's chunks (while they fit)
     /// and the recipes of new large bodies.
     fn offer(&mut self) -> Result<Offer> {
+        // Only the record's packet as the one base: another base may hold
+        // what is new here, and the store would refuse it sent again.
         let known = self
             .request
             .known
-            .filter(|k| self.request.bases.first() == Some(&k.digest));
+            .filter(|k| self.request.bases[..] == [k.digest]);
         let Some(known) = known else {
             // Nothing known of the bases: send every chunk of packet.json
             // when there are none; else none, and the store names the
@@ -526,6 +547,7 @@ impl<'r> Push2<'r> {
             let pieces = self.pieces(b)?;
             let base = known.large.get(&b.path);
             offer.recipes.push(recipe_of(b.body, &pieces, base));
+            offer.plain.push(recipe_of(b.body, &pieces, None));
             for p in &pieces {
                 if !have.contains(&p.name()) && scheduled.insert(p.sha256) {
                     add(
@@ -807,19 +829,14 @@ impl<'r> Push2<'r> {
     }
 
     /// `POST /v1/pushes/{id}/complete`: the store proves what is not
-    /// proven yet and stores the packet.
+    /// proven yet and stores the packet, which can take long.
     fn complete(&mut self, session: &Push) -> Result<Completed> {
         let path = format!("{}/complete", push_path(&session.push_id));
         let what = format!("POST {path}");
         self.report.requests += 1;
-        let r = self.remote.send_bytes(
-            &what,
-            "POST",
-            &path,
-            "application/json",
-            b"null",
-            &[("connection", "close".to_owned())],
-        )?;
+        let r = self
+            .remote
+            .send_bytes(&what, "POST", &path, "application/json", b"null", &[])?;
         match r.status().as_u16() {
             s @ (200 | 201) => {
                 let bytes = self.remote.read_body(&what, r, 1 << 20)?;
@@ -839,12 +856,13 @@ impl<'r> Push2<'r> {
 }
 
 /// What a create carries: the manifest chunks to send (by sha256), body
-/// chunks, and body recipes.
+/// chunks, and body recipes (with copy runs, and with every chunk named).
 #[derive(Default)]
 struct Offer {
     manifest: Vec<Digest>,
     items: Vec<Item>,
     recipes: Vec<BodyRecipe>,
+    plain: Vec<BodyRecipe>,
 }
 
 /// What a batch carried.
@@ -1127,7 +1145,7 @@ mod tests {
             walk: Default::default(),
             secrets: Default::default(),
         };
-        let packed = crate::pack::pack_in_memory(&request, &Progress::new(true)).unwrap();
+        let packed = crate::pack::pack_for_save(&request, None, &Progress::new(true)).unwrap();
         let (index, member) = packed.manifest.find("workspace/big.bin").unwrap();
         let large = [(index, member.sha256().unwrap(), member.size())];
         assert!(cut_all(&packed.bodies, &large, &Progress::new(true)).is_ok());

@@ -19,16 +19,24 @@
 //! | `refusal` | a store's refusal in the CLI's terms: what was refused, what to do with this CLI |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
-//! | `delta_pull` | delta pull: bodies from bases and the cache, missing chunks fetched in batches (frames decoded and hashed), the packet rebuilt |
+//! | `delta_pull` | delta pull: what the packet is made of, what this machine holds (bases, the cache, a workspace), the plan carried out into a sink, the Assembly gate |
+//! | `parts` | `packet.json` and the large bodies' chunk lists: recipes (with a base), manifest chunks held here or fetched |
+//! | `pull_plan` | the pure plan: where each body's pieces come from, which chunks to fetch in which batches |
+//! | `fetch` | `POST …/chunks` batches several at a time (frames decoded on the receiving thread) and `Range` reads |
+//! | `land` | carrying a plan out: pieces read or fetched, each hashed, written to a sink; each body proven and scanned |
 //!
 //! Every JSON body sent or read is a type of the `pillbox-wire` crate, the
 //! one the Worker answers with.
 
 mod bodies;
 mod client;
-mod delta_pull;
+pub mod delta_pull;
 mod delta_push;
+mod fetch;
+pub mod land;
+pub mod parts;
 mod pull;
+pub mod pull_plan;
 mod push;
 mod refs;
 mod refusal;
@@ -38,11 +46,12 @@ use packet_core::Digest;
 
 pub use bodies::Bodies;
 pub use client::{Remote, Token};
-pub use delta_pull::{plan as plan_pull, DeltaPullReport, RebuiltSource};
-pub use delta_push::DeltaReport as PushDeltaReport;
+pub use delta_pull::DeltaPullReport;
+pub use delta_push::{DeltaReport as PushDeltaReport, KnownBase};
 pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use push::{
-    push, push_verified, takes_delta, ExpectRef, PartsReport, PushRequest, RefReport, Verified,
+    push, push_verified, takes_delta, ExpectRef, PartsReport, PushReport, PushRequest, RefReport,
+    Verified,
 };
 pub use refs::list as list_refs;
 pub use upload_state::default_state_dir;

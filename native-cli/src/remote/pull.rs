@@ -12,7 +12,7 @@ use packet_core::{Digest, Limits, ReaderOptions};
 use serde::Serialize;
 
 use super::client::{ref_digest, status_error, store_info, Remote};
-use super::delta_pull::{self, DeltaPullReport, Rebuilt};
+use super::delta_pull::{self, DeltaPullReport};
 use super::{packet_path, ref_path};
 use crate::cache::Cache;
 use crate::error::{CliError, Refused, Result};
@@ -107,8 +107,8 @@ pub enum CacheChoice {
 }
 
 impl PullSources {
-    /// Whether to rebuild `digest` from chunks: the store must serve them.
-    fn delta(&self, remote: &Remote) -> Result<bool> {
+    /// Whether to make the packet from chunks: the store must serve them.
+    pub fn delta(&self, remote: &Remote) -> Result<bool> {
         if self.whole {
             return Ok(false);
         }
@@ -120,13 +120,14 @@ impl PullSources {
         }
     }
 
-    /// Opens the cache this pull uses.
-    pub fn open_cache(&self) -> Result<(Cache, Option<PathBuf>)> {
+    /// Opens the cache this pull uses, and its folder; `None` with
+    /// `--no-cache` (what is fetched goes straight where it belongs).
+    pub fn open_cache(&self) -> Result<Option<(Cache, Option<PathBuf>)>> {
         match &self.cache {
             CacheChoice::At { dir, max_bytes } => {
-                Ok((Cache::open(dir, *max_bytes)?, Some(dir.clone())))
+                Ok(Some((Cache::open(dir, *max_bytes)?, Some(dir.clone()))))
             }
-            CacheChoice::Off => Ok((Cache::private()?, None)),
+            CacheChoice::Off => Ok(None),
         }
     }
 }
@@ -162,35 +163,19 @@ pub fn pull(
     let retries_before = remote.traffic().retries();
     // The temporary file is removed when `tmp` drops on any error below.
     let (manifest, size, resumed, delta) = if sources.delta(remote)? {
-        let (cache, dir) = sources.open_cache()?;
-        let plan = delta_pull::plan(
+        let cache = sources.open_cache()?;
+        let label = tmp.path().to_path_buf();
+        let (manifest, report) = delta_pull::pull_into_file(
             remote,
-            &digest,
+            digest,
             &sources.bases,
             cache,
-            dir.as_deref(),
+            tmp.as_file(),
+            &label,
             progress,
         )?;
-        let size = plan.manifest().packet_size();
-        progress.phase("rebuild", size);
-        let mut rebuilt = Rebuilt::new(&plan, remote, true);
-        let copied = copy_counted(&mut rebuilt, tmp.as_file_mut(), progress);
-        if let Err(e) = copied {
-            return Err(plan
-                .take_failure()
-                .unwrap_or_else(|| CliError::io("write", tmp.path(), e)));
-        }
-        if rebuilt.digest() != Some(digest) {
-            return Err(CliError::Packet(packet_core::Error::new(
-                packet_core::ErrorCode::PacketDigestMismatch,
-                format!(
-                    "the packet rebuilt from the bases, the cache and the store's chunks does not have the digest {digest}"
-                ),
-            )));
-        }
-        drop(rebuilt);
-        let manifest = plan.manifest().clone();
-        (manifest, size, 0, Some(plan.into_report()?))
+        let size = manifest.packet_size();
+        (manifest, size, 0, Some(report))
     } else {
         let download = Download::start(remote, &digest, tmp.as_file())?;
         progress.phase("download", download.size);
@@ -267,21 +252,6 @@ pub fn resolve(remote: &Remote, target: &PullTarget) -> Result<(Digest, Option<S
         PullTarget::Digest(d) => (*d, None),
         PullTarget::Ref(name) => (resolve_ref(remote, name)?, Some(name.clone())),
     })
-}
-
-/// Copies everything `from` yields into `to`, in 1 MiB blocks.
-fn copy_counted(from: &mut dyn Read, to: &mut File, progress: &Progress) -> io::Result<()> {
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        to.write_all(&buf[..n])?;
-        progress.inc(n as u64);
-    }
 }
 
 fn resolve_ref(remote: &Remote, name: &str) -> Result<Digest> {

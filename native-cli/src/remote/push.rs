@@ -198,15 +198,22 @@ pub fn push_verified(
         delta: None,
     };
     let settings = store_info(remote)?;
-    if is_stored(remote, &digest)? {
+    let delta = settings.delta && !request.whole && packet.manifest.format.named_by_manifest();
+    let current = match (&request.ref_name, delta) {
+        (Some(name), true) => current_ref(remote, name)?,
+        _ => None,
+    };
+    // A push that knows its base (a save after the last one) goes straight
+    // to the create, which answers 200 for a packet stored already.
+    let stored = current == Some(digest)
+        || (!(delta && packet.known.is_some()) && is_stored(remote, &digest)?);
+    if stored {
         // Nothing to send.
-    } else if settings.delta && !request.whole && packet.manifest.format.named_by_manifest() {
+    } else if delta {
         let mut bases = request.bases.clone();
-        if let Some(name) = &request.ref_name {
-            if let Some(current) = current_ref(remote, name)? {
-                if current != digest && !bases.contains(&current) {
-                    bases.insert(0, current);
-                }
+        if let Some(current) = current {
+            if !bases.contains(&current) {
+                bases.insert(0, current);
             }
         }
         let owned_json;

@@ -162,11 +162,28 @@ impl WalkRoot {
 /// confined beneath the root, or, without it, each folder with
 /// `O_NOFOLLOW | O_DIRECTORY` in turn.
 fn beneath(root: BorrowedFd<'_>, relative: &str, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    open_beneath(root, relative, flags, Mode::empty())
+}
+
+/// Opens (or with `O_CREAT`, creates with `mode`) `relative` below `root`
+/// without following any symlink, as [`WalkRoot`]'s own opens do.
+pub fn open_beneath(
+    root: BorrowedFd<'_>,
+    relative: &str,
+    flags: OFlags,
+    mode: Mode,
+) -> rustix::io::Result<OwnedFd> {
     let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // openat2 takes a mode only with O_CREAT.
+    let mode = if flags.contains(OFlags::CREATE) {
+        mode
+    } else {
+        Mode::empty()
+    };
     if !NO_OPENAT2.load(Ordering::Relaxed) {
         let resolve =
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        match openat2(root, relative, flags, Mode::empty(), resolve) {
+        match openat2(root, relative, flags, mode, resolve) {
             Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
                 NO_OPENAT2.store(true, Ordering::Relaxed);
             }
@@ -183,12 +200,15 @@ fn beneath(root: BorrowedFd<'_>, relative: &str, flags: OFlags) -> rustix::io::R
             return Err(rustix::io::Errno::XDEV);
         }
         let at = dir.as_ref().map_or(root, |d| d.as_fd());
-        let step = if parts.peek().is_some() {
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+        let (step, mode) = if parts.peek().is_some() {
+            (
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
         } else {
-            flags
+            (flags, mode)
         };
-        dir = Some(openat(at, part, step, Mode::empty())?);
+        dir = Some(openat(at, part, step, mode)?);
     }
     dir.ok_or(rustix::io::Errno::INVAL)
 }

@@ -343,6 +343,7 @@ fn check(schema: &Value, doc: &str, v: &Value, at: &str) -> Result<(), String> {
             "array" => v.is_array(),
             "string" => v.is_string(),
             "integer" => v.is_u64() || v.is_i64(),
+            "number" => v.is_number(),
             "boolean" => v.is_boolean(),
             "null" => v.is_null(),
             _ => false,

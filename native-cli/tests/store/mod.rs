@@ -77,7 +77,12 @@ pub struct Store {
 impl Store {
     /// Starts a store on a free local port.
     pub fn start() -> Store {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Store::start_on("127.0.0.1:0")
+    }
+
+    /// Starts a store listening on `address`.
+    pub fn start_on(address: &str) -> Store {
+        let listener = TcpListener::bind(address).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State::default()));
         let shared = Arc::clone(&state);
@@ -559,6 +564,37 @@ fn create(s: &mut State, r: &Request) -> Response {
     if assembly.manifest().packet_size() != size {
         return problem(400, "size_mismatch", "size");
     }
+    // As the edge: a recipe only for a large body no base holds, and a
+    // body frame only for a chunk the push may upload.
+    let (_, _, base_bodies) = base_pool(s, &bases);
+    let bodies = assembly.unproven();
+    for r in &recipes.bodies {
+        if !bodies.contains(&r.body) || r.body.size <= 256 << 10 || base_bodies.contains(&r.body) {
+            return problem(
+                422,
+                "recipe_not_needed",
+                "no recipe is needed for that body",
+            );
+        }
+    }
+    let manifest_names: HashSet<ChunkName> = recipes.manifest.iter().copied().collect();
+    for (f, _) in &frames {
+        let name = name_of(f);
+        if manifest_names.contains(&name) {
+            continue;
+        }
+        let small_body = bodies
+            .iter()
+            .any(|b| b.sha256 == f.sha256 && b.size <= 1 << 20 && !base_bodies.contains(b));
+        let recipe_chunk = recipes.bodies.iter().any(|r| {
+            r.runs
+                .iter()
+                .any(|run| matches!(run, Run::Chunk(c) if *c == name))
+        }) && !pool.contains(&name);
+        if !small_body && !recipe_chunk {
+            return problem(422, "chunk_not_needed", "not a chunk this push needs");
+        }
+    }
     for (f, d) in &frames {
         s.chunks
             .entry(name_of(f))
@@ -716,10 +752,18 @@ fn add_recipes(s: &mut State, id: &str, body: &[u8]) -> Response {
     let Some(mut push) = s.pushes.remove(id) else {
         return problem(404, "not_found", "no such push");
     };
-    let (pool, _, _) = base_pool(s, &push.bases);
+    let (pool, _, base_bodies) = base_pool(s, &push.bases);
     let mut missing = Vec::new();
     let mut bytes = 0;
     for r in &recipes.bodies {
+        if r.body.size <= 256 << 10 || base_bodies.contains(&r.body) {
+            s.pushes.insert(id.to_owned(), push);
+            return problem(
+                422,
+                "recipe_not_needed",
+                "no recipe is needed for that body",
+            );
+        }
         match expand(s, &push, r) {
             Ok(chunks) => {
                 for c in &chunks {

@@ -20,9 +20,7 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
     }
     let length = content_length(req)?;
     if length > config.max_single_upload_bytes {
-        return Err(crate::caps::too_large(crate::caps::Over::Sent(
-            config.max_single_upload_bytes,
-        )));
+        return Err(crate::caps::too_large(config.max_single_upload_bytes));
     }
     let body = req
         .inner()

@@ -40,7 +40,7 @@ pub async fn clean(env: &Env, now_ms: f64) -> Result<Cleaned, Problem> {
     let uploads = uploads::expire(&bucket, &db, &cutoff, SESSIONS_PER_RUN).await?;
     let mut discarded = 0;
     while discarded < SESSIONS_PER_RUN {
-        let rows = index::pushes_created_before(&db, &cutoff, 50)
+        let rows = crate::storage::index::pushes::created_before(&db, &cutoff, 50)
             .await
             .map_err(internal)?;
         if rows.is_empty() {

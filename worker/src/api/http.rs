@@ -7,7 +7,7 @@ use serde::Serialize;
 use worker::{Headers, Request, Response, ResponseBody};
 
 use crate::body::Body;
-use crate::caps::{self, Caps};
+use crate::caps::Caps;
 use crate::config::Config;
 use crate::encoding::Encoding;
 use crate::problem::Problem;
@@ -187,12 +187,15 @@ pub fn declared_length(req: &Request) -> Option<u64> {
     header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok())
 }
 
-/// The request's body in one of `encodings` (415 `encoding_unsupported`
-/// otherwise), to be read within `caps`: a declared `Content-Length` over
-/// them is refused here, before a byte is read.
-pub fn body(req: &Request, encodings: &[Encoding], caps: Caps) -> Result<Body, Problem> {
-    let encoding = Encoding::parse(header(req, "content-encoding").as_deref(), encodings)?;
-    Body::open(req.inner().body(), declared_length(req), encoding, caps)
+/// The request's body, as sent (any `Content-Encoding` but `identity` is
+/// 415 `encoding_unsupported`), to be read within `caps`: a declared
+/// `Content-Length` over them is refused here, before a byte is read.
+pub fn body(req: &Request, caps: Caps) -> Result<Body, Problem> {
+    Encoding::parse(
+        header(req, "content-encoding").as_deref(),
+        &[Encoding::Identity],
+    )?;
+    Body::open(req.inner().body(), declared_length(req), caps)
 }
 
 /// Reads a JSON request body into its [`pillbox_wire`] type.
@@ -206,16 +209,8 @@ pub async fn read_json_up_to<T: DeserializeOwned>(
     req: &mut Request,
     max: u64,
 ) -> Result<T, Problem> {
-    let body = body(req, &[Encoding::Identity], json_caps(max))?;
+    let body = body(req, Caps::bytes(max))?;
     parse_json(&body.read_all().await?)
-}
-
-fn json_caps(max: u64) -> Caps {
-    Caps {
-        sent: max,
-        decoded: max,
-        refuse: caps::too_large,
-    }
 }
 
 /// A JSON body as its [`pillbox_wire`] type.

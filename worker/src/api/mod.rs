@@ -8,7 +8,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`http`] | responses, CORS, request headers and JSON bodies |
-//! | [`packets`] | `/v1/packets/…` (reads of both storage forms, a packet's recipes and chunks), `/v1/search` |
+//! | [`packets`] | `/v1/packets/…` (uploads whole, reads of every storage form, a packet's recipes and chunks), `/v1/search` |
 //! | [`uploads`] | `/v1/uploads/…` |
 //! | [`pushes`] | `/v1/pushes/…` |
 //! | [`refs`] | `/v1/refs/…` |
@@ -168,7 +168,9 @@ async fn dispatch(
             let (bucket, db) = (bucket(env)?, database(env)?);
             packets::member(&req, &bucket, &db, digest, &path, head).await
         }
-        Route::GetRecipes(digest) => packets::recipes(&bucket(env)?, &database(env)?, digest).await,
+        Route::GetRecipes(digest) => {
+            packets::recipes(&bucket(env)?, &database(env)?, digest, &query).await
+        }
         Route::GetChunks(digest) => {
             let (bucket, db) = (bucket(env)?, database(env)?);
             packets::chunks(&mut req, &bucket, &db, digest).await

@@ -1,8 +1,8 @@
-//! `/v1/packets/…` and `/v1/search`: storing a packet in one request,
-//! reading it back whole, by range, by member or its manifest (a packet
-//! stored whole is read from its object, a chunked one rebuilt from its
-//! packs), its recipes and chunks for a delta pull, listing, searching and
-//! deleting.
+//! `/v1/packets/…` and `/v1/search`: storing a packet in one request (/1
+//! or /2, by the reader's rule for each), reading it back whole, by range,
+//! by member or its manifest (a packet stored whole is read from its
+//! object, any other rebuilt from its packs, zstd chunks decoded), its
+//! recipes and chunks for a delta pull, listing, searching and deleting.
 
 use std::rc::Rc;
 
@@ -12,21 +12,24 @@ use pillbox_wire::{ChunkRequest, SearchResults};
 use worker::{Bucket, D1Database, Headers, Range, Request, ResponseBody};
 
 use super::http::{
-    attachment, content_length, empty, header, internal, json_response, no_content,
-    range_not_satisfiable, read_json_up_to, set, streamed, Answer, IMMUTABLE,
+    attachment, content_length, empty, header, internal, json_response, no_content, parse_json,
+    range_not_satisfiable, set, streamed, Answer, IMMUTABLE,
 };
-use crate::assemble::{self, Output, RebuildError};
+use crate::caps::Caps;
 use crate::conditions::{etag, none_match};
 use crate::config::Config;
 use crate::index::{self, NewPacket, NewStorage};
-use crate::layout::ChunkRef;
-use crate::objects::{self, Loaded};
-use crate::plan;
 use crate::problem::Problem;
 use crate::query::{upload_labels, Query};
 use crate::range::{self, RangeAnswer};
 use crate::rows::{self, PacketRow, Storage};
 use crate::search::{self, Cursor};
+use crate::storage::chunk::ChunkRef;
+use crate::storage::findings::KeptFindings;
+use crate::storage::keys;
+use crate::storage::load;
+use crate::storage::read::{self, Output};
+use crate::storage::stored::Stored;
 use crate::store::{self, FixedPut, StoreError};
 
 /// Packets and members never change under their digest.
@@ -144,8 +147,8 @@ pub async fn upload(
         .ok_or_else(|| Problem::bad_request("body_invalid", "the upload has no body"))?;
     // A key of its own, never reused: the clean-up may still be deleting an
     // earlier object of the same packet.
-    let key = store::staging_key(&index::new_id(db).await.map_err(internal)?);
-    index::insert_pack(db, &key, size, 0, &digest.to_string())
+    let key = keys::upload(&index::new_id(db).await.map_err(internal)?);
+    crate::storage::index::packs::insert(db, &key, size, 0, &digest.to_string())
         .await
         .map_err(internal)?;
     let verified = match store::verify_into_bucket(
@@ -162,7 +165,7 @@ pub async fn upload(
         Ok(v) => v,
         Err(e) => {
             // The put was aborted: no object, so no row for it either.
-            let _ = index::forget_pack(db, &key).await;
+            let _ = crate::storage::index::packs::forget(db, &key).await;
             return Err(refusal(e));
         }
     };
@@ -177,6 +180,7 @@ pub async fn upload(
             storage: NewStorage::Whole { key: &key },
             packs: &packs,
             labels: &labels,
+            findings: KeptFindings::of(&verified.findings).to_text(),
         },
     )
     .await
@@ -185,24 +189,12 @@ pub async fn upload(
     stored(db, &digest).await
 }
 
-/// A packet's bytes could not be read back.
-fn unreadable(digest: &Digest, e: RebuildError) -> Problem {
-    match e {
-        RebuildError::MissingPack(_) => Problem::internal(format!(
-            "packet {digest} is indexed but some of its bytes are missing from R2"
-        )),
-        RebuildError::Body(_) => {
-            Problem::internal(format!("packet {digest}: a body does not match"))
-        }
-        RebuildError::Store(e) => refusal(e),
-    }
-}
-
-/// Streams bytes `range` of a chunked packet into a response body: the
-/// bytes are produced while the response is sent (bounded memory).
+/// Streams bytes `range` of a packet stored in packs into a response
+/// body: the bytes are produced while the response is sent (bounded
+/// memory).
 fn rebuilt_body(
     bucket: &Bucket,
-    loaded: Rc<Loaded>,
+    loaded: Rc<Stored>,
     digest: Digest,
     range: core::ops::Range<u64>,
 ) -> Result<ResponseBody, Problem> {
@@ -211,13 +203,12 @@ fn rebuilt_body(
     let bucket = bucket.clone();
     wasm_bindgen_futures::spawn_local(async move {
         let mut out = Output::new(sink.writer.clone());
-        match assemble::stream(&bucket, &loaded.packet(), range, &mut out, None).await {
+        match read::packet_range(&bucket, &loaded, range, &mut out).await {
             Ok(()) => {
                 let _ = sink.close().await;
             }
             Err(e) => {
-                let p = unreadable(&digest, e);
-                worker::console_error!("{}", p.to_json());
+                worker::console_error!("reading {digest}: {}", e.problem().to_json());
                 sink.abort("the packet could not be read").await;
             }
         }
@@ -276,7 +267,7 @@ pub async fn get(
             .await?
         }
         _ => {
-            let loaded = objects::load(bucket, &row).await?;
+            let loaded = load::load(bucket, &row).await?;
             rebuilt_body(bucket, loaded, digest, bytes)?
         }
     };
@@ -338,6 +329,10 @@ pub async fn manifest(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answe
         Some(Storage::Chunked { manifest, .. }) => {
             read_range(bucket, &digest, manifest, 0, row.manifest_size, true).await?
         }
+        Some(Storage::Packed { .. }) => {
+            let loaded = load::load(bucket, &row).await?;
+            ResponseBody::Body(loaded.json.clone())
+        }
         None => return Err(Problem::internal(format!("packet {digest} has no objects"))),
     };
     let headers = Headers::new();
@@ -360,7 +355,7 @@ pub async fn member(
     head: bool,
 ) -> Answer {
     let row = indexed(db, &digest).await?;
-    let loaded = objects::load(bucket, &row).await?;
+    let loaded = load::load(bucket, &row).await?;
     let (index, member) = loaded
         .manifest
         .find(path)
@@ -400,8 +395,10 @@ pub async fn member(
     let chunks = loaded.layout.chunks(index);
     let body = match chunks {
         [] => ResponseBody::Empty,
-        [one] => {
-            let key = &loaded.layout.packs()[one.pack as usize];
+        [one] if one.is_identity() && length > 0 => {
+            let key = loaded.layout.packs().key(one.slot).ok_or_else(|| {
+                Problem::internal(format!("packet {digest}: a chunk in an empty slot"))
+            })?;
             read_range(bucket, &digest, key, one.offset + start, length, false).await?
         }
         _ => {
@@ -425,7 +422,7 @@ pub async fn delete(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer 
             "move or delete those refs first",
         ));
     }
-    objects::forget(&row.digest);
+    load::forget(&row.digest);
     if let Some(Storage::Chunked { layout, manifest }) = row.storage() {
         for key in [layout, manifest] {
             bucket.delete(key).await.map_err(internal)?;
@@ -457,7 +454,7 @@ pub async fn search(bucket: &Bucket, db: &D1Database, query: &Query) -> Answer {
     let scanned = rows.len().min(SEARCH_SCAN as usize);
     for row in &rows[..scanned] {
         let from = if row.seq == at.seq { at.member } else { 0 };
-        let loaded = objects::load(bucket, row).await?;
+        let loaded = load::load(bucket, row).await?;
         for i in search::scan(&loaded.manifest, &key, from) {
             if results.matches.len() == limit {
                 results.next_cursor = Some(
@@ -492,34 +489,49 @@ pub async fn search(bucket: &Bucket, db: &D1Database, query: &Query) -> Answer {
     json_response(200, &results)
 }
 
-/// `GET /v1/packets/{digest}/recipes`: how its bodies of several chunks
-/// are cut.
-pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
+/// `GET /v1/packets/{digest}/recipes[?base=…]`: how its manifest and its
+/// bodies of several chunks are cut, with copy runs of the bases' bodies.
+pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest, query: &Query) -> Answer {
     let row = indexed(db, &digest).await?;
-    let loaded = objects::load(bucket, &row).await?;
-    json_response(200, &plan::recipes_of(&loaded.manifest, &loaded.layout))
+    let bases = query.all("base");
+    if bases.len() > 16 {
+        return Err(Problem::bad_request(
+            "bases_invalid",
+            "name at most 16 bases",
+        ));
+    }
+    let mut loaded_bases = Vec::new();
+    for b in &bases {
+        let d = b
+            .parse::<Digest>()
+            .map_err(Problem::from_packet_error_400)?;
+        if let Some(r) = index::packet(db, &d).await.map_err(internal)? {
+            loaded_bases.push(load::load(bucket, &r).await?);
+        }
+    }
+    let loaded = load::load(bucket, &row).await?;
+    let refs: Vec<&Stored> = loaded_bases.iter().map(|b| b.as_ref()).collect();
+    let doc = loaded.recipes(&refs).encode();
+    let headers = Headers::new();
+    set(&headers, "content-type", pillbox_wire::recipes::MEDIA_TYPE)?;
+    set(&headers, "cache-control", "no-store")?;
+    set(&headers, "content-length", &doc.len().to_string())?;
+    streamed(ResponseBody::Body(doc), 200, headers)
 }
 
 /// `POST /v1/packets/{digest}/chunks`: the chunks asked for, as a chunk
-/// batch, each read from its pack (back-to-back chunks in one read).
+/// batch of frames as stored, each read from its pack (back-to-back chunks
+/// in one read). The request's size is checked before it is read.
 pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
+    let body = super::http::body(req, Caps::bytes(MAX_CHUNK_REQUEST))?;
+    content_length(req)?;
     let row = indexed(db, &digest).await?;
-    let asked: ChunkRequest = read_json_up_to(req, MAX_CHUNK_REQUEST).await?;
-    let gzip = match asked.encoding.as_deref() {
-        None | Some("identity") => false,
-        Some("gzip") => true,
-        Some(other) => {
-            return Err(Problem::bad_request(
-                "body_invalid",
-                format!("\"encoding\": {other:?} is not one the store sends (gzip or identity)"),
-            ))
-        }
-    };
+    let asked: ChunkRequest = parse_json(&body.read_all().await?)?;
     if asked.chunks.len() > BatchLimits::MAX_FRAMES as usize {
         return Err(too_many());
     }
-    let loaded = objects::load(bucket, &row).await?;
-    let index = plan::chunks_of(&loaded.manifest, &loaded.layout);
+    let loaded = load::load(bucket, &row).await?;
+    let index = loaded.fetchable();
     let mut wanted: Vec<ChunkRef> = Vec::with_capacity(asked.chunks.len());
     let mut total = 0u64;
     for hex in &asked.chunks {
@@ -532,7 +544,7 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
                     format!("{hex:?} is not a chunk of packet {digest} (GET its recipes; a body of at most 1 MiB is one chunk)"),
                 )
             })?;
-        total += found.size;
+        total += found.stored;
         wanted.push(*found);
     }
     if total > MAX_CHUNK_BYTES {
@@ -542,7 +554,9 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
         .iter()
         .map(|c| Frame {
             sha256: c.sha256,
-            size: c.size as u32,
+            raw_size: c.raw as u32,
+            stored_size: c.stored as u32,
+            encoding: c.encoding,
         })
         .collect();
     let mut table = Vec::with_capacity(HEAD_BYTES + ENTRY_BYTES * frames.len());
@@ -552,16 +566,17 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     let readable = sink.readable.clone();
     let bucket = bucket.clone();
     wasm_bindgen_futures::spawn_local(async move {
-        let done = send_chunks(&bucket, &loaded, &table, &wanted, &sink).await;
+        let mut out = Output::new(sink.writer.clone());
+        let done = match out.bytes(&table).await {
+            Ok(()) => read::stored_chunks(&bucket, loaded.layout.packs(), &wanted, &mut out).await,
+            Err(e) => Err(e),
+        };
         match done {
             Ok(()) => {
                 let _ = sink.close().await;
             }
             Err(e) => {
-                worker::console_error!(
-                    "sending chunks of {digest}: {}",
-                    unreadable(&digest, e).to_json()
-                );
+                worker::console_error!("sending chunks of {digest}: {}", e.problem().to_json());
                 sink.abort("the chunks could not be read").await;
             }
         }
@@ -570,16 +585,7 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     set(&headers, "content-type", MEDIA_TYPE)?;
     set(&headers, "cache-control", "no-store")?;
     attachment(&headers)?;
-    if gzip {
-        // The runtime compresses the stream natively on the way out (a
-        // response's Content-Encoding is applied to its body).
-        set(&headers, "content-encoding", "gzip")?;
-        headers
-            .append("vary", "Accept-Encoding")
-            .map_err(internal)?;
-    } else {
-        set(&headers, "content-length", &length.to_string())?;
-    }
+    set(&headers, "content-length", &length.to_string())?;
     streamed(ResponseBody::Stream(readable), 200, headers)
 }
 
@@ -589,40 +595,4 @@ fn too_many() -> Problem {
         "ask for at most 65,536 chunks and 64 MiB per request",
         "split the request",
     )
-}
-
-/// Writes a chunk batch: the table, then each chunk from its pack, runs of
-/// back-to-back chunks in one range read.
-async fn send_chunks(
-    bucket: &Bucket,
-    loaded: &Loaded,
-    table: &[u8],
-    wanted: &[ChunkRef],
-    sink: &FixedPut,
-) -> Result<(), RebuildError> {
-    sink.write(&js_sys::Uint8Array::from(table)).await?;
-    let mut i = 0;
-    while i < wanted.len() {
-        let first = wanted[i];
-        let mut end = first.offset + first.size;
-        let mut j = i + 1;
-        while j < wanted.len() && wanted[j].pack == first.pack && wanted[j].offset == end {
-            end += wanted[j].size;
-            j += 1;
-        }
-        let key = &loaded.layout.packs()[first.pack as usize];
-        let reader = store::read_range(bucket, key, first.offset..end)
-            .await?
-            .ok_or(RebuildError::MissingPack(first.pack))?;
-        let mut left = end - first.offset;
-        while left > 0 {
-            let Some(chunk) = reader.next().await? else {
-                return Err(RebuildError::MissingPack(first.pack));
-            };
-            left = left.saturating_sub(u64::from(chunk.length()));
-            sink.write(&chunk).await?;
-        }
-        i = j;
-    }
-    Ok(())
 }

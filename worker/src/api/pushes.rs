@@ -1,136 +1,307 @@
-//! Delta pushes (`/v1/pushes/…`, docs/transfer.md "Delta push"): create
-//! (the manifest, checked by packet-core, against the push's bases), the
-//! recipes of large missing bodies, parts of missing chunks, the state, an
-//! abort, and `complete`, which builds the packet's layout and verifies the
-//! whole packet as a reader would before it becomes visible.
+//! Pushes of /2 packets (`/v1/pushes/…`, docs/transfer.md "Delta push"):
+//! create (the recipes and the frames the client believes the store
+//! lacks; completed in the same request when everything is at hand), the
+//! recipes of large bodies, parts, the state, an abort, and `complete`.
+//! Each handler parses, authorises (its caller did), calls the pure push
+//! logic ([`crate::push`]) and the storage ([`crate::storage`]), and
+//! answers.
 
 use std::collections::{HashMap, HashSet};
 
-use packet_core::offsets::Offsets;
-use packet_core::{Digest, Error as PacketError, ErrorCode, Limits, Manifest};
-use pillbox_wire::{MissingChunks, PartReceived, Recipes};
+use packet_core::assembled::Assembly;
+use packet_core::secrets::Scanner;
+use packet_core::{Body, BodyFindings, Digest, ErrorCode, Limits};
+use pillbox_wire::chunks::{Decoder, Frame};
+use pillbox_wire::recipes::{PushDecoder, PushLimits, RecipeLimits, Recipes};
+use pillbox_wire::{MissingChunks, PartReceived};
 use worker::{Bucket, Conditional, D1Database, Request};
 
-use super::http::{content_length, internal, json_response, no_content, parse_json, Answer};
+use super::http::{content_length, internal, json_response, no_content, Answer};
 use super::packets::{already_stored, indexed, stored, too_large};
-use crate::assemble::{self, Packet, Provers, RebuildError};
-use crate::caps::{self, Caps, Over};
-use crate::compact::{self, Compaction};
-use crate::config::{self, Config};
-use crate::encoding::{self, Encoding};
+use crate::body::Body as RequestBody;
+use crate::caps::{self, Caps};
+use crate::config::Config;
 use crate::index::{self, NewPacket, NewStorage};
 use crate::ingest;
-use crate::layout::Layout;
-use crate::objects;
-use crate::parts::PartRecord;
-use crate::plan::{self, Bases, Plan, Uploaded};
 use crate::problem::Problem;
+use crate::push::arrival;
+use crate::push::at_hand::AtHand;
+use crate::push::complete::{classes_of, Completion};
+use crate::push::manifest;
+use crate::push::plan::{Plan, Source};
+use crate::push::prove::ProveError;
+use crate::push::recipes::RecipeBook;
+use crate::push::records::PartRecord;
+use crate::push::storing::Storing;
 use crate::query::{upload_labels, Query};
 use crate::rows::{PushPartRow, PushRow};
-use crate::store;
+use crate::storage::chunk::{ChunkRef, Name};
+use crate::storage::findings::BodyClass;
+use crate::storage::index::{chunks, ends, packs, pushes};
+use crate::storage::keys;
+use crate::storage::load;
+use crate::storage::read::{self, ReadError};
+use crate::storage::stored::Stored;
+use crate::timing::{self, Counter, Stage};
 
 /// Bases a push may name.
 const MAX_BASES: usize = 16;
-/// Largest recipes request, decoded.
-const MAX_RECIPES_BODY: u64 = 16 << 20;
-/// Attempts at updating a push's plan when recipes arrive concurrently.
-const PLAN_ATTEMPTS: usize = 8;
+/// Attempts at updating a push's recipes when they arrive concurrently.
+const RECIPE_ATTEMPTS: usize = 8;
+/// The part number of a create body's frames in `push_parts`.
+const CREATE_PART: u16 = 0;
 
-fn manifest_object(id: &str) -> String {
-    format!("pushes/{id}/manifest")
-}
-
-fn plan_object(id: &str) -> String {
-    format!("pushes/{id}/recipes")
-}
-
-fn record_object(id: &str, number: u16, attempt: &str) -> String {
-    format!("pushes/{id}/parts/{number}.{attempt}")
-}
-
-/// The push in progress with this id, or 404.
-async fn open_push(db: &D1Database, id: &str) -> Result<PushRow, Problem> {
-    index::push(db, id).await.map_err(internal)?.ok_or_else(|| {
-        Problem::not_found(format!(
-            "no push {id} is in progress (completed, aborted, refused, expired or never created)"
-        ))
-    })
+fn limits(config: &Config) -> PushLimits {
+    PushLimits {
+        recipes: RecipeLimits::DEFAULT,
+        batch: config.batch_limits(),
+    }
 }
 
 fn corrupt(e: crate::binary::Corrupt) -> Problem {
     Problem::internal(e.to_string())
 }
 
-/// A push's plan and its R2 etag.
-async fn read_plan(bucket: &Bucket, id: &str) -> Result<(Plan, String), Problem> {
-    let key = plan_object(id);
+fn db_failed(e: worker::Error) -> Problem {
+    internal(e)
+}
+
+/// The push in progress with this id, or 404.
+async fn open_push(db: &D1Database, id: &str) -> Result<PushRow, Problem> {
+    pushes::get(db, id).await.map_err(internal)?.ok_or_else(|| {
+        Problem::not_found(format!(
+            "no push {id} is in progress (completed, aborted, refused, expired or never created)"
+        ))
+    })
+}
+
+/// The bases that are stored, loaded, and their digests.
+async fn load_bases(
+    bucket: &Bucket,
+    db: &D1Database,
+    digests: &[String],
+) -> Result<(AtHand, Vec<String>), Problem> {
+    let mut at_hand = AtHand::new();
+    let mut used = Vec::new();
+    for d in digests {
+        let Ok(digest) = d.parse::<Digest>() else {
+            continue;
+        };
+        if used.contains(&digest.to_string()) {
+            continue;
+        }
+        if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
+            at_hand.add_base(load::load(bucket, &row).await?);
+            used.push(row.digest);
+        }
+    }
+    Ok((at_hand, used))
+}
+
+fn refused(code: &str, message: String) -> Problem {
+    Problem::new(
+        422,
+        code,
+        message,
+        "send only chunks this push needs, each once, named by the sha256 of its raw bytes (GET the push to see them)",
+    )
+}
+
+/// Checks a table's frames against what the push may upload.
+fn check_wanted(
+    frames: &[Frame],
+    skip: &[bool],
+    wanted: &HashMap<Digest, u64>,
+) -> Result<(), Problem> {
+    let mut seen = HashSet::new();
+    for (i, f) in frames.iter().enumerate() {
+        if !seen.insert(f.sha256) {
+            return Err(refused(
+                "chunk_not_needed",
+                format!("frame {i} ({}) is sent twice", f.sha256.hex()),
+            ));
+        }
+        if skip.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        match wanted.get(&f.sha256) {
+            None => {
+                return Err(refused(
+                    "chunk_not_needed",
+                    format!(
+                        "frame {i} ({}) is not a chunk this push needs",
+                        f.sha256.hex()
+                    ),
+                ))
+            }
+            Some(&size) if size != u64::from(f.raw_size) => {
+                return Err(refused(
+                    "chunk_size_mismatch",
+                    format!(
+                        "frame {i} ({}) has {} bytes, the chunk has {size}",
+                        f.sha256.hex(),
+                        f.raw_size
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Where a request's frames will live: in its new pack (those the store
+/// does not hold) or where the store holds them. Returns the record, which
+/// frames are new, and the pack's size.
+async fn place(
+    db: &D1Database,
+    frames: &[Frame],
+    pack_key: &str,
+) -> Result<(PartRecord, Vec<bool>, u64), Problem> {
+    let names: Vec<Name> = frames
+        .iter()
+        .map(|f| (f.sha256, u64::from(f.raw_size)))
+        .collect();
+    let held = timing::timed(Stage::D1, chunks::find(db, &names))
+        .await
+        .map_err(internal)?;
+    let mut record = PartRecord::default();
+    let mut new = Vec::with_capacity(frames.len());
+    let mut offset = 0u64;
+    for (f, name) in frames.iter().zip(&names) {
+        let chunk = match held.get(name) {
+            Some(h) => {
+                new.push(false);
+                let slot = record.pack(&h.pack);
+                ChunkRef {
+                    sha256: f.sha256,
+                    raw: name.1,
+                    slot,
+                    offset: h.offset,
+                    stored: h.stored,
+                    encoding: h.encoding,
+                }
+            }
+            None => {
+                new.push(true);
+                let slot = record.pack(pack_key);
+                let c = ChunkRef {
+                    sha256: f.sha256,
+                    raw: name.1,
+                    slot,
+                    offset,
+                    stored: u64::from(f.stored_size),
+                    encoding: f.encoding,
+                };
+                offset += u64::from(f.stored_size);
+                c
+            }
+        };
+        record.frames.push(chunk);
+    }
+    Ok((record, new, offset))
+}
+
+/// The rows for the chunks a request stored in its pack.
+fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<chunks::NewChunk> {
+    record
+        .frames
+        .iter()
+        .zip(new)
+        .filter(|(_, n)| **n)
+        .map(|(c, _)| (c.sha256, c.raw, c.offset, c.stored, c.encoding))
+        .collect()
+}
+
+/// A push as it stands: its packet, what is at hand, its recipes and what
+/// its frames' bodies hold.
+struct State {
+    row: PushRow,
+    json: Vec<u8>,
+    assembly: Assembly,
+    recipes: Recipes,
+    recipes_etag: String,
+    at_hand: AtHand,
+    book: RecipeBook,
+    arrived: HashMap<BodyClass, BodyFindings>,
+    parts: Vec<PushPartRow>,
+}
+
+async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<State, Problem> {
+    let id = row.id.clone();
+    let json = load::object_bytes(bucket, &keys::push_manifest(&id), None)
+        .await?
+        .ok_or_else(|| Problem::internal(format!("push {id} has no manifest")))?;
+    let assembly = Assembly::new(&json, None, &Limits::FORMAT)
+        .map_err(|e| Problem::internal(format!("the push's manifest: {e}")))?;
     let object = bucket
-        .get(&key)
+        .get(keys::push_recipes(&id))
         .execute()
         .await
         .map_err(internal)?
-        .ok_or_else(|| Problem::internal(format!("push {id} has no plan")))?;
-    let etag = object.etag();
+        .ok_or_else(|| Problem::internal(format!("push {id} has no recipes")))?;
+    let recipes_etag = object.etag();
     let bytes = object
         .body()
         .ok_or_else(|| Problem::internal("R2 returned no body"))?
         .bytes()
         .await
         .map_err(internal)?;
-    Ok((Plan::decode(&bytes).map_err(corrupt)?, etag))
-}
-
-/// The bases' manifests and layouts.
-async fn load_bases(
-    bucket: &Bucket,
-    db: &D1Database,
-    digests: &[String],
-) -> Result<(Bases, Vec<String>), Problem> {
-    let mut bases = Bases::new();
-    let mut used = Vec::new();
-    for d in digests {
-        let Ok(digest) = d.parse::<Digest>() else {
-            continue;
-        };
-        if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
-            let loaded = objects::load(bucket, &row).await?;
-            bases.add(&loaded.manifest, &loaded.layout);
-            used.push(row.digest);
-        }
-    }
-    Ok((bases, used))
-}
-
-/// The parts' records: every chunk the push uploaded and where it lives.
-async fn uploaded(
-    bucket: &Bucket,
-    parts: &[PushPartRow],
-) -> Result<HashMap<Digest, Uploaded>, Problem> {
-    let mut out = HashMap::new();
-    for part in parts {
-        let bytes = objects::read_object(bucket, &part.record)
+    let recipes = Recipes::decode(&bytes, RecipeLimits::DEFAULT)
+        .map_err(|e| Problem::internal(e.to_string()))?;
+    let (mut at_hand, _) = load_bases(bucket, db, &row.base_list()).await?;
+    let parts = pushes::parts(db, &id).await.map_err(internal)?;
+    let mut arrived = HashMap::new();
+    for part in &parts {
+        let bytes = load::object_bytes(bucket, &part.record, None)
             .await?
             .ok_or_else(|| {
                 Problem::internal(format!("the record of part {} is missing", part.number))
             })?;
         let record = PartRecord::decode(&bytes).map_err(corrupt)?;
-        for f in record.frames {
-            out.insert(
-                f.sha256,
-                Uploaded {
-                    pack: record.packs[f.pack as usize].clone(),
-                    offset: f.offset,
-                    size: u64::from(f.size),
-                },
-            );
+        for (key, chunk) in record.located() {
+            at_hand.add_frame(key, chunk);
+        }
+        for (i, class, f) in record.findings {
+            if let Some(c) = record.frames.get(i as usize) {
+                arrived.insert(
+                    (
+                        Body {
+                            sha256: c.sha256,
+                            size: c.raw,
+                        },
+                        class,
+                    ),
+                    f,
+                );
+            }
         }
     }
-    Ok(out)
+    let mut book = RecipeBook::new();
+    book.add(&recipes.bodies, &assembly.unproven(), &at_hand)
+        .map_err(|p| Problem::internal(format!("the push's recipes: {}", p.error.message())))?;
+    Ok(State {
+        row,
+        json,
+        assembly,
+        recipes,
+        recipes_etag,
+        at_hand,
+        book,
+        arrived,
+        parts,
+    })
+}
+
+impl State {
+    fn plan(&self) -> Plan {
+        Plan::new(&self.assembly.unproven(), &self.at_hand, &self.book)
+    }
 }
 
 /// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`. The bases are
 /// used only if `bases_readable` (the caller may read packets): otherwise
-/// they are ignored, as if none were named, and the push's `bases` is empty.
+/// they are ignored, as if none were named.
 pub async fn create(
     req: &mut Request,
     bucket: &Bucket,
@@ -166,251 +337,362 @@ pub async fn create(
         b.parse::<Digest>()
             .map_err(Problem::from_packet_error_400)?;
     }
-    let max = config.limits.max_manifest_bytes;
-    let body = super::http::body(req, encoding::ALL, Caps::decoded(max, manifest_too_large))?;
+    let mut body = super::http::body(req, create_caps(config))?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(size, config) {
         return Err(p);
     }
+    content_length(req)?;
     if body.is_absent() {
-        return Err(Problem::bad_request(
-            "body_invalid",
-            "the push has no body: send packet.json",
-        ));
+        return Err(Problem::bad_request("body_invalid", "the push has no body"));
     }
-    let json = body.read_all().await?;
-    let manifest =
-        Manifest::parse(&json, &config.limits).map_err(|e| Problem::from_packet_error(&e))?;
-    let expected = manifest.packet_size();
-    if expected != size {
-        return Err(Problem::bad_request(
-            "size_mismatch",
-            format!("this manifest makes a packet of {expected} bytes, size= says {size}"),
-        ));
-    }
-    let (bases, used) = if bases_readable {
+    let (at_hand, used) = if bases_readable {
         load_bases(bucket, db, &bases).await?
     } else {
-        (Bases::new(), Vec::new())
+        (AtHand::new(), Vec::new())
     };
-    let plan = Plan::new(&manifest, &bases);
-    let id = index::new_id(db).await.map_err(internal)?;
-    objects::write_object(bucket, &manifest_object(&id), json).await?;
-    objects::write_object(bucket, &plan_object(&id), plan.encode()).await?;
-    let row = PushRow {
-        id: id.clone(),
-        digest: digest.to_string(),
+    let created = Create {
+        bucket,
+        db,
+        config,
+        digest,
         size,
-        bases: serde_json::to_string(&used).unwrap_or_else(|_| "[]".into()),
-        labels: serde_json::to_string(&labels).unwrap_or_else(|_| "[]".into()),
-        created: index::now(),
+        labels,
+        used,
     };
-    index::insert_push(db, &row).await.map_err(internal)?;
-    let status = plan.status(&HashSet::new());
-    let mut response = json_response(201, &row.view(&status, &[], config))?;
-    response
-        .headers_mut()
-        .set("location", &format!("/v1/pushes/{id}"))
-        .map_err(internal)?;
-    Ok(response)
-}
-
-/// `GET /v1/pushes/{id}`: what is still missing, which parts arrived.
-pub async fn get(
-    bucket: &Bucket,
-    db: &D1Database,
-    config: &Config,
-    id: &str,
-    reveal: bool,
-) -> Answer {
-    let row = open_push(db, id).await?;
-    let (plan, _) = read_plan(bucket, id).await?;
-    let mut parts = index::push_parts(db, id).await.map_err(internal)?;
-    if !reveal {
-        for p in &mut parts {
-            p.stored_bytes = p.bytes;
-        }
+    let answer = created.run(&mut body, at_hand).await;
+    if answer.is_err() {
+        body.stop().await;
     }
-    let have: HashSet<Digest> = uploaded(bucket, &parts).await?.into_keys().collect();
-    json_response(200, &row.view(&plan.status(&have), &parts, config))
+    answer
 }
 
-/// Deletes a push's R2 objects (its packs go with the clean-up).
-async fn delete_objects(bucket: &Bucket, id: &str, parts: &[PushPartRow]) {
-    for key in [manifest_object(id), plan_object(id)]
-        .into_iter()
-        .chain(parts.iter().map(|p| p.record.clone()))
-    {
-        let _ = bucket.delete(key).await;
-    }
-}
-
-/// Ends a push without storing anything.
-pub(super) async fn discard(bucket: &Bucket, db: &D1Database, id: &str) -> Result<(), Problem> {
-    let parts = index::push_parts(db, id).await.map_err(internal)?;
-    index::discard_push(db, id).await.map_err(internal)?;
-    delete_objects(bucket, id, &parts).await;
-    Ok(())
-}
-
-/// `DELETE /v1/pushes/{id}`
-pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    open_push(db, id).await?;
-    discard(bucket, db, id).await?;
-    no_content()
-}
-
-/// `POST /v1/pushes/{id}/recipes`
-pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    let body = super::http::body(
-        req,
-        &[Encoding::Identity, Encoding::Gzip],
-        Caps::decoded(MAX_RECIPES_BODY, caps::too_large),
-    )?;
-    let row = open_push(db, id).await?;
-    if body.is_absent() {
-        return Err(Problem::bad_request(
-            "body_invalid",
-            "send {\"recipes\": [...]}",
-        ));
-    }
-    let bytes = body.read_all().await?;
-    let asked: Recipes = parse_json(&bytes)?;
-    let (bases, _) = load_bases(bucket, db, &row.base_list()).await?;
-    let mut attempt = 0;
-    let chunks = loop {
-        attempt += 1;
-        let (mut plan, etag) = read_plan(bucket, id).await?;
-        let chunks = plan.add_recipes(&asked, &bases)?;
-        let written = bucket
-            .put(plan_object(id), plan.encode())
-            .only_if(Conditional {
-                etag_matches: Some(etag),
-                ..Default::default()
-            })
-            .execute()
-            .await
-            .map_err(internal)?;
-        if written.is_some() {
-            break chunks;
-        }
-        if attempt >= PLAN_ATTEMPTS {
-            return Err(Problem::conflict(
-                "push_busy",
-                "the push's recipes changed while these were added",
-                "send the recipes again",
-            ));
-        }
-    };
-    let parts = index::push_parts(db, id).await.map_err(internal)?;
-    let have = uploaded(bucket, &parts).await?;
-    let missing: Vec<(Digest, u32)> = chunks
-        .into_iter()
-        .filter(|(d, _)| !have.contains_key(d))
-        .collect();
-    json_response(
-        200,
-        &MissingChunks {
-            missing_bytes: missing.iter().map(|(_, s)| u64::from(*s)).sum(),
-            missing_chunks: missing.iter().map(|(d, _)| d.hex().to_string()).collect(),
-        },
-    )
-}
-
-/// 413 `limit_manifest`: packet.json over the manifest limit, as sent or
-/// once decoded.
-fn manifest_too_large(over: Over) -> Problem {
-    let (what, max) = match over {
-        Over::Sent(max) => ("is over", max),
-        Over::Decoded(max) => ("decodes to more than", max),
-    };
-    Problem::too_large(
-        ErrorCode::LimitManifest.as_str(),
-        format!("packet.json {what} {}", caps::bytes(max)),
-        ErrorCode::LimitManifest.advice(),
-    )
-}
-
-/// What a part may be: as sent, its frames (`PUSH_PART_BYTES`) with room
-/// for the table and a little compression overhead; once decoded, the
-/// batch's head, the largest table and its frames. 413 `part_too_large`
-/// as sent, `decoded_too_large` once decoded.
-fn part_caps(config: &Config) -> Caps {
-    let table = (pillbox_wire::chunks::HEAD_BYTES as u64)
-        + (pillbox_wire::chunks::ENTRY_BYTES as u64) * u64::from(config::MAX_PART_FRAMES);
+/// A push's create body: its recipes and a chunk batch, at most
+/// [`PushLimits::max_body_bytes`] as sent (413 `push_too_large`); what
+/// its frames decode to is held by the batch's limits.
+fn create_caps(config: &Config) -> Caps {
     Caps {
-        sent: config.push_part_bytes + table + (1 << 20),
-        decoded: config.push_part_bytes + table,
-        refuse: |over| match over {
-            Over::Sent(most) => Problem::too_large(
+        sent: limits(config).max_body_bytes(),
+        refuse: |most| {
+            Problem::too_large(
+                "push_too_large",
+                format!("a push's body has at most {} as sent", caps::bytes(most)),
+                "send fewer frames in the body and the rest as parts (the push's part_limits)",
+            )
+        },
+    }
+}
+
+/// A part: a chunk batch within the part limits, table included, as sent
+/// (413 `part_too_large`); what its frames decode to is held by the
+/// batch's limits.
+fn part_caps(config: &Config) -> Caps {
+    Caps {
+        sent: config.batch_limits().max_batch_bytes(),
+        refuse: |most| {
+            Problem::too_large(
                 "part_too_large",
                 format!("a part has at most {most} bytes as sent"),
                 "send fewer chunks per part (part_limits.max_bytes)",
-            ),
-            Over::Decoded(most) => caps::decoded_too_large(most),
+            )
         },
     }
 }
 
-/// `PUT /v1/pushes/{id}/parts/{number}`
-pub async fn part(
-    req: &Request,
-    bucket: &Bucket,
-    db: &D1Database,
-    config: &Config,
-    id: &str,
-    number: u16,
-    reveal: bool,
-) -> Answer {
-    // A part needs a Content-Length (411), checked against its caps here.
-    content_length(req)?;
-    let body = super::http::body(req, encoding::ALL, part_caps(config))?;
-    let push = open_push(db, id).await?;
-    let (plan, _) = read_plan(bucket, id).await?;
-    if body.is_absent() {
-        return Err(Problem::bad_request("body_invalid", "the part has no body"));
+struct Create<'a> {
+    bucket: &'a Bucket,
+    db: &'a D1Database,
+    config: &'a Config,
+    digest: Digest,
+    size: u64,
+    labels: Vec<String>,
+    used: Vec<String>,
+}
+
+/// Each body's scan classes, with the path of one member of each.
+type Classes = HashMap<Body, Vec<(u8, String)>>;
+
+/// What a create body's manifest turned out to be.
+struct Checked {
+    json: Vec<u8>,
+    assembly: Assembly,
+    book: RecipeBook,
+}
+
+impl Create<'_> {
+    async fn run(self, body: &mut RequestBody, mut at_hand: AtHand) -> Answer {
+        let Create {
+            bucket,
+            db,
+            config,
+            digest,
+            size,
+            ..
+        } = &self;
+        let mut decoder = PushDecoder::new(limits(config));
+        let recipes = ingest::read_recipes(body, &mut decoder).await?;
+        let total: u64 = recipes.manifest.iter().map(|c| u64::from(c.size)).sum();
+        if recipes.manifest.is_empty() {
+            return Err(Problem::new(
+                422,
+                "recipes_size",
+                "the push names no chunk of packet.json",
+                "send the manifest's recipe: its chunks in order",
+            ));
+        }
+        if total > config.limits.max_manifest_bytes {
+            return Err(Problem::too_large(
+                ErrorCode::LimitManifest.as_str(),
+                format!(
+                    "packet.json is {total} bytes, at most {} are accepted",
+                    config.limits.max_manifest_bytes
+                ),
+                ErrorCode::LimitManifest.advice(),
+            ));
+        }
+        let batch = decoder
+            .batch_mut()
+            .ok_or_else(|| Problem::internal("the batch follows the recipes"))?;
+        let frames = ingest::read_table(body, batch).await?;
+        let manifest_names: HashSet<Name> = recipes
+            .manifest
+            .iter()
+            .map(|c| (c.sha256, u64::from(c.size)))
+            .collect();
+        let is_manifest: Vec<bool> = frames
+            .iter()
+            .map(|f| manifest_names.contains(&(f.sha256, u64::from(f.raw_size))))
+            .collect();
+        if let Some(first_body) = is_manifest.iter().position(|m| !m) {
+            if is_manifest[first_body..].contains(&true) {
+                return Err(refused(
+                    "manifest_chunks_first",
+                    format!("frame {first_body} is a body's chunk and a chunk of packet.json follows it: the manifest's chunks come first"),
+                ));
+            }
+        }
+        let sent: HashSet<Name> = frames
+            .iter()
+            .map(|f| (f.sha256, u64::from(f.raw_size)))
+            .collect();
+        let missing = manifest::missing(&recipes.manifest, |n| sent.contains(n), &at_hand);
+        if !missing.is_empty() {
+            let mut p = Problem::conflict(
+                "manifest_incomplete",
+                format!("{} chunks of packet.json are neither in this body nor in a base the store uses", missing.len()),
+                "send them (or every chunk of packet.json): the bases named may be unknown to the store or not readable by this token",
+            );
+            p.error.missing = Some(missing.iter().map(|d| d.hex().to_string()).collect());
+            return Err(p);
+        }
+        let id = index::new_id(db).await.map_err(internal)?;
+        let pack_key = keys::pack(&id);
+        let (record, new, pack_size) = place(db, &frames, &pack_key).await?;
+        let new_count = new.iter().filter(|n| **n).count() as u64;
+        if pack_size > 0 {
+            timing::timed(
+                Stage::D1,
+                packs::insert(db, &pack_key, pack_size, new_count, &digest.to_string()),
+            )
+            .await
+            .map_err(internal)?;
+        }
+        let manifest_frames = is_manifest.iter().filter(|m| **m).count();
+        let scanner = Scanner::new();
+        let mut raws: HashMap<Name, Vec<u8>> = HashMap::new();
+        let mut checked: Option<Checked> = None;
+        let mut classes = HashMap::new();
+        let mut findings: Vec<(u32, u8, BodyFindings)> = Vec::new();
+        let finalize = |raws: &HashMap<Name, Vec<u8>>,
+                        at_hand: &AtHand|
+         -> Result<(Checked, Classes), Problem> {
+            let json = manifest::assemble(&recipes.manifest, raws, at_hand)
+                .ok_or_else(|| Problem::internal("a manifest chunk went missing"))?;
+            let assembly = manifest::check(&json, *digest, &config.limits)?;
+            let expected = assembly.offsets().size();
+            if expected != *size {
+                return Err(Problem::bad_request(
+                    "size_mismatch",
+                    format!("this manifest makes a packet of {expected} bytes, size= says {size}"),
+                ));
+            }
+            let bodies = assembly.unproven();
+            let mut book = RecipeBook::new();
+            book.add(&recipes.bodies, &bodies, at_hand)?;
+            let wanted = Plan::new(&bodies, at_hand, &book).wanted(at_hand, &book);
+            check_wanted(&frames, &is_manifest, &wanted)?;
+            let classes = classes_of(assembly.manifest());
+            Ok((
+                Checked {
+                    json,
+                    assembly,
+                    book,
+                },
+                classes,
+            ))
+        };
+        if manifest_frames == 0 {
+            let (c, k) = finalize(&raws, &at_hand)?;
+            checked = Some(c);
+            classes = k;
+        }
+        let batch = decoder
+            .batch_mut()
+            .ok_or_else(|| Problem::internal("the batch follows the recipes"))?;
+        let mut seen_manifest = 0;
+        let (frames_ref, new_ref, at_hand_ref) = (&frames, &new, &at_hand);
+        let (raws_ref, checked_ref, classes_ref, findings_ref) =
+            (&mut raws, &mut checked, &mut classes, &mut findings);
+        let (is_manifest_ref, scanner_ref, finalize_ref) = (&is_manifest, &scanner, &finalize);
+        let pumped = ingest::with_pack(bucket, &pack_key, pack_size, |sink| async move {
+            let mut each = |index: usize, raw: &[u8]| -> Result<(), Problem> {
+                let f = &frames_ref[index];
+                let name = (f.sha256, u64::from(f.raw_size));
+                if is_manifest_ref[index] {
+                    raws_ref.insert(name, raw.to_vec());
+                    seen_manifest += 1;
+                    if seen_manifest == manifest_frames {
+                        let (c, k) = finalize_ref(raws_ref, at_hand_ref)?;
+                        *checked_ref = Some(c);
+                        *classes_ref = k;
+                    }
+                    return Ok(());
+                }
+                let body = Body {
+                    sha256: f.sha256,
+                    size: name.1,
+                };
+                if let Some(list) = classes_ref.get(&body) {
+                    for (class, found) in arrival::screen(raw, list, scanner_ref) {
+                        findings_ref.push((index as u32, class, found));
+                    }
+                }
+                Ok(())
+            };
+            ingest::pump(body, batch, frames_ref, new_ref, sink.as_ref(), &mut each).await
+        })
+        .await;
+        if let Err(p) = pumped {
+            let _ = packs::forget(db, &pack_key).await;
+            return Err(p);
+        }
+        let Checked {
+            json,
+            assembly,
+            book,
+        } = checked.ok_or_else(|| Problem::internal("the manifest was not checked"))?;
+        for (key, chunk) in record.located() {
+            at_hand.add_frame(key, chunk);
+        }
+        let plan = Plan::new(&assembly.unproven(), &at_hand, &book);
+        let mut arrived = HashMap::new();
+        for (i, class, f) in &findings {
+            let c = record.frames[*i as usize];
+            arrived.insert(
+                (
+                    Body {
+                        sha256: c.sha256,
+                        size: c.raw,
+                    },
+                    *class,
+                ),
+                f.clone(),
+            );
+        }
+        if plan.is_complete() {
+            let recipes_names: Vec<Name> = recipes
+                .manifest
+                .iter()
+                .map(|c| (c.sha256, u64::from(c.size)))
+                .collect();
+            return finish(
+                bucket,
+                db,
+                Finishing {
+                    assembly,
+                    json,
+                    manifest: recipes_names,
+                    at_hand: &at_hand,
+                    plan: &plan,
+                    arrived: &arrived,
+                    labels: &self.labels,
+                    push_id: None,
+                    frames_pack: Some((pack_key.as_str(), stored_rows(&record, &new))),
+                },
+            )
+            .await;
+        }
+        // Not everything is at hand: the push stays open.
+        let status = plan.status(&at_hand, &book);
+        let row = PushRow {
+            id: id.clone(),
+            digest: digest.to_string(),
+            size: *size,
+            bases: serde_json::to_string(&self.used).unwrap_or_else(|_| "[]".into()),
+            labels: serde_json::to_string(&self.labels).unwrap_or_else(|_| "[]".into()),
+            created: packs::now(),
+        };
+        load::write_object(bucket, &keys::push_manifest(&id), json).await?;
+        let kept = Recipes {
+            manifest: recipes.manifest.clone(),
+            bodies: book.received(),
+        };
+        load::write_object(bucket, &keys::push_recipes(&id), kept.encode()).await?;
+        pushes::insert(db, &row).await.map_err(internal)?;
+        let mut record = record;
+        record.findings = findings;
+        let record_key = keys::push_record(&id, CREATE_PART, &id);
+        load::write_object(bucket, &record_key, record.encode()).await?;
+        let part = PushPartRow {
+            number: CREATE_PART,
+            pack: (pack_size > 0).then(|| pack_key.clone()),
+            record: record_key,
+            frames: frames.len() as u32,
+            bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
+            stored_bytes: pack_size,
+        };
+        timing::timed(
+            Stage::D1,
+            pushes::record_part(db, &id, &part, &stored_rows(&record, &new), &record.packs),
+        )
+        .await
+        .map_err(internal)?;
+        let mut response = json_response(202, &row.view(&status, &[], config))?;
+        response
+            .headers_mut()
+            .set("location", &format!("/v1/pushes/{id}"))
+            .map_err(internal)?;
+        Ok(response)
     }
-    let attempt = index::new_id(db).await.map_err(internal)?;
-    let pack_key = store::pack_key(&attempt);
-    let target = ingest::Target {
-        plan: &plan,
-        max_bytes: config.push_part_bytes,
-        pack_key: &pack_key,
-        digest: &push.digest,
-        hasher: config.frame_hasher,
-    };
-    let got = ingest::ingest(bucket, db, body, &target).await?;
-    let record = record_object(id, number, &attempt);
-    objects::write_object(bucket, &record, got.record.encode()).await?;
-    let row = PushPartRow {
-        number,
-        pack: got.pack.as_ref().map(|(k, _)| k.clone()),
-        record,
-        frames: got.frames,
-        bytes: got.bytes,
-        stored_bytes: got.stored_bytes,
-    };
-    let stored_chunks = got.pack.as_ref().map(|(_, c)| c.as_slice()).unwrap_or(&[]);
-    crate::timing::timed(
-        crate::timing::Stage::D1,
-        index::record_part(db, id, &row, stored_chunks, &got.record.packs),
-    )
-    .await
-    .map_err(internal)?;
-    json_response(
-        200,
-        &PartReceived {
-            push_id: id.to_string(),
-            number,
-            frames: got.frames,
-            bytes: got.bytes,
-            // Which bytes the store held already is news about other
-            // packets: told only to a caller that may read them all.
-            stored_bytes: if reveal { got.stored_bytes } else { got.bytes },
-        },
-    )
+}
+
+/// What finishing a push needs.
+struct Finishing<'a> {
+    assembly: Assembly,
+    json: Vec<u8>,
+    manifest: Vec<Name>,
+    at_hand: &'a AtHand,
+    plan: &'a Plan,
+    arrived: &'a HashMap<BodyClass, BodyFindings>,
+    labels: &'a [String],
+    push_id: Option<&'a str>,
+    /// A push completed in the request that started it: the pack its
+    /// frames went to and their rows (it has no push of its own).
+    frames_pack: Option<(&'a str, Vec<chunks::NewChunk>)>,
+}
+
+/// Why a body's proof stopped.
+enum Stop {
+    Read(ReadError),
+    Prove(ProveError),
+}
+
+impl From<ReadError> for Stop {
+    fn from(e: ReadError) -> Stop {
+        Stop::Read(e)
+    }
 }
 
 /// 409 `push_incomplete`, with the bodies and chunks still missing.
@@ -424,97 +706,476 @@ fn incomplete(missing: &[Digest]) -> Problem {
     p
 }
 
-/// The chunks of `layout` that lie in these packs (which are gone).
-fn lost(manifest: &Manifest, layout: &crate::layout::Layout, packs: &[u32]) -> Vec<Digest> {
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    for i in 0..manifest.members.len() {
-        for c in layout.chunks(i) {
-            if packs.contains(&c.pack) && seen.insert(c.sha256) {
-                out.push(c.sha256);
+/// Proves what is left, lays the packet out, stores and indexes it: 201.
+async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
+    let digest = f.assembly.digest();
+    let push_id = f.push_id;
+    let frames_key = f.frames_pack.as_ref().map(|(k, _)| k.to_string());
+    let drop_push = || {
+        let frames_key = frames_key.clone();
+        async move {
+            if let Some(id) = push_id {
+                let _ = discard(bucket, db, id).await;
+            }
+            // A refused push of one request leaves nothing: its pack is
+            // known to it alone.
+            if let Some(key) = frames_key {
+                let _ = bucket.delete(key.clone()).await;
+                let _ = packs::forget(db, &key).await;
+            }
+        }
+    };
+    // The end states of the base bodies bodies grew from.
+    let grown: Vec<Body> = f
+        .plan
+        .bodies
+        .iter()
+        .filter_map(|(_, s)| match s {
+            Source::Hash(h) => h.grown_from.as_ref().map(|g| g.base),
+            _ => None,
+        })
+        .collect();
+    let kept_ends = timing::timed(Stage::D1, ends::get_all(db, &grown))
+        .await
+        .map_err(internal)?;
+    let scanner = Scanner::new();
+    let (mut completion, tasks) = match Completion::start(
+        f.assembly, f.plan, f.at_hand, f.arrived, &kept_ends, &scanner,
+    ) {
+        Ok(x) => x,
+        Err(e) => {
+            drop_push().await;
+            return Err(Problem::from_packet_error(&e));
+        }
+    };
+    for task in tasks {
+        let mut prover = task.prover;
+        let proven = loop {
+            let reads = prover.reads().to_vec();
+            let fed = read::raw_chunks(bucket, &f.at_hand.packs, &reads, |_, raw| {
+                let since = timing::now();
+                let r = prover.feed(raw).map_err(Stop::Prove);
+                timing::add(Stage::Hash, since);
+                r
+            })
+            .await;
+            let body = prover.body();
+            match fed {
+                Err(Stop::Prove(ProveError::Differs)) => {
+                    prover = completion.again(&prover, &scanner);
+                    continue;
+                }
+                Err(Stop::Prove(e)) => {
+                    drop_push().await;
+                    return Err(Problem::from_packet_error(&completion.refused(body, e)));
+                }
+                Err(Stop::Read(ReadError::Missing(key))) => {
+                    return Err(incomplete(&lost(f.at_hand, &reads, &key)));
+                }
+                Err(Stop::Read(e)) => return Err(e.problem()),
+                Ok(()) => {}
+            }
+            timing::count(Counter::Hashed, prover.hashed());
+            match prover.finish() {
+                Ok(p) => break p,
+                Err(e) => {
+                    drop_push().await;
+                    return Err(Problem::from_packet_error(&completion.refused(body, e)));
+                }
+            }
+        };
+        if let Err(e) = completion.done(proven) {
+            drop_push().await;
+            return Err(Problem::from_packet_error(&e));
+        }
+    }
+    let manifest = completion.manifest().clone();
+    let (verified, layout, kept, new_ends) = match completion.finish(f.at_hand.packs.clone()) {
+        Ok(x) => x,
+        Err(e) => {
+            drop_push().await;
+            return Err(Problem::from_packet_error(&e));
+        }
+    };
+    let manifest_refs: Vec<ChunkRef> = f
+        .manifest
+        .iter()
+        .map(|n| {
+            f.at_hand
+                .chunk(n)
+                .ok_or_else(|| Problem::internal("a manifest chunk went missing"))
+        })
+        .collect::<Result<_, _>>()?;
+    let own_key = keys::pack(&index::new_id(db).await.map_err(internal)?);
+    let storing = Storing::new(layout, manifest_refs, &own_key, f.at_hand.layout_chunks());
+    let laid = lay_out(bucket, storing).await;
+    if !laid.pack.is_empty() {
+        timing::timed(
+            Stage::D1,
+            packs::insert(db, &own_key, laid.pack.len() as u64, 0, &digest.to_string()),
+        )
+        .await
+        .map_err(internal)?;
+        timing::count(Counter::R2Written, laid.pack.len() as u64);
+        timing::timed(
+            Stage::R2Write,
+            load::write_object(bucket, &own_key, laid.pack.clone()),
+        )
+        .await?;
+    }
+    let root = laid.root.encode();
+    let keys_used = laid.root.packs.keys();
+    let findings_text = kept.to_text();
+    let kept_findings = kept.clone();
+    let new = NewPacket {
+        digest: &digest,
+        size: verified.size,
+        manifest: &manifest,
+        manifest_range: verified.manifest_range.clone(),
+        storage: NewStorage::Packed { root: &root },
+        packs: &keys_used,
+        labels: f.labels,
+        findings: findings_text,
+    };
+    let extras = pushes::Extras {
+        stored: f
+            .frames_pack
+            .as_ref()
+            .map(|(k, rows)| (*k, rows.as_slice())),
+        ends: &new_ends,
+        moved: (!laid.copied.is_empty()).then_some((
+            own_key.as_str(),
+            laid.copied.as_slice(),
+            laid.merged.as_slice(),
+        )),
+    };
+    let is_stored = timing::timed(
+        Stage::D1,
+        pushes::store_packet(db, &new, f.push_id, &extras),
+    )
+    .await
+    .map_err(internal)?;
+    if !is_stored {
+        // A pack the packet names was collected meanwhile.
+        let present = packs::existing(db, &keys_used).await.map_err(internal)?;
+        let gone: Vec<&String> = keys_used.iter().filter(|k| !present.contains(k)).collect();
+        let mut missing = Vec::new();
+        for k in gone {
+            missing.extend(lost(f.at_hand, laid.layout.all_chunks(), k));
+        }
+        return Err(incomplete(&missing));
+    }
+    super::log_findings(&digest, &verified.findings);
+    if let Some(id) = f.push_id {
+        delete_objects(bucket, db, id).await;
+    }
+    let now = indexed(db, &digest).await?;
+    if now
+        .root_hex
+        .as_deref()
+        .and_then(crate::storage::index::unhex)
+        .as_deref()
+        == Some(root.as_slice())
+    {
+        let crate::push::storing::Laid {
+            root: r, layout, ..
+        } = laid;
+        load::remember(
+            &now,
+            std::rc::Rc::new(Stored::from_parts(
+                digest,
+                manifest,
+                f.json,
+                layout,
+                r.manifest,
+                r.layout,
+                Some(kept_findings),
+            )),
+        );
+        stored(db, &digest).await
+    } else {
+        json_response(200, &now.stored(false))
+    }
+}
+
+/// The packet laid out, with its small packs merged when that is called
+/// for; a merge that cannot be made is skipped (logged), and the packet is
+/// stored with the packs it had.
+async fn lay_out(bucket: &Bucket, storing: Storing) -> crate::push::storing::Laid {
+    let reads = storing.reads();
+    let mut bytes = Vec::with_capacity(reads.len());
+    let mut failed = None;
+    for (key, range) in &reads {
+        match load::object_bytes(bucket, key, Some((range.start, range.end - range.start))).await {
+            Ok(Some(b)) if b.len() as u64 == range.end - range.start => bytes.push(b),
+            Ok(_) => {
+                failed = Some(format!("{key} is shorter than the packet's layout says"));
+                break;
+            }
+            Err(e) => {
+                failed = Some(e.error.message().to_string());
+                break;
             }
         }
     }
-    out
-}
-
-/// The layout to store a verified packet with: `layout` with its small
-/// packs merged into a new pack when [`compact::plan`] calls for it (and
-/// that pack's key and plan), else `layout` as it is. A merge that cannot
-/// be made (a read, a check or a write failed) leaves the layout as it is:
-/// the packet is stored either way.
-async fn compacted(
-    bucket: &Bucket,
-    db: &D1Database,
-    digest: &Digest,
-    layout: Layout,
-) -> (Layout, Option<(String, Compaction)>) {
-    let Some(c) = compact::plan(&layout) else {
-        return (layout, None);
+    let storing = match failed {
+        Some(why) => {
+            worker::console_warn!("{{\"event\":\"compaction_skipped\",\"why\":{why:?}}}");
+            storing.without_compaction()
+        }
+        None => storing,
     };
-    match merge(bucket, db, digest, &c).await {
-        Ok(key) => (c.relayout(&layout, &key), Some((key, c))),
+    let plain = storing.clone().without_compaction();
+    match storing.finish(&bytes) {
+        Ok(laid) => laid,
         Err(e) => {
-            worker::console_warn!(
-                "{{\"event\":\"compaction_skipped\",\"digest\":\"{digest}\",\"why\":{:?}}}",
-                e
-            );
-            (layout, None)
+            worker::console_warn!("{{\"event\":\"compaction_skipped\",\"why\":{:?}}}", e.0);
+            // Without compaction nothing is copied, so nothing can fail.
+            plain.finish(&[]).unwrap_or_else(|_| unreachable!())
         }
     }
 }
 
-/// Copies the chunks of `c` into a new pack, each checked by its sha256
-/// (its row is written first, so the clean-up finds it whatever happens).
-async fn merge(
+/// The chunks of `chunks` that lie in the pack `key` (which is gone).
+fn lost(at_hand: &AtHand, chunks: &[ChunkRef], key: &str) -> Vec<Digest> {
+    let slot = at_hand.packs.find(key);
+    let mut seen = HashSet::new();
+    chunks
+        .iter()
+        .filter(|c| Some(c.slot) == slot)
+        .filter(|c| seen.insert(c.sha256))
+        .map(|c| c.sha256)
+        .collect()
+}
+
+/// Deletes a push's R2 objects (its packs go with the clean-up).
+async fn delete_objects(bucket: &Bucket, db: &D1Database, id: &str) {
+    let parts = pushes::parts(db, id).await.unwrap_or_default();
+    for key in [keys::push_manifest(id), keys::push_recipes(id)]
+        .into_iter()
+        .chain(parts.iter().map(|p| p.record.clone()))
+    {
+        let _ = bucket.delete(key).await;
+    }
+}
+
+/// Ends a push without storing anything.
+pub(super) async fn discard(bucket: &Bucket, db: &D1Database, id: &str) -> Result<(), Problem> {
+    delete_objects(bucket, db, id).await;
+    pushes::discard(db, id).await.map_err(db_failed)
+}
+
+/// `GET /v1/pushes/{id}`: what is still missing, which parts arrived.
+pub async fn get(
     bucket: &Bucket,
     db: &D1Database,
-    digest: &Digest,
-    c: &Compaction,
-) -> Result<String, String> {
-    let mut reads = Vec::with_capacity(c.reads.len());
-    for (pack, range) in &c.reads {
-        let reader = store::read_range(bucket, pack, range.clone())
-            .await
-            .map_err(|e| store_text(&e))?
-            .ok_or_else(|| format!("{pack} is gone"))?;
-        let mut bytes = Vec::with_capacity((range.end - range.start) as usize);
-        while let Some(piece) = reader.next().await.map_err(|e| store_text(&e))? {
-            let start = bytes.len();
-            bytes.resize(start + piece.length() as usize, 0);
-            piece.copy_to(&mut bytes[start..]);
+    config: &Config,
+    id: &str,
+    reveal: bool,
+) -> Answer {
+    let row = open_push(db, id).await?;
+    let state = read_state(bucket, db, row).await?;
+    let status = state.plan().status(&state.at_hand, &state.book);
+    let mut parts: Vec<PushPartRow> = state
+        .parts
+        .iter()
+        .filter(|p| p.number != CREATE_PART)
+        .cloned()
+        .collect();
+    if !reveal {
+        for p in &mut parts {
+            p.stored_bytes = p.bytes;
         }
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(format!("{pack} is shorter than its layout says"));
-        }
-        reads.push(bytes);
     }
-    let mut out = Vec::with_capacity(c.size as usize);
-    for p in &c.copies {
-        let piece = &reads[p.read][p.at as usize..(p.at + p.size) as usize];
-        if Digest::of(piece) != p.sha256 {
-            return Err(format!(
-                "a chunk of {} does not hash to its name",
-                c.reads[p.read].0
+    json_response(200, &state.row.view(&status, &parts, config))
+}
+
+/// `DELETE /v1/pushes/{id}`
+pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
+    open_push(db, id).await?;
+    discard(bucket, db, id).await?;
+    no_content()
+}
+
+/// `POST /v1/pushes/{id}/recipes`
+pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
+    let body = super::http::body(req, Caps::bytes(RecipeLimits::DEFAULT.max_bytes))?;
+    content_length(req)?;
+    let row = open_push(db, id).await?;
+    let bytes = body.read_all().await?;
+    let asked = Recipes::decode(&bytes, RecipeLimits::DEFAULT).map_err(ingest::malformed)?;
+    if !asked.manifest.is_empty() {
+        return Err(Problem::new(
+            422,
+            "recipe_not_needed",
+            "these recipes name chunks of packet.json: the push has its manifest",
+            "send only body recipes (an empty manifest recipe)",
+        ));
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut state = read_state(bucket, db, row.clone()).await?;
+        let named = state
+            .book
+            .add(&asked.bodies, &state.assembly.unproven(), &state.at_hand)?;
+        let kept = Recipes {
+            manifest: state.recipes.manifest.clone(),
+            bodies: state.book.received(),
+        };
+        let written = bucket
+            .put(keys::push_recipes(id), kept.encode())
+            .only_if(Conditional {
+                etag_matches: Some(state.recipes_etag.clone()),
+                ..Default::default()
+            })
+            .execute()
+            .await
+            .map_err(internal)?;
+        if written.is_some() {
+            let mut seen = HashSet::new();
+            let mut missing = Vec::new();
+            for b in &named {
+                if let Some(r) = state.book.get(b) {
+                    for c in &r.chunks {
+                        if state.at_hand.chunk(c).is_none() && seen.insert(c.0) {
+                            missing.push(*c);
+                        }
+                    }
+                }
+            }
+            return json_response(
+                200,
+                &MissingChunks {
+                    missing_bytes: missing.iter().map(|c| c.1).sum(),
+                    missing_chunks: missing.iter().map(|c| c.0.hex().to_string()).collect(),
+                },
+            );
+        }
+        if attempt >= RECIPE_ATTEMPTS {
+            return Err(Problem::conflict(
+                "push_busy",
+                "the push's recipes changed while these were added",
+                "send the recipes again",
             ));
         }
-        out.extend_from_slice(piece);
     }
-    let key = store::pack_key(&index::new_id(db).await.map_err(|e| e.to_string())?);
-    index::insert_pack(db, &key, c.size, c.copies.len() as u64, &digest.to_string())
-        .await
-        .map_err(|e| e.to_string())?;
-    objects::write_object(bucket, &key, out)
-        .await
-        .map_err(|p| p.error.message().to_string())?;
-    Ok(key)
 }
 
-fn store_text(e: &store::StoreError) -> String {
-    match e {
-        store::StoreError::Refused(e) => e.to_string(),
-        store::StoreError::Failed(t) => t.clone(),
+/// `PUT /v1/pushes/{id}/parts/{number}`
+pub async fn part(
+    req: &Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    config: &Config,
+    id: &str,
+    number: u16,
+    reveal: bool,
+) -> Answer {
+    let mut body = super::http::body(req, part_caps(config))?;
+    content_length(req)?;
+    let row = open_push(db, id).await?;
+    let state = read_state(bucket, db, row.clone()).await?;
+    if body.is_absent() {
+        return Err(Problem::bad_request("body_invalid", "the part has no body"));
     }
+    let answer = receive(&mut body, bucket, db, config, &state, number, reveal).await;
+    if answer.is_err() {
+        body.stop().await;
+    }
+    answer
+}
+
+async fn receive(
+    body: &mut RequestBody,
+    bucket: &Bucket,
+    db: &D1Database,
+    config: &Config,
+    state: &State,
+    number: u16,
+    reveal: bool,
+) -> Answer {
+    let id = &state.row.id;
+    let mut decoder = Decoder::new(config.batch_limits());
+    let frames = ingest::read_table(body, &mut decoder).await?;
+    let plan = state.plan();
+    let wanted = plan.wanted(&state.at_hand, &state.book);
+    check_wanted(&frames, &[], &wanted)?;
+    let attempt = index::new_id(db).await.map_err(internal)?;
+    let pack_key = keys::pack(&attempt);
+    let (mut record, new, pack_size) = place(db, &frames, &pack_key).await?;
+    let new_count = new.iter().filter(|n| **n).count() as u64;
+    if pack_size > 0 {
+        timing::timed(
+            Stage::D1,
+            packs::insert(db, &pack_key, pack_size, new_count, &state.row.digest),
+        )
+        .await
+        .map_err(internal)?;
+    }
+    let classes = classes_of(state.assembly.manifest());
+    let scanner = Scanner::new();
+    let mut findings = Vec::new();
+    let (frames_ref, new_ref, classes_ref, scanner_ref) = (&frames, &new, &classes, &scanner);
+    let (findings_ref, decoder_ref) = (&mut findings, &mut decoder);
+    let pumped = ingest::with_pack(bucket, &pack_key, pack_size, |sink| async move {
+        let mut each = |index: usize, raw: &[u8]| -> Result<(), Problem> {
+            let f = &frames_ref[index];
+            let body = Body {
+                sha256: f.sha256,
+                size: u64::from(f.raw_size),
+            };
+            if let Some(list) = classes_ref.get(&body) {
+                for (class, found) in arrival::screen(raw, list, scanner_ref) {
+                    findings_ref.push((index as u32, class, found));
+                }
+            }
+            Ok(())
+        };
+        ingest::pump(
+            body,
+            decoder_ref,
+            frames_ref,
+            new_ref,
+            sink.as_ref(),
+            &mut each,
+        )
+        .await
+    })
+    .await;
+    if let Err(p) = pumped {
+        let _ = packs::forget(db, &pack_key).await;
+        return Err(p);
+    }
+    record.findings = findings;
+    let record_key = keys::push_record(id, number, &attempt);
+    load::write_object(bucket, &record_key, record.encode()).await?;
+    let row = PushPartRow {
+        number,
+        pack: (pack_size > 0).then(|| pack_key.clone()),
+        record: record_key,
+        frames: frames.len() as u32,
+        bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
+        stored_bytes: pack_size,
+    };
+    timing::timed(
+        Stage::D1,
+        pushes::record_part(db, id, &row, &stored_rows(&record, &new), &record.packs),
+    )
+    .await
+    .map_err(internal)?;
+    json_response(
+        200,
+        &PartReceived {
+            push_id: id.to_string(),
+            number,
+            frames: row.frames,
+            bytes: row.bytes,
+            // Which bytes the store held already is news about other
+            // packets: told only to a caller that may read them all.
+            stored_bytes: if reveal { row.stored_bytes } else { row.bytes },
+        },
+    )
 }
 
 /// `POST /v1/pushes/{id}/complete`
@@ -530,103 +1191,41 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         discard(bucket, db, id).await?;
         return already_stored(db, existing, &labels).await;
     }
-    let json = objects::read_object(bucket, &manifest_object(id))
-        .await?
-        .ok_or_else(|| Problem::internal(format!("push {id} has no manifest")))?;
-    let manifest = Manifest::parse(&json, &Limits::FORMAT)
-        .map_err(|e| Problem::internal(format!("the push's manifest: {e}")))?;
-    let (plan, _) = read_plan(bucket, id).await?;
-    let parts = index::push_parts(db, id).await.map_err(internal)?;
-    let have = uploaded(bucket, &parts).await?;
-    let (bases, _) = load_bases(bucket, db, &row.base_list()).await?;
-    let assembled = plan::assemble(&manifest, &bases, &plan, &have).map_err(|m| incomplete(&m))?;
-    let offsets = Offsets::of(&manifest);
-    let packet = Packet {
-        manifest: &manifest,
-        json: &json,
-        offsets: &offsets,
-        layout: &assembled.layout,
-    };
-    let mut provers = Provers::new(&manifest, &assembled.prove);
-    let refused = |e: PacketError| -> Problem { Problem::from_packet_error(&e) };
-    let found = match assemble::digest(bucket, &packet, &mut provers).await {
-        Ok(d) => d,
-        Err(RebuildError::MissingPack(p)) => {
-            return Err(incomplete(&lost(&manifest, &assembled.layout, &[p])))
-        }
-        Err(RebuildError::Body(i)) => {
-            discard(bucket, db, id).await?;
-            let member = &manifest.members[i];
-            return Err(refused(
-                PacketError::new(
-                    ErrorCode::MemberDigestMismatch,
-                    format!(
-                        "the chunks of {} do not make a body that hashes to its sha256 {}",
-                        member.path,
-                        member
-                            .sha256()
-                            .map(|d| d.hex().to_string())
-                            .unwrap_or_default()
-                    ),
-                )
-                .at_path(&member.path)
-                .at_offset(offsets.data_offsets()[i]),
-            ));
-        }
-        Err(RebuildError::Store(e)) => return Err(super::packets::refusal(e)),
-    };
-    if found != digest {
-        discard(bucket, db, id).await?;
-        return Err(refused(PacketError::new(
-            ErrorCode::PacketDigestMismatch,
-            format!("the packet built from this push hashes to {found}, not {digest}"),
-        )));
+    let state = read_state(bucket, db, row).await?;
+    let plan = state.plan();
+    if !plan.is_complete() {
+        let status = plan.status(&state.at_hand, &state.book);
+        let mut missing = status.missing_chunks.clone();
+        missing.extend(status.missing);
+        return Err(incomplete(&missing));
     }
-    let (layout, merged) = compacted(bucket, db, &digest, assembled.layout).await;
-    let (layout_key, manifest_key) = (
-        objects::layout_key(&digest, id),
-        objects::manifest_key(&digest, id),
-    );
-    objects::write_object(bucket, &layout_key, layout.encode()).await?;
-    objects::write_object(bucket, &manifest_key, json.clone()).await?;
-    let packs: Vec<String> = layout.packs().to_vec();
-    let new = NewPacket {
-        digest: &digest,
-        size: offsets.size(),
-        manifest: &manifest,
-        manifest_range: offsets.manifest_range(),
-        storage: NewStorage::Chunked {
-            layout: &layout_key,
-            manifest: &manifest_key,
+    let manifest_names: Vec<Name> = state
+        .recipes
+        .manifest
+        .iter()
+        .map(|c| (c.sha256, u64::from(c.size)))
+        .collect();
+    let State {
+        assembly,
+        json,
+        at_hand,
+        arrived,
+        ..
+    } = state;
+    finish(
+        bucket,
+        db,
+        Finishing {
+            assembly,
+            json,
+            manifest: manifest_names,
+            at_hand: &at_hand,
+            plan: &plan,
+            arrived: &arrived,
+            labels: &labels,
+            push_id: Some(id),
+            frames_pack: None,
         },
-        packs: &packs,
-        labels: &labels,
-    };
-    let is_stored = index::complete_push(db, &new, id).await.map_err(internal)?;
-    let drop_ours = || async {
-        let _ = bucket.delete(layout_key.clone()).await;
-        let _ = bucket.delete(manifest_key.clone()).await;
-    };
-    if !is_stored {
-        // A pack the layout names was collected meanwhile.
-        drop_ours().await;
-        let present = index::existing_packs(db, &packs).await.map_err(internal)?;
-        let gone: Vec<u32> = (0..packs.len() as u32)
-            .filter(|&i| !present.contains(&packs[i as usize]))
-            .collect();
-        return Err(incomplete(&lost(&manifest, &layout, &gone)));
-    }
-    if let Some((key, c)) = &merged {
-        // Dedup hints follow the copies, which stay longest; only a hint.
-        let _ = index::move_chunks(db, key, &c.chunks(), &c.merged).await;
-    }
-    super::log_findings(&digest, &provers.findings(&manifest));
-    delete_objects(bucket, id, &parts).await;
-    let now = indexed(db, &digest).await?;
-    if now.layout_key.as_deref() == Some(layout_key.as_str()) {
-        stored(db, &digest).await
-    } else {
-        drop_ours().await;
-        json_response(200, &now.stored(false))
-    }
+    )
+    .await
 }

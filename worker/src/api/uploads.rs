@@ -15,6 +15,8 @@ use crate::multipart::Plan;
 use crate::problem::Problem;
 use crate::query::upload_labels;
 use crate::rows::{PartRow, UploadRow};
+use crate::storage::findings::KeptFindings;
+use crate::storage::keys;
 use crate::store::{self, StoreError};
 
 /// `POST /v1/uploads`: plans the parts and opens an R2 multipart upload,
@@ -45,7 +47,7 @@ pub async fn create(
     )?;
     let id = index::new_id(db).await.map_err(internal)?;
     let upload = bucket
-        .create_multipart_upload(store::staging_key(&id))
+        .create_multipart_upload(keys::upload(&id))
         .execute()
         .await
         .map_err(internal)?;
@@ -101,7 +103,7 @@ pub async fn part(
         .body()
         .ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
     let upload = bucket
-        .resume_multipart_upload(store::staging_key(id), &row.r2_upload_id)
+        .resume_multipart_upload(keys::upload(id), &row.r2_upload_id)
         .map_err(internal)?;
     let part = crate::timing::timed(
         crate::timing::Stage::R2Write,
@@ -143,7 +145,7 @@ pub(super) async fn discard(
     db: &D1Database,
     row: &UploadRow,
 ) -> Result<bool, Problem> {
-    let key = store::staging_key(&row.id);
+    let key = keys::upload(&row.id);
     if !index::claim_upload(db, &row.id, &key, row.size)
         .await
         .map_err(internal)?
@@ -193,7 +195,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         .parse::<Digest>()
         .map_err(Problem::from_packet_error_400)?;
     let labels: Vec<String> = serde_json::from_str(&row.labels).unwrap_or_default();
-    let staging = store::staging_key(id);
+    let staging = keys::upload(id);
     if let Some(existing) = index::packet(db, &digest).await.map_err(internal)? {
         // Another upload of the same packet finished first.
         discard(bucket, db, &row).await?;
@@ -258,6 +260,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         storage: NewStorage::Whole { key: &staging },
         packs: &packs,
         labels: &labels,
+        findings: KeptFindings::of(&verified.findings).to_text(),
     };
     if !index::complete_upload(db, &new, id, &staging)
         .await

@@ -1,18 +1,20 @@
 //! How to produce any byte range of a stored packet (docs/transfer.md,
-//! "Reads"): packet-core's [`Offsets`] cut the range into the format's
-//! bytes, `packet.json` and bodies; the [`Layout`] says where each body's
-//! chunks lie; [`Reads`] groups the result into R2 range reads, one per
-//! run of chunks that lie back to back in one pack (consecutive bodies
-//! included, with the headers and padding between them interleaved), so a
-//! packet whose bodies were uploaded in order costs a few reads, not one
-//! per member. Pure: the Worker's reader follows the plan.
+//! "Reads"), pure: packet-core's [`Offsets`] cut the range into the
+//! format's bytes, `packet.json` and bodies; the [`Layout`] says where each
+//! body's chunks lie; [`Reads`] groups the result into R2 range reads, one
+//! per run of chunks that lie back to back in one pack (consecutive bodies
+//! included, with the headers and padding between them interleaved). A
+//! chunk stored as it is can be read in part; a zstd chunk is read whole,
+//! decoded, and the bytes asked for taken from it. [`runs`] groups a list
+//! of whole chunks the same way (a body being proven, a chunk answer).
 
 use core::ops::Range;
 
 use packet_core::offsets::{Offsets, Piece, Pieces};
 use packet_core::Manifest;
 
-use crate::layout::Layout;
+use super::chunk::ChunkRef;
+use super::layout::Layout;
 
 /// Most segments in one [`Read`]: a new read continues where it stopped,
 /// so a packet of many small members never needs one huge plan.
@@ -26,13 +28,25 @@ pub enum Segment {
     Fill(Range<u64>),
     /// `packet.json`'s bytes at these offsets of the JSON.
     Json(Range<u64>),
-    /// The next `len` bytes of the read's source: part of member
-    /// `member`'s body.
+    /// The next `len` bytes of the read's source, as they are: part of
+    /// member `member`'s body.
     Stored {
         /// Index into `manifest.members`.
         member: usize,
         /// Bytes.
         len: u64,
+    },
+    /// The next `stored` bytes of the read's source are a zstd chunk of
+    /// `raw` bytes; its raw bytes `skip .. skip + take` are output.
+    Frame {
+        /// Index into `manifest.members`.
+        member: usize,
+        /// The chunk.
+        chunk: ChunkRef,
+        /// Raw bytes skipped.
+        skip: u64,
+        /// Raw bytes output.
+        take: u64,
     },
 }
 
@@ -40,12 +54,21 @@ pub enum Segment {
 /// output it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Read {
-    /// The pack (an index into [`Layout::packs`]) and the byte range read
+    /// The pack (a slot of the layout's pack table) and the byte range read
     /// from it; `None` when no stored byte is needed.
     pub source: Option<(u32, Range<u64>)>,
-    /// The output, in order; the [`Segment::Stored`] ones add up to the
-    /// source's length.
+    /// The output, in order; the stored bytes the segments take add up to
+    /// the source's length.
     pub segments: Vec<Segment>,
+}
+
+impl Read {
+    fn empty() -> Read {
+        Read {
+            source: None,
+            segments: Vec::new(),
+        }
+    }
 }
 
 /// Where [`Reads`] is in a body piece.
@@ -80,52 +103,34 @@ impl<'a> Reads<'a> {
             pieces: offsets.pieces(manifest, range),
             layout,
             body: None,
-            current: Read {
-                source: None,
-                segments: Vec::new(),
-            },
+            current: Read::empty(),
         }
     }
 
-    /// Adds stored bytes `pack[offset..offset + len]` of `member`; returns
+    /// Adds stored bytes `slot[from..from + len]` making `segment`; returns
     /// the finished read if they do not continue the current one.
-    fn stored(&mut self, member: usize, pack: u32, offset: u64, len: u64) -> Option<Read> {
+    fn stored(&mut self, slot: u32, from: u64, len: u64, segment: Segment) -> Option<Read> {
         let continues = matches!(
             &self.current.source,
-            Some((p, r)) if *p == pack && r.end == offset
+            Some((p, r)) if *p == slot && r.end == from
         );
         let full = self.current.segments.len() >= MAX_SEGMENTS;
-        // A new read unless these bytes continue this one's source (or this
-        // one has none yet), or it is full.
         let done = if (continues || self.current.source.is_none()) && !full {
             None
         } else {
-            Some(core::mem::replace(
-                &mut self.current,
-                Read {
-                    source: None,
-                    segments: Vec::new(),
-                },
-            ))
+            Some(core::mem::replace(&mut self.current, Read::empty()))
         };
         match &mut self.current.source {
             Some((_, r)) => r.end += len,
-            None => self.current.source = Some((pack, offset..offset + len)),
+            None => self.current.source = Some((slot, from..from + len)),
         }
-        self.current.segments.push(Segment::Stored { member, len });
+        self.current.segments.push(segment);
         done
     }
 
     fn other(&mut self, segment: Segment) -> Option<Read> {
-        let done = (self.current.segments.len() >= MAX_SEGMENTS).then(|| {
-            core::mem::replace(
-                &mut self.current,
-                Read {
-                    source: None,
-                    segments: Vec::new(),
-                },
-            )
-        });
+        let done = (self.current.segments.len() >= MAX_SEGMENTS)
+            .then(|| core::mem::replace(&mut self.current, Read::empty()));
         self.current.segments.push(segment);
         done
     }
@@ -149,20 +154,40 @@ impl Iterator for Reads<'_> {
                     // was read; a body it does not cover ends the plan.
                     continue;
                 };
-                let take = (chunk_start + c.size).min(end) - at;
+                let take = (chunk_start + c.raw).min(end) - at;
                 let next = at + take;
                 if next < end {
                     self.body = Some(BodyCursor {
                         member,
                         chunk: chunk + 1,
-                        chunk_start: chunk_start + c.size,
+                        chunk_start: chunk_start + c.raw,
                         at: next,
                         end,
                     });
                 }
-                if let Some(done) = self.stored(member, c.pack, c.offset + (at - chunk_start), take)
-                {
-                    return Some(done);
+                let skip = at - chunk_start;
+                let done = if c.is_identity() {
+                    self.stored(
+                        c.slot,
+                        c.offset + skip,
+                        take,
+                        Segment::Stored { member, len: take },
+                    )
+                } else {
+                    self.stored(
+                        c.slot,
+                        c.offset,
+                        c.stored,
+                        Segment::Frame {
+                            member,
+                            chunk: c,
+                            skip,
+                            take,
+                        },
+                    )
+                };
+                if done.is_some() {
+                    return done;
                 }
                 continue;
             }
@@ -171,11 +196,11 @@ impl Iterator for Reads<'_> {
                     // The chunk that holds the piece's first byte.
                     let (mut chunk, mut chunk_start) = (0, 0u64);
                     for c in self.layout.chunks(index) {
-                        if range.start < chunk_start + c.size {
+                        if range.start < chunk_start + c.raw {
                             break;
                         }
                         chunk += 1;
-                        chunk_start += c.size;
+                        chunk_start += c.raw;
                     }
                     self.body = Some(BodyCursor {
                         member: index,
@@ -192,13 +217,7 @@ impl Iterator for Reads<'_> {
                     if self.current.segments.is_empty() {
                         return None;
                     }
-                    return Some(core::mem::replace(
-                        &mut self.current,
-                        Read {
-                            source: None,
-                            segments: Vec::new(),
-                        },
-                    ));
+                    return Some(core::mem::replace(&mut self.current, Read::empty()));
                 }
             };
             if done.is_some() {
@@ -208,15 +227,36 @@ impl Iterator for Reads<'_> {
     }
 }
 
+/// Whole chunks grouped into range reads: each run of chunks lying back to
+/// back in one slot (in the order given) is one read of `(slot, range)`,
+/// listing its chunks. At most `max_run` stored bytes per read.
+pub fn runs(chunks: &[ChunkRef], max_run: u64) -> Vec<(u32, Range<u64>, Vec<ChunkRef>)> {
+    let mut out: Vec<(u32, Range<u64>, Vec<ChunkRef>)> = Vec::new();
+    for c in chunks {
+        if let Some((slot, r, list)) = out.last_mut() {
+            if *slot == c.slot && r.end == c.offset && r.end - r.start + c.stored <= max_run {
+                r.end += c.stored;
+                list.push(*c);
+                continue;
+            }
+        }
+        out.push((c.slot, c.range(), vec![*c]));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{ChunkRef, LayoutBuilder};
+    use crate::storage::frames;
+    use crate::storage::layout::LayoutBuilder;
+    use crate::storage::packs::PackTable;
     use packet_core::in_memory::{build, Source};
     use packet_core::{Digest, Limits};
+    use pillbox_wire::chunks::Encoding;
 
     /// Rebuilds `range` from `reads`, reading packs from `packs`.
-    fn rebuild(
+    pub(crate) fn rebuild(
         manifest: &Manifest,
         offsets: &Offsets,
         layout: &Layout,
@@ -244,6 +284,20 @@ mod tests {
                         out.extend_from_slice(&source[..*len as usize]);
                         source = &source[*len as usize..];
                     }
+                    Segment::Frame {
+                        chunk, skip, take, ..
+                    } => {
+                        let mut raw = Vec::new();
+                        frames::decode_into(
+                            chunk.encoding,
+                            chunk.raw,
+                            &source[..chunk.stored as usize],
+                            &mut raw,
+                        )
+                        .unwrap();
+                        out.extend_from_slice(&raw[*skip as usize..(*skip + *take) as usize]);
+                        source = &source[chunk.stored as usize..];
+                    }
                 }
             }
             assert!(source.is_empty(), "a read's source is used up exactly");
@@ -252,12 +306,12 @@ mod tests {
     }
 
     #[test]
-    fn any_range_of_a_chunked_packet_rebuilds_and_back_to_back_chunks_are_one_read() {
-        let bodies: Vec<Vec<u8>> = vec![
-            b"alpha".to_vec(),
-            (0..3000u32).map(|i| i as u8).collect(),
-            b"omega!".to_vec(),
-        ];
+    fn any_range_of_a_packet_rebuilds_from_plain_and_compressed_chunks() {
+        let text: Vec<u8> = (0..6000u32)
+            .flat_map(|i| format!("{} ", i % 17).into_bytes())
+            .take(6000)
+            .collect();
+        let bodies: Vec<Vec<u8>> = vec![b"alpha".to_vec(), text.clone(), b"omega!".to_vec()];
         let sources = vec![
             Source::Dir {
                 path: "workspace".into(),
@@ -284,45 +338,37 @@ mod tests {
         let built = build(&sources, None, vec![], &Limits::FORMAT).unwrap();
         let m = &built.manifest;
         let o = Offsets::of(m);
-        // Pack 0 holds a, b's first 1000 bytes and z back to back; pack 1
-        // holds the rest of b.
+        // Pack 0 holds a, b's first 1000 bytes and b's next 3000 as a zstd
+        // frame, back to back; pack 1 holds the rest of b and z.
+        let (enc, z) = frames::compress(&text[1000..4000]);
+        assert_eq!(enc, Encoding::Zstd);
         let mut pack0 = Vec::new();
         pack0.extend_from_slice(&bodies[0]);
-        pack0.extend_from_slice(&bodies[1][..1000]);
-        let mut pack1 = bodies[1][1000..].to_vec();
+        pack0.extend_from_slice(&text[..1000]);
+        pack0.extend_from_slice(&z);
+        let mut pack1 = text[4000..].to_vec();
         pack1.extend_from_slice(&bodies[2]);
-        let mut b = LayoutBuilder::new();
-        let p0 = b.pack("packs/0");
-        let p1 = b.pack("packs/1");
+        let mut t = PackTable::new();
+        let p0 = t.slot("packs/0");
+        let p1 = t.slot("packs/1");
+        let mut b = LayoutBuilder::new(t);
         let sha = |b: &[u8]| Digest::of(b);
         for member in &m.members {
             match member.path.as_str() {
-                "workspace/a" => b.push(ChunkRef {
-                    pack: p0,
-                    offset: 0,
-                    size: 5,
-                    sha256: sha(&bodies[0]),
-                }),
+                "workspace/a" => b.push(ChunkRef::identity(sha(&bodies[0]), p0, 0, 5)),
                 "workspace/b" => {
+                    b.push(ChunkRef::identity(sha(&text[..1000]), p0, 5, 1000));
                     b.push(ChunkRef {
-                        pack: p0,
-                        offset: 5,
-                        size: 1000,
-                        sha256: sha(&bodies[1][..1000]),
+                        sha256: sha(&text[1000..4000]),
+                        raw: 3000,
+                        slot: p0,
+                        offset: 1005,
+                        stored: z.len() as u64,
+                        encoding: Encoding::Zstd,
                     });
-                    b.push(ChunkRef {
-                        pack: p1,
-                        offset: 0,
-                        size: 2000,
-                        sha256: sha(&bodies[1][1000..]),
-                    });
+                    b.push(ChunkRef::identity(sha(&text[4000..]), p1, 0, 2000));
                 }
-                "workspace/z" => b.push(ChunkRef {
-                    pack: p1,
-                    offset: 2000,
-                    size: 6,
-                    sha256: sha(&bodies[2]),
-                }),
+                "workspace/z" => b.push(ChunkRef::identity(sha(&bodies[2]), p1, 2000, 6)),
                 _ => {}
             }
             b.end_member();
@@ -333,7 +379,7 @@ mod tests {
         assert!(whole == built.bytes);
         assert_eq!(
             reads, 2,
-            "a+b's start from pack 0, b's end and z from pack 1"
+            "a, b's start from pack 0, b's end and z from pack 1"
         );
         let size = o.size();
         for start in (0..size).step_by(97) {
@@ -360,5 +406,30 @@ mod tests {
             reads, 3,
             "bodies of a whole packet are not back to back: headers lie between"
         );
+    }
+
+    #[test]
+    fn runs_group_back_to_back_chunks_of_one_pack() {
+        let c = |slot, offset, stored| ChunkRef::identity(Digest::EMPTY, slot, offset, stored);
+        let list = [
+            c(0, 0, 10),
+            c(0, 10, 5),
+            c(1, 15, 5),
+            c(0, 15, 1),
+            c(0, 100, 1),
+        ];
+        let r = runs(&list, 1 << 20);
+        let shape: Vec<(u32, Range<u64>, usize)> =
+            r.iter().map(|(s, r, l)| (*s, r.clone(), l.len())).collect();
+        assert_eq!(
+            shape,
+            [
+                (0, 0..15, 2),
+                (1, 15..20, 1),
+                (0, 15..16, 1),
+                (0, 100..101, 1)
+            ]
+        );
+        assert_eq!(runs(&list[..2], 12).len(), 2, "a run is bounded");
     }
 }

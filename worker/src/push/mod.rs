@@ -1,0 +1,29 @@
+//! A /2 push (docs/transfer.md, "Delta push"), pure, so that every
+//! decision about what a pushed packet is made of tests natively:
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`at_hand`] | what the push may use: its bases' bodies and chunks, its own frames |
+//! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core |
+//! | [`arrival`] | a frame as it arrives: decoded, hashed, a whole body screened |
+//! | [`recipes`] | the recipes received, checked and resolved into chunks |
+//! | [`plan`] | where each body comes from, and what is missing |
+//! | [`prove`] | proving a body from its chunks (from a base version's end state when it grew) |
+//! | [`gate`] | the invariant: the new layout is built from proofs only |
+//! | [`complete`] | from the plan to the gate: what to read, the findings |
+//! | [`storing`] | how a verified packet is written: its layout's chunks, compaction, its root |
+//! | [`records`] | what a request's frames left behind |
+
+pub mod arrival;
+pub mod at_hand;
+pub mod complete;
+pub mod gate;
+pub mod manifest;
+pub mod plan;
+pub mod prove;
+pub mod recipes;
+pub mod records;
+pub mod storing;
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests;

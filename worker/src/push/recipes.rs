@@ -1,0 +1,235 @@
+//! The recipes a push received (docs/transfer.md, "Delta push"), checked
+//! and resolved into the chunks each large body is made of. A recipe is
+//! taken whole or not at all: its body is a large body of the packet no
+//! base holds, its runs add up to the body, a copy names chunks a base body
+//! has (each at most 1 MiB), one sha256 names one size across the packet,
+//! the recipes and the bases, and a recipe sent again is the same.
+
+use std::collections::HashMap;
+
+use packet_core::{Body, Digest};
+use pillbox_wire::chunking::{BODIES, MAX_CHUNK};
+use pillbox_wire::recipes::{BodyRecipe, Run};
+
+use super::at_hand::AtHand;
+use crate::problem::Problem;
+use crate::storage::chunk::Name;
+
+/// A recipe, resolved against the bases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The recipe as received.
+    pub recipe: BodyRecipe,
+    /// Its chunks, in order.
+    pub chunks: Vec<Name>,
+    /// When its first run copies a base body's chunks from the first one:
+    /// that body and how many chunks.
+    pub prefix: Option<(Body, usize)>,
+}
+
+fn invalid(message: String) -> Problem {
+    Problem::new(
+        422,
+        "recipe_invalid",
+        message,
+        "send the body's chunks in order: each 1 byte to 1 MiB, their sizes adding up to the body's, copies of chunks a base body has",
+    )
+}
+
+fn not_needed(message: String, advice: &str) -> Problem {
+    Problem::new(422, "recipe_not_needed", message, advice)
+}
+
+/// Resolves one recipe against the bases.
+pub fn resolve(recipe: &BodyRecipe, at_hand: &AtHand) -> Result<Resolved, Problem> {
+    let body = recipe.body;
+    let hex = body.sha256.hex();
+    let most = BODIES.most_chunks(body.size);
+    let mut count = 0u64;
+    for run in &recipe.runs {
+        count = count.saturating_add(match run {
+            Run::Chunk(_) => 1,
+            Run::Copy { count, .. } => u64::from(*count),
+        });
+    }
+    if count > most {
+        return Err(invalid(format!(
+            "{count} chunks for body {hex} of {} bytes: at most {most} (every chunk but the last has at least {} bytes)",
+            body.size, BODIES.min
+        )));
+    }
+    let mut chunks = Vec::with_capacity(count as usize);
+    let mut prefix = None;
+    for (i, run) in recipe.runs.iter().enumerate() {
+        match *run {
+            Run::Chunk(c) => chunks.push((c.sha256, u64::from(c.size))),
+            Run::Copy {
+                body: from,
+                first,
+                count,
+            } => {
+                let Some(source) = at_hand.base_body(&from) else {
+                    return Err(invalid(format!(
+                        "body {hex} copies chunks of {}, which no base of this push holds",
+                        from.sha256.hex()
+                    )));
+                };
+                let (first, count) = (first as usize, count as usize);
+                let Some(copied) = source.get(first..first.saturating_add(count)) else {
+                    return Err(invalid(format!(
+                        "body {hex} copies chunks {first}..{} of {}, which has {}",
+                        first.saturating_add(count),
+                        from.sha256.hex(),
+                        source.len()
+                    )));
+                };
+                if let Some(big) = copied.iter().find(|c| c.raw > u64::from(MAX_CHUNK)) {
+                    return Err(invalid(format!(
+                        "body {hex} copies a piece of {} bytes of {}, stored in one piece: send its chunks",
+                        big.raw,
+                        from.sha256.hex()
+                    )));
+                }
+                if i == 0 && first == 0 {
+                    prefix = Some((from, count));
+                }
+                chunks.extend(copied.iter().map(|c| c.name()));
+            }
+        }
+    }
+    let total: u64 = chunks.iter().map(|c| c.1).sum();
+    if total != body.size {
+        return Err(invalid(format!(
+            "the chunks of body {hex} add up to {total} bytes, the body has {}",
+            body.size
+        )));
+    }
+    Ok(Resolved {
+        recipe: recipe.clone(),
+        chunks,
+        prefix,
+    })
+}
+
+/// The recipes of one push, by body.
+#[derive(Clone, Debug, Default)]
+pub struct RecipeBook {
+    order: Vec<Body>,
+    recipes: HashMap<Body, Resolved>,
+}
+
+impl RecipeBook {
+    /// No recipe.
+    pub fn new() -> RecipeBook {
+        RecipeBook::default()
+    }
+
+    /// The recipe of `body`.
+    pub fn get(&self, body: &Body) -> Option<&Resolved> {
+        self.recipes.get(body)
+    }
+
+    /// Every recipe as received, in arrival order.
+    pub fn received(&self) -> Vec<BodyRecipe> {
+        self.order
+            .iter()
+            .map(|b| self.recipes[b].recipe.clone())
+            .collect()
+    }
+
+    /// How many recipes.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Adds recipes, all or none. `bodies` are the packet's distinct bodies
+    /// (one size per sha256: packet-core checked it); a recipe must be for
+    /// one no base holds and larger than one chunk. Returns the bodies
+    /// added (or already there), in order.
+    pub fn add(
+        &mut self,
+        recipes: &[BodyRecipe],
+        bodies: &[Body],
+        at_hand: &AtHand,
+    ) -> Result<Vec<Body>, Problem> {
+        let mut sizes: HashMap<Digest, u64> = bodies.iter().map(|b| (b.sha256, b.size)).collect();
+        for r in self.recipes.values() {
+            for c in &r.chunks {
+                sizes.entry(c.0).or_insert(c.1);
+            }
+        }
+        let known: std::collections::HashSet<Body> = bodies.iter().copied().collect();
+        let mut added: Vec<Resolved> = Vec::new();
+        let mut named = Vec::new();
+        for recipe in recipes {
+            let body = recipe.body;
+            let hex = body.sha256.hex();
+            if !known.contains(&body) {
+                return Err(not_needed(
+                    format!("body {hex} of {} bytes is not a body of this packet", body.size),
+                    "send recipes only for the push's missing bodies larger than the bodies' threshold",
+                ));
+            }
+            if BODIES.is_one_chunk(body.size) {
+                return Err(not_needed(
+                    format!(
+                        "body {hex} has {} bytes: it is one chunk, with no recipe",
+                        body.size
+                    ),
+                    "send it as one frame named by its sha256",
+                ));
+            }
+            if at_hand.base_body(&body).is_some() {
+                return Err(not_needed(
+                    format!("body {hex} is in a base of this push: nothing to send"),
+                    "send recipes only for the push's missing bodies",
+                ));
+            }
+            let resolved = resolve(recipe, at_hand)?;
+            let earlier = self
+                .recipes
+                .get(&body)
+                .or_else(|| added.iter().find(|r| r.recipe.body == body));
+            match earlier {
+                Some(r) if r.chunks == resolved.chunks => {
+                    named.push(body);
+                    continue;
+                }
+                Some(_) => {
+                    return Err(Problem::conflict(
+                        "recipe_conflict",
+                        format!("another recipe for body {hex} was received"),
+                        "send the recipe sent before (the same bytes always make the same chunks)",
+                    ))
+                }
+                None => {}
+            }
+            for &(sha, size) in &resolved.chunks {
+                let other = sizes.get(&sha).copied().or_else(|| at_hand.base_size(&sha));
+                match other {
+                    Some(s) if s != size => {
+                        return Err(invalid(format!(
+                            "chunk {} is said to have {size} bytes in the recipe of body {hex}, and {s} elsewhere",
+                            sha.hex()
+                        )))
+                    }
+                    _ => {
+                        sizes.insert(sha, size);
+                    }
+                }
+            }
+            named.push(body);
+            added.push(resolved);
+        }
+        for r in added {
+            self.order.push(r.recipe.body);
+            self.recipes.insert(r.recipe.body, r);
+        }
+        Ok(named)
+    }
+}

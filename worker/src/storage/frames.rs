@@ -1,0 +1,221 @@
+//! A chunk's stored bytes and its raw bytes (docs/transfer.md, "Units"):
+//! a zstd frame is decoded in wasm (`ruzstd`) into exactly its raw size,
+//! never more, with a window of at most
+//! [`pillbox_wire::chunking::ZSTD_MAX_WINDOW`] refused before it is
+//! allocated; the Worker's own chunks (layout streams) are compressed on
+//! their own and kept compressed only when that pays, as a client does.
+
+use pillbox_wire::chunking::{keep_compressed, ZSTD_MAX_WINDOW};
+use pillbox_wire::chunks::Encoding;
+use ruzstd::decoding::errors::FrameDecoderError;
+use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+
+/// Why a stored frame does not give its raw bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameError {
+    /// `chunk_frame_invalid` or `zstd_window_too_large`.
+    pub code: &'static str,
+    /// What was found.
+    pub message: String,
+}
+
+fn invalid(message: impl Into<String>) -> FrameError {
+    FrameError {
+        code: "chunk_frame_invalid",
+        message: message.into(),
+    }
+}
+
+/// Appends the `raw` bytes that `stored` (encoded `encoding`) holds to
+/// `out`, or refuses: a zstd frame must be exactly one frame that decodes
+/// to exactly `raw` bytes. At most `raw` bytes (and one zstd block) are
+/// appended before a longer frame is refused.
+pub fn decode_into(
+    encoding: Encoding,
+    raw: u64,
+    stored: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    match encoding {
+        Encoding::Identity => {
+            if stored.len() as u64 != raw {
+                return Err(invalid(format!(
+                    "{} stored bytes for a chunk of {raw}",
+                    stored.len()
+                )));
+            }
+            out.extend_from_slice(stored);
+            Ok(())
+        }
+        Encoding::Zstd => decode_zstd(raw, stored, out),
+    }
+}
+
+fn decode_zstd(raw: u64, stored: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
+    let start = out.len();
+    let mut d = FrameDecoder::new();
+    d.set_max_window_size(ZSTD_MAX_WINDOW);
+    let mut source = stored;
+    d.reset(&mut source).map_err(|e| match e {
+        FrameDecoderError::WindowSizeTooBig { requested, .. } => FrameError {
+            code: "zstd_window_too_large",
+            message: format!(
+                "a zstd frame with a window of {requested} bytes, at most {ZSTD_MAX_WINDOW} are accepted"
+            ),
+        },
+        other => invalid(format!("not a zstd frame: {other}")),
+    })?;
+    let declared = d.content_size();
+    if declared != 0 && declared != raw {
+        return Err(invalid(format!(
+            "a zstd frame of {declared} bytes for a chunk of {raw}"
+        )));
+    }
+    loop {
+        let finished = d
+            .decode_blocks(&mut source, BlockDecodingStrategy::UptoBlocks(1))
+            .map_err(|e| invalid(format!("a zstd block: {e}")))?;
+        d.collect_to_writer(&mut *out)
+            .map_err(|e| invalid(format!("zstd output: {e:?}")))?;
+        if (out.len() - start) as u64 > raw {
+            return Err(invalid(format!(
+                "the zstd frame decodes to more than its {raw} bytes"
+            )));
+        }
+        if finished {
+            break;
+        }
+    }
+    if !d.is_finished() || (out.len() - start) as u64 != raw {
+        return Err(invalid(format!(
+            "the zstd frame decodes to {} bytes, the chunk has {raw}",
+            out.len() - start
+        )));
+    }
+    if !source.is_empty() {
+        return Err(invalid(format!(
+            "{} bytes follow the zstd frame",
+            source.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A chunk the Worker writes itself, compressed on its own when that pays:
+/// its encoding and stored bytes.
+pub fn compress(raw: &[u8]) -> (Encoding, Vec<u8>) {
+    let z = ruzstd::encoding::compress_to_vec(raw, ruzstd::encoding::CompressionLevel::Fastest);
+    if keep_compressed(raw.len(), z.len()) && z.len() < raw.len() {
+        (Encoding::Zstd, z)
+    } else {
+        (Encoding::Identity, raw.to_vec())
+    }
+}
+
+// The reference implementation (the `zstd` crate) builds natively only.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    fn text(n: usize) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| format!("line {} of the log\n", i % 311).into_bytes())
+            .take(n)
+            .collect()
+    }
+
+    fn decode(encoding: Encoding, raw: u64, stored: &[u8]) -> Result<Vec<u8>, FrameError> {
+        let mut out = Vec::new();
+        decode_into(encoding, raw, stored, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn a_frame_gives_exactly_its_raw_bytes() {
+        let data = text(700_000);
+        let z = zstd::bulk::compress(&data, 3).unwrap();
+        assert_eq!(decode(Encoding::Zstd, data.len() as u64, &z).unwrap(), data);
+        // What the Worker compresses, it reads back.
+        let (enc, stored) = compress(&data);
+        assert_eq!(enc, Encoding::Zstd);
+        assert!(stored.len() < data.len() / 3);
+        assert_eq!(decode(enc, data.len() as u64, &stored).unwrap(), data);
+        // Incompressible bytes are kept as they are.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..50_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        assert_eq!(compress(&noise), (Encoding::Identity, noise.clone()));
+        assert_eq!(decode(Encoding::Identity, 50_000, &noise).unwrap(), noise);
+    }
+
+    #[test]
+    fn a_frame_that_lies_about_its_size_or_shape_is_refused() {
+        let data = text(300_000);
+        let z = zstd::bulk::compress(&data, 3).unwrap();
+        let code = |raw: u64, stored: &[u8]| decode(Encoding::Zstd, raw, stored).unwrap_err().code;
+        // The frame header names its content size: another raw size is refused.
+        assert_eq!(code(data.len() as u64 - 1, &z), "chunk_frame_invalid");
+        assert_eq!(code(data.len() as u64 + 1, &z), "chunk_frame_invalid");
+        // Without a content size in the header, the output is counted.
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, &data).unwrap();
+        let unsized_frame = enc.finish().unwrap();
+        assert_eq!(
+            decode(Encoding::Zstd, data.len() as u64, &unsized_frame).unwrap(),
+            data
+        );
+        assert_eq!(code(1000, &unsized_frame), "chunk_frame_invalid");
+        assert_eq!(
+            code(data.len() as u64 + 5, &unsized_frame),
+            "chunk_frame_invalid"
+        );
+        // Two frames, trailing bytes, garbage, a cut frame.
+        let mut two = z.clone();
+        two.extend_from_slice(&z);
+        assert_eq!(code(2 * data.len() as u64, &two), "chunk_frame_invalid");
+        let mut trailing = z.clone();
+        trailing.push(0);
+        assert_eq!(code(data.len() as u64, &trailing), "chunk_frame_invalid");
+        assert_eq!(code(10, b"not a zstd frame"), "chunk_frame_invalid");
+        assert_eq!(
+            code(data.len() as u64, &z[..z.len() - 3]),
+            "chunk_frame_invalid"
+        );
+        assert_eq!(
+            decode(Encoding::Identity, 3, b"abcd").unwrap_err().code,
+            "chunk_frame_invalid"
+        );
+        // A window over the limit is refused before it is allocated.
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        enc.long_distance_matching(true).unwrap();
+        enc.window_log(27).unwrap();
+        std::io::Write::write_all(&mut enc, &data).unwrap();
+        let wide = enc.finish().unwrap();
+        assert_eq!(code(data.len() as u64, &wide), "zstd_window_too_large");
+    }
+
+    #[test]
+    fn a_bomb_is_stopped_a_block_past_its_raw_size() {
+        let zeros = vec![0u8; 64 << 20];
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
+        enc.include_contentsize(false).unwrap();
+        enc.window_log(20).unwrap();
+        std::io::Write::write_all(&mut enc, &zeros).unwrap();
+        let bomb = enc.finish().unwrap();
+        let mut out = Vec::new();
+        let e = decode_into(Encoding::Zstd, 1 << 20, &bomb, &mut out).unwrap_err();
+        assert_eq!(e.code, "chunk_frame_invalid");
+        assert!(
+            out.len() <= (1 << 20) + (128 << 10) + (1 << 20),
+            "{}",
+            out.len()
+        );
+    }
+}
