@@ -989,9 +989,12 @@ def v1_cases():
        expected_digest="sha256:" + sha(r))
     v1("v1-accept-harness", "a /1 packet with a Codex harness section",
        packet([d("harness"), d("harness/codex"), d("harness/codex/sessions"),
-               f("harness/codex/sessions/rollout-0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl", b"{}\n"), W],
-              harness={"kind": "codex", "rollout": "harness/codex/sessions/rollout-"
-                       "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl",
+               d("harness/codex/sessions/2026"), d("harness/codex/sessions/2026/11"),
+               d("harness/codex/sessions/2026/11/30"),
+               f("harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-"
+                 "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl", b"{}\n"), W],
+              harness={"kind": "codex", "rollout": "harness/codex/sessions/2026/11/30/rollout-"
+                       "2026-11-30T01-02-03-0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl",
                        "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"}, fmt=FORMAT_V1))
     v1("v1-manifest-digest", "the same /1 packet given its packet.json's SHA-256 (a /2 name): a /1 packet is "
        "named by its whole file", r, "packet_digest_mismatch", expected_digest="sha256:" + sha(manifest_body(r)))
