@@ -7,8 +7,10 @@
 //      --whole` + `unpack` of the same packet, and against restic's
 //      fresh restore of a snapshot of the same folder;
 //   2. a restore over the previous checkpoint after a one-file edit, one
-//      deletion and one new file (in place), against `restic restore`
-//      onto its previous restore; the first restore over a folder a fresh
+//      deletion and one new file (in place): forth (the new checkpoint over
+//      the old) and back (the old over the new: the deleted file's bytes
+//      come back), each against `restic restore` of the same snapshot onto
+//      its restore of the other; the first restore over a folder a fresh
 //      restore left (whose files are all hashed, being stamped after that
 //      restore's start) apart from the rest;
 //   3. a workspace with a Codex rollout of --rollout-mib MiB: a turn that
@@ -19,10 +21,10 @@
 // Prints one JSON object on stdout (progress on stderr).
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
-import { ROOT, TARGET, TOKEN, buildWorker, startEdge } from '../tests/e2e/edge.mjs';
+import { ROOT, TARGET, TOKEN, buildRelease, buildWorker, startEdge } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
 
 const args = process.argv.slice(2);
@@ -90,12 +92,17 @@ const fresh = (name) => join(dir, `${(n += 1)}-${name}`);
 async function main() {
   mkdirSync(dir, { recursive: true });
   buildWorker();
-  run('cargo', ['build', '--quiet', '--release', '-p', 'pillbox']);
+  buildRelease();
   mkdirSync(join(dir, 'edge-state'), { recursive: true });
   const edge = await startEdge({}, { state: join(dir, 'edge-state') });
   const store = await startProxy(edge.url);
   const remote = ['--remote', store.url];
-  const out = { load_average_start: loadavg(), reps };
+  const out = {
+    machine: { kernel: release(), cores: cpus().length, cpu: cpus()[0]?.model, ram_gib: Math.round(totalmem() / 2 ** 30), node: process.version, restic: run('restic', ['version']).stdout.trim() },
+    date: new Date().toISOString(),
+    load_average_start: loadavg(),
+    reps,
+  };
   try {
     // ---- the workspace and its first checkpoint --------------------------
     const ws = join(dir, 'a-ws');
@@ -160,35 +167,47 @@ async function main() {
     const snapshots = JSON.parse(restic(['snapshots', '--json']).stdout).map((s) => s.short_id);
     const digests = [s1.digest, s2.digest];
 
-    // A desk that restored checkpoint 1 fresh, then goes back and forth.
+    // A desk that restored checkpoint 1 fresh, then goes forth (to
+    // checkpoint 2: the edit, the deletion, the new file) and back (to
+    // checkpoint 1: the deleted file's bytes come back too).
     const desk = host('desk');
     const into = fresh('desk-ws');
     pillbox(['restore', digests[0], ...remote, '--into', into, '--no-cache'], desk);
     const first = pillbox(['restore', digests[1], ...remote, '--into', into, '--no-cache'], desk);
     out.in_place_first_over_a_fresh_restore = { seconds: first.seconds, bytes_received: first.json.bytes_received, written: first.json.written, removed: first.json.removed };
+    pillbox(['restore', digests[0], ...remote, '--into', into, '--no-cache'], desk);
     const resticTarget = fresh('restic-desk');
     restic(['restore', snapshots[0], '--target', resticTarget]);
     writeFileSync(join(dir, 'partial.json'), JSON.stringify(out, null, 1));
-    const place = { restore: [], bytes: [], restic: [], written: [], removed: [] };
-    for (let i = 0; i < reps * 2; i += 1) {
-      const k = i % 2;
-      log(`in place ${i + 1}/${reps * 2}`);
-      const r = pillbox(['restore', digests[k], ...remote, '--into', into, '--no-cache'], desk);
-      place.restore.push(r.seconds);
-      place.bytes.push(r.json.bytes_received);
-      place.written.push(r.json.written);
-      place.removed.push(r.json.removed);
-      const over = resticOver(snapshots[(k + 1) % 2], resticTarget);
-      place.restic.push(over.seconds);
-      place.restic_symlink_errors = over.errors;
+    const directions = { forth: 1, back: 0 };
+    const place = {};
+    for (const name of Object.keys(directions)) place[name] = { restore: [], bytes: [], fetched: [], written: [], removed: [], restic: [] };
+    for (let i = 0; i < reps; i += 1) {
+      for (const [name, k] of Object.entries(directions)) {
+        log(`in place ${name} ${i + 1}/${reps}`);
+        const r = pillbox(['restore', digests[k], ...remote, '--into', into, '--no-cache'], desk);
+        const p = place[name];
+        p.restore.push(r.seconds);
+        p.bytes.push(r.json.bytes_received);
+        p.fetched.push(r.json.delta.fetched_bytes);
+        p.written.push(r.json.written);
+        p.removed.push(r.json.removed);
+        const over = resticOver(snapshots[k], resticTarget);
+        p.restic.push(over.seconds);
+        p.restic_symlink_errors = over.errors;
+      }
     }
-    out.in_place = {
-      restore_s: median(place.restore),
-      bytes_received: median(place.bytes),
-      restic_over_previous_s: median(place.restic),
-      ratio_to_restic: median(place.restore) / median(place.restic),
-      series: place,
-    };
+    out.in_place = {};
+    for (const [name, p] of Object.entries(place)) {
+      out.in_place[name] = {
+        restore_s: median(p.restore),
+        bytes_received: median(p.bytes),
+        body_bytes_fetched: median(p.fetched),
+        restic_over_previous_s: median(p.restic),
+        ratio_to_restic: median(p.restore) / median(p.restic),
+        series: p,
+      };
+    }
     // Over the folder a save left: the laptop goes back to checkpoint 1.
     writeFileSync(edited, v1);
     writeFileSync(deleted, gone);

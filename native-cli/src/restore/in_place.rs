@@ -270,18 +270,20 @@ pub fn restore(
             }
         }
     }
+    // Findings recorded under other rules are screened again.
+    let screened = record.as_ref().filter(|r| r.same_rules());
+    let recorded_places = harness_dest_by(&places);
     for (i, m) in new.members.iter().enumerate() {
         let Some(body) = m.body() else { continue };
         if by_member[i].is_some() || !actions.kept_bodies.contains(&body) {
             continue;
         }
         by_member[i] = Some(kept_findings(
-            record.as_ref(),
+            screened,
             &scanner,
             m,
-            &scan,
             &folder,
-            &harness_dest_by(&places),
+            &recorded_places,
         )?);
     }
     let findings = packet_core::Findings::assemble(&new, |i| by_member[i].clone());
@@ -967,18 +969,18 @@ fn staged_sink(
     })
 }
 
-/// The findings of a body the folder keeps: the record's (same bytes,
-/// screened under these rules) or its bytes', scanned now.
+/// The findings of a body the folder keeps: the record's (same bytes;
+/// `screened` is the record when it was screened under these rules) or
+/// its bytes', scanned now.
 fn kept_findings(
-    record: Option<&Record>,
+    screened: Option<&Record>,
     scanner: &Scanner,
     m: &packet_core::Member,
-    scan: &Scan,
     folder: &Target,
     harness_dest: &HashMap<String, PathBuf>,
 ) -> Result<BodyFindings> {
     let sha = m.sha256();
-    if let Some(r) = record.filter(|r| r.same_rules()) {
+    if let Some(r) = screened {
         if let Some(e) = r.file(&m.path).filter(|e| Some(e.sha256) == sha) {
             if let (Some(list), 0) = (&e.findings, scan_class(&m.path)) {
                 return Ok(BodyFindings {
@@ -1010,7 +1012,6 @@ fn kept_findings(
             File::open(dest).map_err(|e| CliError::io("read", dest, e))?
         }
     };
-    let _ = scan;
     let mut s = BodyScanner::new(scanner, &m.path);
     let mut h = packet_core::Hasher::new();
     let mut buf = vec![0u8; crate::packet_io::CHUNK];

@@ -18,6 +18,8 @@ use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 
 use packet_core::{exclude, path as member_path, Digest, Entry, Hasher, Limits, Manifest};
 use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags};
@@ -173,7 +175,8 @@ fn escapes(relative: &str, dir: BorrowedFd<'_>, name: &OsStr) -> bool {
 }
 
 /// Scans the workspace below `root` (its path `shown`), leaving out the
-/// folder's own staging folders named in `skip`.
+/// folder's own staging folders named in `skip`. Two walkers list its
+/// folders, each taking the next folder either found.
 pub fn scan_workspace(
     root: BorrowedFd<'_>,
     shown: &Path,
@@ -181,157 +184,47 @@ pub fn scan_workspace(
     skip: &HashSet<PathBuf>,
 ) -> Result<Scan> {
     let prefix = format!("{}/", member_path::WORKSPACE_ROOT);
-    let mut scan = Scan::default();
-    let mut to_hash: Vec<(String, Identity)> = Vec::new();
-    // Folders to list: (descriptor, relative path).
-    let mut stack: Vec<(OwnedFd, String)> = vec![(dup_dir(root, shown)?, String::new())];
-    while let Some((dir, relative_dir)) = stack.pop() {
-        let listing = rustix::fs::Dir::read_from(&dir)
-            .map_err(|e| CliError::io("list", shown.join(&relative_dir), e.into()))?;
-        for entry in listing {
-            let entry =
-                entry.map_err(|e| CliError::io("list", shown.join(&relative_dir), e.into()))?;
-            let name_bytes = entry.file_name().to_bytes();
-            if name_bytes == b"." || name_bytes == b".." {
-                continue;
-            }
-            let name = OsStr::from_bytes(name_bytes);
-            let Some(name_str) = name.to_str() else {
-                // Not a path a packet can hold: a local change.
-                scan.changes.push(Change {
-                    path: shown.join(&relative_dir).join(name).display().to_string(),
-                    change: ChangeKind::Added,
-                });
-                continue;
-            };
-            let relative = if relative_dir.is_empty() {
-                name_str.to_owned()
-            } else {
-                format!("{relative_dir}/{name_str}")
-            };
-            if relative_dir.is_empty() && skip.contains(&shown.join(name_str)) {
-                continue;
-            }
-            let stat = statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| CliError::io("inspect", shown.join(&relative), e.into()))?;
-            let kind = FileType::from_raw_mode(stat.st_mode);
-            let member = format!("{prefix}{relative}");
-            let candidates = expected.members(&member);
-            let identity = Identity::of(&stat);
-            let target = match kind {
-                FileType::Symlink => rustix::fs::readlinkat(&dir, name, Vec::new())
-                    .ok()
-                    .and_then(|t| t.into_string().ok()),
-                _ => None,
-            };
-            scan.found.insert(
-                member.clone(),
-                Found {
-                    kind,
-                    identity,
-                    target: target.clone(),
-                },
+    let folders = Folders::new(dup_dir(root, shown)?);
+    let walk = || -> Result<Partial> {
+        let mut part = Partial::default();
+        while let Some((dir, relative_dir)) = folders.next() {
+            let mut subdirs = Vec::new();
+            let listed = list_folder(
+                &dir,
+                &relative_dir,
+                shown,
+                &prefix,
+                expected,
+                skip,
+                &mut part,
+                &mut subdirs,
             );
-            let shown_path = || shown.join(&relative).display().to_string();
-            if candidates.is_empty() {
-                if expected.left_out(&relative, kind, dir.as_fd(), name) {
-                    scan.kept.push(member);
-                    continue;
-                }
-                scan.changes.push(Change {
-                    path: shown_path(),
-                    change: ChangeKind::Added,
-                });
-            } else {
-                match kind {
-                    FileType::Directory => {
-                        if candidates.iter().any(|e| matches!(e, Entry::Dir)) {
-                            scan.known.insert(
-                                member.clone(),
-                                Known {
-                                    entry: Entry::Dir,
-                                    identity: None,
-                                },
-                            );
-                        } else {
-                            scan.changes.push(Change {
-                                path: shown_path(),
-                                change: ChangeKind::Type,
-                            });
-                        }
-                    }
-                    FileType::Symlink => {
-                        let same = candidates.iter().find(|e| {
-                            matches!(e, Entry::Symlink { target: t } if Some(t) == target.as_ref())
-                        });
-                        match same {
-                            Some(e) => {
-                                scan.known.insert(
-                                    member.clone(),
-                                    Known {
-                                        entry: (*e).clone(),
-                                        identity: None,
-                                    },
-                                );
-                            }
-                            None => {
-                                let change = if candidates
-                                    .iter()
-                                    .any(|e| matches!(e, Entry::Symlink { .. }))
-                                {
-                                    ChangeKind::Edited
-                                } else {
-                                    ChangeKind::Type
-                                };
-                                scan.changes.push(Change {
-                                    path: shown_path(),
-                                    change,
-                                });
-                            }
-                        }
-                    }
-                    FileType::RegularFile => {
-                        if candidates.iter().any(|e| matches!(e, Entry::File { .. })) {
-                            to_hash.push((member.clone(), identity));
-                        } else {
-                            scan.changes.push(Change {
-                                path: shown_path(),
-                                change: ChangeKind::Type,
-                            });
-                        }
-                    }
-                    _ => scan.changes.push(Change {
-                        path: shown_path(),
-                        change: ChangeKind::Type,
-                    }),
-                }
-            }
-            if kind == FileType::Directory {
-                let fd = openat(
-                    &dir,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| CliError::io("open", shown.join(&relative), e.into()))?;
-                stack.push((fd, relative));
+            folders.done(subdirs);
+            if let Err(e) = listed {
+                folders.fail();
+                return Err(e);
             }
         }
-    }
-    // Files: the record's word where it holds, else their bytes.
-    let mut reading: Vec<(String, Identity)> = Vec::new();
-    for (member, identity) in to_hash {
-        let recorded = expected
-            .record
-            .and_then(|r| match r.check(&member, &identity) {
-                Seen::Unchanged(e) => Some(e.sha256),
-                _ => None,
-            });
-        match recorded {
-            Some(sha) => judge_file(&mut scan, expected, shown, &member, identity, sha, true),
-            None => reading.push((member, identity)),
-        }
-    }
+        Ok(part)
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(walk);
+        let mine = walk();
+        let theirs = other
+            .join()
+            .unwrap_or_else(|_| Err(CliError::Bug("a scanning thread panicked".into())));
+        (mine, theirs)
+    });
+    let (a, b) = (a?, b?);
+    let mut scan = a.scan;
+    scan.known.extend(b.scan.known);
+    scan.found.extend(b.scan.found);
+    scan.changes.extend(b.scan.changes);
+    scan.kept.extend(b.scan.kept);
+    // In one order whichever walker found them.
+    scan.kept.sort();
+    let mut reading = a.reading;
+    reading.extend(b.reading);
     scan.hashed = reading.len() as u64;
     let hashes = hash_files(root, shown, &prefix, &reading)?;
     for ((member, identity), sha) in reading.into_iter().zip(hashes) {
@@ -366,6 +259,251 @@ pub fn scan_workspace(
     }
     scan.changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
+}
+
+/// What one walker found: a part of the scan, and the files it must read.
+#[derive(Default)]
+struct Partial {
+    scan: Scan,
+    /// Files the record does not vouch for.
+    reading: Vec<(String, Identity)>,
+}
+
+impl Partial {
+    /// A file where a checkpoint has one: the record's word where it
+    /// holds, else it is to be read.
+    fn file(&mut self, expected: &Expected<'_>, shown: &Path, member: String, identity: Identity) {
+        let recorded = expected
+            .record
+            .and_then(|r| match r.check(&member, &identity) {
+                Seen::Unchanged(e) => Some(e.sha256),
+                _ => None,
+            });
+        match recorded {
+            Some(sha) => judge_file(
+                &mut self.scan,
+                expected,
+                shown,
+                &member,
+                identity,
+                sha,
+                true,
+            ),
+            None => self.reading.push((member, identity)),
+        }
+    }
+}
+
+/// The folders still to list, shared by the walkers: listing one adds its
+/// subfolders; the walk is over when none is left and no walker is
+/// listing one, or when one failed.
+struct Folders {
+    /// Folders to list (descriptor, relative path), and how many walkers
+    /// are listing one.
+    state: Mutex<(Vec<(OwnedFd, String)>, usize)>,
+    more: Condvar,
+    failed: AtomicBool,
+}
+
+impl Folders {
+    fn new(root: OwnedFd) -> Folders {
+        Folders {
+            state: Mutex::new((vec![(root, String::new())], 0)),
+            more: Condvar::new(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<(OwnedFd, String)>, usize)> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The next folder to list, once there is one; `None` when the walk is
+    /// over.
+    fn next(&self) -> Option<(OwnedFd, String)> {
+        let mut state = self.lock();
+        loop {
+            if self.failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(folder) = state.0.pop() {
+                state.1 += 1;
+                return Some(folder);
+            }
+            if state.1 == 0 {
+                return None;
+            }
+            state = self
+                .more
+                .wait(state)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// A folder listed, with the subfolders it holds.
+    fn done(&self, subfolders: Vec<(OwnedFd, String)>) {
+        let mut state = self.lock();
+        state.0.extend(subfolders);
+        state.1 -= 1;
+        drop(state);
+        self.more.notify_all();
+    }
+
+    fn fail(&self) {
+        // Under the lock, so that no walker misses the news while it is
+        // about to wait.
+        let _state = self.lock();
+        self.failed.store(true, Ordering::Relaxed);
+        self.more.notify_all();
+    }
+}
+
+/// Lists one folder of the workspace into `part`; its subfolders, open,
+/// go to `subdirs`.
+#[allow(clippy::too_many_arguments)]
+fn list_folder(
+    dir: &OwnedFd,
+    relative_dir: &str,
+    shown: &Path,
+    prefix: &str,
+    expected: &Expected<'_>,
+    skip: &HashSet<PathBuf>,
+    part: &mut Partial,
+    subdirs: &mut Vec<(OwnedFd, String)>,
+) -> Result<()> {
+    let listing = rustix::fs::Dir::read_from(dir)
+        .map_err(|e| CliError::io("list", shown.join(relative_dir), e.into()))?;
+    for entry in listing {
+        let entry = entry.map_err(|e| CliError::io("list", shown.join(relative_dir), e.into()))?;
+        let name_bytes = entry.file_name().to_bytes();
+        if name_bytes == b"." || name_bytes == b".." {
+            continue;
+        }
+        let name = OsStr::from_bytes(name_bytes);
+        let Some(name_str) = name.to_str() else {
+            // Not a path a packet can hold: a local change.
+            part.scan.changes.push(Change {
+                path: shown.join(relative_dir).join(name).display().to_string(),
+                change: ChangeKind::Added,
+            });
+            continue;
+        };
+        let relative = if relative_dir.is_empty() {
+            name_str.to_owned()
+        } else {
+            format!("{relative_dir}/{name_str}")
+        };
+        if relative_dir.is_empty() && skip.contains(&shown.join(name_str)) {
+            continue;
+        }
+        let stat = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| CliError::io("inspect", shown.join(&relative), e.into()))?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        let member = format!("{prefix}{relative}");
+        let candidates = expected.members(&member);
+        let identity = Identity::of(&stat);
+        let target = match kind {
+            FileType::Symlink => rustix::fs::readlinkat(dir, name, Vec::new())
+                .ok()
+                .and_then(|t| t.into_string().ok()),
+            _ => None,
+        };
+        part.scan.found.insert(
+            member.clone(),
+            Found {
+                kind,
+                identity,
+                target: target.clone(),
+            },
+        );
+        let shown_path = || shown.join(&relative).display().to_string();
+        if candidates.is_empty() {
+            if expected.left_out(&relative, kind, dir.as_fd(), name) {
+                part.scan.kept.push(member);
+                continue;
+            }
+            part.scan.changes.push(Change {
+                path: shown_path(),
+                change: ChangeKind::Added,
+            });
+        } else {
+            match kind {
+                FileType::Directory => {
+                    if candidates.iter().any(|e| matches!(e, Entry::Dir)) {
+                        part.scan.known.insert(
+                            member.clone(),
+                            Known {
+                                entry: Entry::Dir,
+                                identity: None,
+                            },
+                        );
+                    } else {
+                        part.scan.changes.push(Change {
+                            path: shown_path(),
+                            change: ChangeKind::Type,
+                        });
+                    }
+                }
+                FileType::Symlink => {
+                    let same = candidates.iter().find(
+                        |e| matches!(e, Entry::Symlink { target: t } if Some(t) == target.as_ref()),
+                    );
+                    match same {
+                        Some(e) => {
+                            part.scan.known.insert(
+                                member.clone(),
+                                Known {
+                                    entry: (*e).clone(),
+                                    identity: None,
+                                },
+                            );
+                        }
+                        None => {
+                            let change = if candidates
+                                .iter()
+                                .any(|e| matches!(e, Entry::Symlink { .. }))
+                            {
+                                ChangeKind::Edited
+                            } else {
+                                ChangeKind::Type
+                            };
+                            part.scan.changes.push(Change {
+                                path: shown_path(),
+                                change,
+                            });
+                        }
+                    }
+                }
+                FileType::RegularFile => {
+                    if candidates.iter().any(|e| matches!(e, Entry::File { .. })) {
+                        part.file(expected, shown, member.clone(), identity);
+                    } else {
+                        part.scan.changes.push(Change {
+                            path: shown_path(),
+                            change: ChangeKind::Type,
+                        });
+                    }
+                }
+                _ => part.scan.changes.push(Change {
+                    path: shown_path(),
+                    change: ChangeKind::Type,
+                }),
+            }
+        }
+        if kind == FileType::Directory {
+            let fd = openat(
+                dir,
+                name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| CliError::io("open", shown.join(&relative), e.into()))?;
+            subdirs.push((fd, relative));
+        }
+    }
+    Ok(())
 }
 
 /// Settles a file whose content is `sha`: hashed now, or `vouched` by
