@@ -258,16 +258,33 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
         .map_err(|e| Problem::internal(e.to_string()))?;
     let (mut at_hand, _) = load_bases(bucket, db, &row.base_list()).await?;
     let parts = pushes::parts(db, &id).await.map_err(internal)?;
-    let mut arrived = HashMap::new();
+    let mut records = Vec::with_capacity(parts.len());
     for part in &parts {
         // A record replaced (and deleted) since the parts were listed: its
         // frames count as missing until the next look.
         let Some(bytes) = load::object_bytes(bucket, &part.record, None).await? else {
             continue;
         };
-        let record = PartRecord::decode(&bytes).map_err(corrupt)?;
+        records.push(PartRecord::decode(&bytes).map_err(corrupt)?);
+    }
+    // What lies in packs collected since it was found is missing: the
+    // bases' packs and the records' are asked about at once, and a frame
+    // in a pack that is gone is not at hand (a later part may bring it
+    // again).
+    let mut named = at_hand.packs.keys();
+    for key in records.iter().flat_map(|r| &r.packs) {
+        if !named.contains(key) {
+            named.push(key.clone());
+        }
+    }
+    let gone = packs::gone(db, &named).await.map_err(internal)?;
+    at_hand.forget_packs(&gone);
+    let mut arrived = HashMap::new();
+    for record in records {
         for (key, chunk) in record.located() {
-            at_hand.add_frame(key, chunk);
+            if !gone.iter().any(|g| g == key) {
+                at_hand.add_frame(key, chunk);
+            }
         }
         for (i, class, f) in record.findings {
             if let Some(c) = record.frames.get(i as usize) {
@@ -284,11 +301,6 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
             }
         }
     }
-    // What lies in packs collected since it was found is missing.
-    let gone = packs::gone(db, &at_hand.packs.keys())
-        .await
-        .map_err(internal)?;
-    at_hand.forget_packs(&gone);
     let mut book = RecipeBook::new();
     book.add_kept(&recipes.bodies, &assembly.unproven(), &at_hand);
     Ok(State {
@@ -925,15 +937,13 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
         let size = laid.pack.len() as u64;
         // An open push uses its packet's pack from the start, so the
         // clean-up cannot take it before the packet is stored.
-        let recorded = match push_id {
-            Some(id) => {
-                pushes::insert_part_pack(db, id, Some((&own_key, size, 0, &digest_text)), &[]).await
+        let recorded = async {
+            match push_id {
+                Some(id) => pushes::insert_part_pack(db, id, &own_key, size, 0, &digest_text).await,
+                None => packs::insert(db, &own_key, size, 0, &digest_text).await,
             }
-            None => packs::insert(db, &own_key, size, 0, &digest_text).await,
         };
-        timing::timed(Stage::D1, async { recorded })
-            .await
-            .map_err(internal)?;
+        timing::timed(Stage::D1, recorded).await.map_err(internal)?;
         timing::count(Counter::R2Written, laid.pack.len() as u64);
         timing::timed(
             Stage::R2Write,
@@ -1217,23 +1227,18 @@ async fn receive(
     let pack_key = keys::pack(&attempt);
     let (mut record, new, pack_size) = place(db, &frames, &pack_key).await?;
     let new_count = new.iter().filter(|n| **n).count() as u64;
-    // The part's pack, and the packs holding the chunks it found stored,
-    // are the push's from now on: the clean-up leaves them.
-    let held: Vec<String> = record
-        .packs
-        .iter()
-        .filter(|k| **k != pack_key)
-        .cloned()
-        .collect();
-    let own = (pack_size > 0).then_some((
-        pack_key.as_str(),
-        pack_size,
-        new_count,
-        state.row.digest.as_str(),
-    ));
-    timing::timed(Stage::D1, pushes::insert_part_pack(db, id, own, &held))
+    // The part's pack is the push's from now on: the clean-up leaves it.
+    // (The packs holding chunks it found stored become the push's with its
+    // record; one collected meanwhile is forgotten by the next look.)
+    if pack_size > 0 {
+        let digest = state.row.digest.as_str();
+        timing::timed(
+            Stage::D1,
+            pushes::insert_part_pack(db, id, &pack_key, pack_size, new_count, digest),
+        )
         .await
         .map_err(internal)?;
+    }
     let classes = classes_of(state.assembly.manifest());
     let scanner = Scanner::new();
     let mut findings = Vec::new();
@@ -1265,7 +1270,7 @@ async fn receive(
     })
     .await;
     if let Err(p) = pumped {
-        let _ = packs::forget(db, &pack_key).await;
+        let _ = pushes::forget_part_pack(db, id, &pack_key).await;
         return Err(p);
     }
     record.findings = findings;

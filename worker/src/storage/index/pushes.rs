@@ -128,27 +128,38 @@ fn pin(db: &D1Database, push_id: &str, packs: &[String]) -> Result<worker::D1Pre
     .prepare(db)
 }
 
-/// Records the pack a part of open push `push_id` is about to write, used
-/// by that push from the start, with the packs holding the chunks the part
-/// found stored (`held`): the clean-up cannot take them while the part is
-/// being received.
+/// Records the pack a part of open push `push_id` (or the packet it
+/// completes) is about to write, used by that push from the start: the
+/// clean-up cannot take it while it is being written.
 pub async fn insert_part_pack(
     db: &D1Database,
     push_id: &str,
-    pack: Option<(&str, u64, u64, &str)>,
-    held: &[String],
+    key: &str,
+    size: u64,
+    count: u64,
+    digest: &str,
 ) -> Result<()> {
-    let mut statements = Vec::new();
-    let mut keys = held.to_vec();
-    if let Some((key, size, count, digest)) = pack {
-        statements.push(packs::insert_statement(db, key, size, count, digest)?);
-        keys.push(key.to_string());
-    }
-    if keys.is_empty() {
-        return Ok(());
-    }
-    statements.push(pin(db, push_id, &keys)?);
-    db.batch(statements).await.map(|_| ())
+    db.batch(vec![
+        packs::insert_statement(db, key, size, count, digest)?,
+        pin(db, push_id, &[key.to_string()])?,
+    ])
+    .await
+    .map(|_| ())
+}
+
+/// Forgets the pack of a part refused before its object was written.
+pub async fn forget_part_pack(db: &D1Database, push_id: &str, key: &str) -> Result<()> {
+    db.batch(vec![
+        sql("DELETE FROM pack_users WHERE pack = :key AND owner = :owner")
+            .bind("key", text(key))
+            .bind("owner", text(&push_owner(push_id)))
+            .prepare(db)?,
+        sql("DELETE FROM packs WHERE key = :key AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = :key)")
+            .bind("key", text(key))
+            .prepare(db)?,
+    ])
+    .await
+    .map(|_| ())
 }
 
 /// Chunks compaction copied into a packet's own pack (its key; each
