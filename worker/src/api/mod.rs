@@ -203,17 +203,11 @@ async fn dispatch(
         }
         Route::PushPart { id, number } => {
             let (bucket, db) = (bucket(env)?, database(env)?);
-            pushes::part(
-                &req,
-                &bucket,
-                &db,
-                config,
-                &id,
-                number,
-                may_read(config, grant),
-                caller,
-            )
-            .await
+            let who = pushes::Caller {
+                id: caller,
+                reveal: may_read(config, grant),
+            };
+            pushes::part(&req, &bucket, &db, config, (&id, number), who).await
         }
         Route::CompletePush(id) => {
             pushes::complete(&bucket(env)?, &database(env)?, &id, caller).await

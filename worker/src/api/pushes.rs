@@ -1179,17 +1179,25 @@ pub async fn recipes(
     }
 }
 
+/// Who sends a request about a push: the token's id, and whether it may
+/// read packets (then it is told which bytes the store held already).
+pub struct Caller<'a> {
+    /// The token's id.
+    pub id: &'a str,
+    /// Whether it may read packets.
+    pub reveal: bool,
+}
+
 /// `PUT /v1/pushes/{id}/parts/{number}`
 pub async fn part(
     req: &Request,
     bucket: &Bucket,
     db: &D1Database,
     config: &Config,
-    id: &str,
-    number: u16,
-    reveal: bool,
-    caller: &str,
+    (id, number): (&str, u16),
+    caller: Caller<'_>,
 ) -> Answer {
+    let Caller { id: caller, reveal } = caller;
     let mut body = super::http::body(req, part_caps(config))?;
     content_length(req)?;
     let row = open_push(db, id, caller).await?;
