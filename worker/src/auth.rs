@@ -283,6 +283,14 @@ impl Tokens {
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
+                // A push belongs to the id of the token that created it:
+                // two tokens of one id would share them.
+                if configured.iter().any(|c| c.grant.id == entry.id) {
+                    return Err(invalid(format!(
+                        "PILLBOX_TOKENS entry {i} ({:?}): another token has this id (or it is the single token's)",
+                        entry.id
+                    )));
+                }
                 configured.push(Configured {
                     hash,
                     grant: Grant {

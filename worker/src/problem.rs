@@ -3,8 +3,22 @@
 //! ([`pillbox_wire::ErrorBody`], packet-core's [`Refusal`] shape). Packet refusals carry packet-core's codes
 //! unchanged; the API's own codes are listed in `proto/openapi.yaml`.
 
-use packet_core::Refusal;
+use packet_core::{ErrorCode, Refusal};
 use pillbox_wire::ErrorBody;
+
+/// packet-core's message of a wrong digest ("the bytes hash to X, the
+/// manifest says Y", "expected Y, the packet is X") without X, the digest
+/// computed: what bytes hash to is told to no one who did not name it.
+fn without_computed(message: &str) -> Option<String> {
+    if let Some(rest) = message.strip_prefix("the bytes hash to ") {
+        let (_, stated) = rest.split_once(", the manifest says ")?;
+        return Some(format!(
+            "the bytes do not hash to {stated}, the sha256 the manifest states"
+        ));
+    }
+    let (expected, _) = message.strip_prefix("expected ")?.split_once(", ")?;
+    Some(format!("the bytes do not hash to {expected}"))
+}
 
 /// A refusal, ready to become a response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,12 +52,24 @@ impl Problem {
     }
 
     /// A packet refused by packet-core: 422 with the core's code, path,
-    /// offset, message and advice unchanged.
+    /// offset and advice unchanged, and its message, except that a refusal
+    /// of a wrong digest names only the digest the request or the manifest
+    /// stated, never the one the store computed (docs/hardening.md,
+    /// "What a refusal tells").
     pub fn from_packet_error(error: &packet_core::Error) -> Problem {
+        let mut refusal = error.refusal().into_owned();
+        if matches!(
+            error.code(),
+            ErrorCode::PacketDigestMismatch | ErrorCode::MemberDigestMismatch
+        ) {
+            if let Some(message) = without_computed(&refusal.details.message) {
+                refusal.details.message = message.into();
+            }
+        }
         Problem {
             status: 422,
             error: pillbox_wire::Problem {
-                refusal: error.refusal().into_owned(),
+                refusal,
                 current: None,
                 missing: None,
             },
@@ -146,7 +172,41 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use packet_core::{Error, ErrorCode};
+    use packet_core::assembled::{Assembly, BodyHasher};
+    use packet_core::{Body, Digest, Error, Limits};
+
+    #[test]
+    fn a_wrong_digest_is_refused_without_the_digest_computed() {
+        let stated = Body {
+            sha256: Digest::of(b"what the manifest says"),
+            size: 5,
+        };
+        let mut h = BodyHasher::new(stated);
+        h.update(b"other").unwrap();
+        let computed = Digest::of(b"other");
+        let e = h.finish().unwrap_err();
+        assert!(e.message().contains(&computed.hex().to_string()), "{e}");
+        let p = Problem::from_packet_error(&e);
+        let message = &p.error.refusal.details.message;
+        assert!(!message.contains(&computed.hex().to_string()), "{message}");
+        assert!(
+            message.contains(&stated.sha256.hex().to_string()),
+            "{message}"
+        );
+        assert_eq!(p.error.refusal.code, "member_digest_mismatch");
+
+        let json = br#"{"not":"a manifest"}"#;
+        let named = Digest::of(b"the name the request gave");
+        let e = Assembly::new(json, Some(named), &Limits::FORMAT).unwrap_err();
+        let p = Problem::from_packet_error(&e);
+        let message = &p.error.refusal.details.message;
+        assert!(
+            !message.contains(&Digest::of(json).hex().to_string()),
+            "{message}"
+        );
+        assert!(message.contains(&named.hex().to_string()), "{message}");
+        assert_eq!(p.error.refusal.code, "packet_digest_mismatch");
+    }
 
     #[test]
     fn packet_errors_keep_their_code_path_and_offset() {

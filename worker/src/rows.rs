@@ -270,6 +270,10 @@ pub struct PushRow {
     pub labels: String,
     /// RFC 3339.
     pub created: String,
+    /// The id of the token that created it (`None`: created before pushes
+    /// had owners).
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// A received push part.
@@ -478,6 +482,7 @@ mod tests {
             bases: format!("[\"{D}\"]"),
             labels: "[]".into(),
             created: T.into(),
+            owner: Some("pusher".into()),
         };
         let status = Status {
             missing: vec![packet_core::Digest::EMPTY],

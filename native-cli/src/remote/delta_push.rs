@@ -621,8 +621,9 @@ impl<'r> Push2<'r> {
         self.report.frame_bytes += sent.stored;
     }
 
-    /// The chunks the store lacks, in the packet's order, each once: small
-    /// missing bodies whole, and the missing chunks of large ones (whose
+    /// The chunks the store lacks, in the packet's order, each once: the
+    /// chunks of packet.json it names, small missing bodies whole, and the
+    /// missing chunks of large ones (whose
     /// recipes are sent first, unless the store has them from this run).
     fn plan(&mut self, session: &Push) -> Result<Vec<Item>> {
         let hexes = |list: &[String], what: &str| -> Result<HashSet<Digest>> {
@@ -668,6 +669,18 @@ impl<'r> Push2<'r> {
         missing_chunks.extend(self.send_recipes(session, &undescribed)?);
         let mut items = Vec::new();
         let mut scheduled = HashSet::new();
+        // Chunks of packet.json the store lost (a pack it held them in was
+        // collected while the push was open) are sent again too.
+        for p in &self.manifest_pieces {
+            if missing_chunks.contains(&p.sha256) && scheduled.insert(p.sha256) {
+                items.push(Item {
+                    index: None,
+                    offset: p.offset,
+                    size: p.size,
+                    sha256: p.sha256,
+                });
+            }
+        }
         for b in &wanted {
             if BODIES.is_one_chunk(b.body.size) {
                 if scheduled.insert(b.body.sha256) {

@@ -191,11 +191,19 @@ pub fn declared_length(req: &Request) -> Option<u64> {
 /// 415 `encoding_unsupported`), to be read within `caps`: a declared
 /// `Content-Length` over them is refused here, before a byte is read.
 pub fn body(req: &Request, caps: Caps) -> Result<Body, Problem> {
+    identity_only(req)?;
+    Body::open(req.inner().body(), declared_length(req), caps)
+}
+
+/// 415 `encoding_unsupported` unless the body is sent as it is (also for
+/// the routes that stream a body to R2 as sent: a whole packet, a part of
+/// an upload).
+pub fn identity_only(req: &Request) -> Result<(), Problem> {
     Encoding::parse(
         header(req, "content-encoding").as_deref(),
         &[Encoding::Identity],
-    )?;
-    Body::open(req.inner().body(), declared_length(req), caps)
+    )
+    .map(|_| ())
 }
 
 /// Reads a JSON request body into its [`pillbox_wire`] type.

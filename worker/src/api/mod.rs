@@ -147,6 +147,8 @@ async fn dispatch(
         url.query_pairs()
             .map(|(k, v)| (k.into_owned(), v.into_owned())),
     );
+    // Whose push a push route speaks of (every push route needs a token).
+    let caller = grant.map_or("", |g| g.id.as_str());
     match route {
         Route::Preflight => no_content(),
         Route::Info => json_response(200, &config.info()),
@@ -179,31 +181,37 @@ async fn dispatch(
         Route::CreatePush => {
             let (bucket, db) = (bucket(env)?, database(env)?);
             let bases_readable = may_read(config, grant);
-            pushes::create(&mut req, &bucket, &db, config, &query, bases_readable).await
-        }
-        Route::GetPush(id) => {
-            let reveal = may_read(config, grant);
-            pushes::get(&bucket(env)?, &database(env)?, config, &id, reveal).await
-        }
-        Route::AbortPush(id) => pushes::abort(&bucket(env)?, &database(env)?, &id).await,
-        Route::PushRecipes(id) => {
-            let (bucket, db) = (bucket(env)?, database(env)?);
-            pushes::recipes(&mut req, &bucket, &db, &id).await
-        }
-        Route::PushPart { id, number } => {
-            let (bucket, db) = (bucket(env)?, database(env)?);
-            pushes::part(
-                &req,
+            pushes::create(
+                &mut req,
                 &bucket,
                 &db,
                 config,
-                &id,
-                number,
-                may_read(config, grant),
+                &query,
+                bases_readable,
+                caller,
             )
             .await
         }
-        Route::CompletePush(id) => pushes::complete(&bucket(env)?, &database(env)?, &id).await,
+        Route::GetPush(id) => {
+            let reveal = may_read(config, grant);
+            pushes::get(&bucket(env)?, &database(env)?, config, &id, reveal, caller).await
+        }
+        Route::AbortPush(id) => pushes::abort(&bucket(env)?, &database(env)?, &id, caller).await,
+        Route::PushRecipes(id) => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            pushes::recipes(&mut req, &bucket, &db, &id, caller).await
+        }
+        Route::PushPart { id, number } => {
+            let (bucket, db) = (bucket(env)?, database(env)?);
+            let who = pushes::Caller {
+                id: caller,
+                reveal: may_read(config, grant),
+            };
+            pushes::part(&req, &bucket, &db, config, (&id, number), who).await
+        }
+        Route::CompletePush(id) => {
+            pushes::complete(&bucket(env)?, &database(env)?, &id, caller).await
+        }
         Route::BenchBaseline => {
             let (bucket, db) = (bucket(env)?, database(env)?);
             bench::baseline(&req, &bucket, &db, config).await

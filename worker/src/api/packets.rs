@@ -124,6 +124,7 @@ pub async fn upload(
     query: &Query,
 ) -> Answer {
     let labels = upload_labels(query.all("label"))?;
+    super::http::identity_only(req)?;
     if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }

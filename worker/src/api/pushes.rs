@@ -12,7 +12,7 @@ use packet_core::assembled::Assembly;
 use packet_core::secrets::Scanner;
 use packet_core::{Body, BodyFindings, Digest, ErrorCode, Limits};
 use pillbox_wire::chunks::{Decoder, Frame};
-use pillbox_wire::recipes::{PushDecoder, PushLimits, RecipeLimits, Recipes};
+use pillbox_wire::recipes::{ChunkName, PushDecoder, PushLimits, RecipeLimits, Recipes};
 use pillbox_wire::{MissingChunks, PartReceived};
 use worker::{Bucket, Conditional, D1Database, Request};
 
@@ -28,7 +28,7 @@ use crate::push::arrival;
 use crate::push::at_hand::AtHand;
 use crate::push::complete::{classes_of, Completion};
 use crate::push::manifest;
-use crate::push::plan::{Plan, Source};
+use crate::push::plan::{Plan, Source, Status};
 use crate::push::prove::ProveError;
 use crate::push::recipes::RecipeBook;
 use crate::push::records::PartRecord;
@@ -66,13 +66,20 @@ fn db_failed(e: worker::Error) -> Problem {
     internal(e)
 }
 
-/// The push in progress with this id, or 404.
-async fn open_push(db: &D1Database, id: &str) -> Result<PushRow, Problem> {
-    pushes::get(db, id).await.map_err(internal)?.ok_or_else(|| {
-        Problem::not_found(format!(
-            "no push {id} is in progress (completed, aborted, refused, expired or never created)"
-        ))
-    })
+/// The push in progress with this id that the token `caller` (its id)
+/// created, or 404: another token's push is answered as one that does not
+/// exist, so its id, state and missing chunks are told to no one else
+/// (docs/transfer.md, "Whose push").
+async fn open_push(db: &D1Database, id: &str, caller: &str) -> Result<PushRow, Problem> {
+    pushes::get(db, id)
+        .await
+        .map_err(internal)?
+        .filter(|row| row.owner.as_deref().is_none_or(|owner| owner == caller))
+        .ok_or_else(|| {
+            Problem::not_found(format!(
+                "no push {id} of this token is in progress (completed, aborted, refused, expired, created by another token or never created)"
+            ))
+        })
 }
 
 /// The bases that are stored, loaded, and their digests.
@@ -251,16 +258,33 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
         .map_err(|e| Problem::internal(e.to_string()))?;
     let (mut at_hand, _) = load_bases(bucket, db, &row.base_list()).await?;
     let parts = pushes::parts(db, &id).await.map_err(internal)?;
-    let mut arrived = HashMap::new();
+    let mut records = Vec::with_capacity(parts.len());
     for part in &parts {
-        let bytes = load::object_bytes(bucket, &part.record, None)
-            .await?
-            .ok_or_else(|| {
-                Problem::internal(format!("the record of part {} is missing", part.number))
-            })?;
-        let record = PartRecord::decode(&bytes).map_err(corrupt)?;
+        // A record replaced (and deleted) since the parts were listed: its
+        // frames count as missing until the next look.
+        let Some(bytes) = load::object_bytes(bucket, &part.record, None).await? else {
+            continue;
+        };
+        records.push(PartRecord::decode(&bytes).map_err(corrupt)?);
+    }
+    // What lies in packs collected since it was found is missing: the
+    // bases' packs and the records' are asked about at once, and a frame
+    // in a pack that is gone is not at hand (a later part may bring it
+    // again).
+    let mut named = at_hand.packs.keys();
+    for key in records.iter().flat_map(|r| &r.packs) {
+        if !named.contains(key) {
+            named.push(key.clone());
+        }
+    }
+    let gone = packs::gone(db, &named).await.map_err(internal)?;
+    at_hand.forget_packs(&gone);
+    let mut arrived = HashMap::new();
+    for record in records {
         for (key, chunk) in record.located() {
-            at_hand.add_frame(key, chunk);
+            if !gone.iter().any(|g| g == key) {
+                at_hand.add_frame(key, chunk);
+            }
         }
         for (i, class, f) in record.findings {
             if let Some(c) = record.frames.get(i as usize) {
@@ -278,8 +302,7 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
         }
     }
     let mut book = RecipeBook::new();
-    book.add(&recipes.bodies, &assembly.unproven(), &at_hand)
-        .map_err(|p| Problem::internal(format!("the push's recipes: {}", p.error.message())))?;
+    book.add_kept(&recipes.bodies, &assembly.unproven(), &at_hand);
     Ok(State {
         row,
         json,
@@ -297,6 +320,63 @@ impl State {
     fn plan(&self) -> Plan {
         Plan::new(&self.assembly.unproven(), &self.at_hand, &self.book)
     }
+
+    /// What the push lacks: what `GET` lists and `complete` refuses with.
+    fn status(&self) -> Status {
+        status_of(
+            &self.plan(),
+            &self.at_hand,
+            &self.book,
+            &self.recipes.manifest,
+        )
+    }
+}
+
+/// The chunks of packet.json's recipe not at hand (a base's, or uploaded
+/// by the push), each once.
+fn lacking_manifest(recipe: &[ChunkName], at_hand: &AtHand) -> Vec<Name> {
+    let mut seen = HashSet::new();
+    recipe
+        .iter()
+        .map(|c| (c.sha256, u64::from(c.size)))
+        .filter(|n| at_hand.chunk(n).is_none() && seen.insert(*n))
+        .collect()
+}
+
+/// What a push lacks: its plan's missing bodies and chunks, and the
+/// chunks of packet.json that are no longer at hand (a pack collected).
+fn status_of(plan: &Plan, at_hand: &AtHand, book: &RecipeBook, manifest: &[ChunkName]) -> Status {
+    let mut status = plan.status(at_hand, book);
+    for (sha256, size) in lacking_manifest(manifest, at_hand) {
+        if !status.missing_chunks.contains(&sha256) {
+            status.missing_chunks.push(sha256);
+            status.missing_bytes += size;
+        }
+    }
+    status
+}
+
+/// The chunks a push may upload: its plan's, and the chunks of
+/// packet.json no longer at hand.
+fn wanted_of(
+    plan: &Plan,
+    at_hand: &AtHand,
+    book: &RecipeBook,
+    manifest: &[ChunkName],
+) -> HashMap<Digest, u64> {
+    let mut wanted = plan.wanted(at_hand, book);
+    for (sha256, size) in lacking_manifest(manifest, at_hand) {
+        wanted.insert(sha256, size);
+    }
+    wanted
+}
+
+/// The list a 409 `push_incomplete` carries: the missing chunks, then the
+/// missing bodies.
+fn missing_list(status: &Status) -> Vec<Digest> {
+    let mut missing = status.missing_chunks.clone();
+    missing.extend(status.missing.iter().copied());
+    missing
 }
 
 /// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`. The bases are
@@ -309,6 +389,7 @@ pub async fn create(
     config: &Config,
     query: &Query,
     bases_readable: bool,
+    caller: &str,
 ) -> Answer {
     let digest = query
         .get("digest")
@@ -361,6 +442,7 @@ pub async fn create(
         size,
         labels,
         used,
+        caller,
     };
     let answer = created.run(&mut body, at_hand).await;
     if answer.is_err() {
@@ -409,6 +491,7 @@ struct Create<'a> {
     size: u64,
     labels: Vec<String>,
     used: Vec<String>,
+    caller: &'a str,
 }
 
 /// Each body's scan classes, with the path of one member of each.
@@ -586,7 +669,8 @@ impl Create<'_> {
         for (key, chunk) in record.located() {
             at_hand.add_frame(key, chunk);
         }
-        let plan = Plan::new(&assembly.unproven(), &at_hand, &book);
+        let bodies = assembly.unproven();
+        let mut plan = Plan::new(&bodies, &at_hand, &book);
         let mut arrived = HashMap::new();
         for (i, class, f) in &findings {
             let c = record.frames[*i as usize];
@@ -601,13 +685,15 @@ impl Create<'_> {
                 f.clone(),
             );
         }
+        let mut json = json;
         if plan.is_complete() {
             let recipes_names: Vec<Name> = recipes
                 .manifest
                 .iter()
                 .map(|c| (c.sha256, u64::from(c.size)))
                 .collect();
-            return finish(
+            let kept_json = json.clone();
+            let finished = finish(
                 bucket,
                 db,
                 Finishing {
@@ -622,10 +708,20 @@ impl Create<'_> {
                     frames_pack: Some((pack_key.as_str(), stored_rows(&record, &new))),
                 },
             )
-            .await;
+            .await?;
+            match finished {
+                Finished::Answer(r) => return Ok(r),
+                // Packs it relied on were collected meanwhile: the push
+                // stays open, lacking what lay in them.
+                Finished::Lost(gone) => {
+                    at_hand.forget_packs(&gone);
+                    plan = Plan::new(&bodies, &at_hand, &book);
+                    json = kept_json;
+                }
+            }
         }
         // Not everything is at hand: the push stays open.
-        let status = plan.status(&at_hand, &book);
+        let status = status_of(&plan, &at_hand, &book, &recipes.manifest);
         let row = PushRow {
             id: id.clone(),
             digest: digest.to_string(),
@@ -633,6 +729,7 @@ impl Create<'_> {
             bases: serde_json::to_string(&self.used).unwrap_or_else(|_| "[]".into()),
             labels: serde_json::to_string(&self.labels).unwrap_or_else(|_| "[]".into()),
             created: packs::now(),
+            owner: Some(self.caller.to_string()),
         };
         load::write_object(bucket, &keys::push_manifest(&id), json).await?;
         let kept = Recipes {
@@ -645,6 +742,7 @@ impl Create<'_> {
         record.findings = findings;
         let record_key = keys::push_record(&id, CREATE_PART, &id);
         load::write_object(bucket, &record_key, record.encode()).await?;
+        // A create's part is never replaced (parts are numbered from 1).
         let part = PushPartRow {
             number: CREATE_PART,
             pack: (pack_size > 0).then(|| pack_key.clone()),
@@ -706,8 +804,33 @@ fn incomplete(missing: &[Digest]) -> Problem {
     p
 }
 
+/// How finishing a push ended.
+enum Finished {
+    /// Stored (201), or stored by another push first (200).
+    Answer(worker::Response),
+    /// Packs it relied on were collected meanwhile (their keys): what lay
+    /// in them is missing, and the push says so.
+    Lost(Vec<String>),
+}
+
+/// The packs of `at_hand` whose rows are gone, with `key` (a pack found
+/// gone) among them.
+async fn lost_packs(
+    db: &D1Database,
+    at_hand: &AtHand,
+    key: Option<&str>,
+) -> Result<Finished, Problem> {
+    let mut gone = packs::gone(db, &at_hand.packs.keys())
+        .await
+        .map_err(internal)?;
+    if let Some(k) = key.filter(|k| !gone.iter().any(|g| g == k)) {
+        gone.push(k.to_string());
+    }
+    Ok(Finished::Lost(gone))
+}
+
 /// Proves what is left, lays the packet out, stores and indexes it: 201.
-async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
+async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Finished, Problem> {
     let digest = f.assembly.digest();
     let push_id = f.push_id;
     let frames_key = f.frames_pack.as_ref().map(|(k, _)| k.to_string());
@@ -770,7 +893,7 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
                     return Err(Problem::from_packet_error(&completion.refused(body, e)));
                 }
                 Err(Stop::Read(ReadError::Missing(key))) => {
-                    return Err(incomplete(&lost(f.at_hand, &reads, &key)));
+                    return lost_packs(db, f.at_hand, Some(&key)).await;
                 }
                 Err(Stop::Read(e)) => return Err(e.problem()),
                 Ok(()) => {}
@@ -810,12 +933,17 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
     let storing = Storing::new(layout, manifest_refs, &own_key, f.at_hand.layout_chunks());
     let laid = lay_out(bucket, storing).await;
     if !laid.pack.is_empty() {
-        timing::timed(
-            Stage::D1,
-            packs::insert(db, &own_key, laid.pack.len() as u64, 0, &digest.to_string()),
-        )
-        .await
-        .map_err(internal)?;
+        let digest_text = digest.to_string();
+        let size = laid.pack.len() as u64;
+        // An open push uses its packet's pack from the start, so the
+        // clean-up cannot take it before the packet is stored.
+        let recorded = async {
+            match push_id {
+                Some(id) => pushes::insert_part_pack(db, id, &own_key, size, 0, &digest_text).await,
+                None => packs::insert(db, &own_key, size, 0, &digest_text).await,
+            }
+        };
+        timing::timed(Stage::D1, recorded).await.map_err(internal)?;
         timing::count(Counter::R2Written, laid.pack.len() as u64);
         timing::timed(
             Stage::R2Write,
@@ -857,13 +985,7 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
     .map_err(internal)?;
     if !is_stored {
         // A pack the packet names was collected meanwhile.
-        let present = packs::existing(db, &keys_used).await.map_err(internal)?;
-        let gone: Vec<&String> = keys_used.iter().filter(|k| !present.contains(k)).collect();
-        let mut missing = Vec::new();
-        for k in gone {
-            missing.extend(lost(f.at_hand, laid.layout.all_chunks(), k));
-        }
-        return Err(incomplete(&missing));
+        return lost_packs(db, f.at_hand, None).await;
     }
     super::log_findings(&digest, &verified.findings);
     if let Some(id) = f.push_id {
@@ -892,9 +1014,9 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Answer {
                 Some(kept_findings),
             )),
         );
-        stored(db, &digest).await
+        stored(db, &digest).await.map(Finished::Answer)
     } else {
-        json_response(200, &now.stored(false))
+        json_response(200, &now.stored(false)).map(Finished::Answer)
     }
 }
 
@@ -936,18 +1058,6 @@ async fn lay_out(bucket: &Bucket, storing: Storing) -> crate::push::storing::Lai
     }
 }
 
-/// The chunks of `chunks` that lie in the pack `key` (which is gone).
-fn lost(at_hand: &AtHand, chunks: &[ChunkRef], key: &str) -> Vec<Digest> {
-    let slot = at_hand.packs.find(key);
-    let mut seen = HashSet::new();
-    chunks
-        .iter()
-        .filter(|c| Some(c.slot) == slot)
-        .filter(|c| seen.insert(c.sha256))
-        .map(|c| c.sha256)
-        .collect()
-}
-
 /// Deletes a push's R2 objects (its packs go with the clean-up).
 async fn delete_objects(bucket: &Bucket, db: &D1Database, id: &str) {
     let parts = pushes::parts(db, id).await.unwrap_or_default();
@@ -972,10 +1082,11 @@ pub async fn get(
     config: &Config,
     id: &str,
     reveal: bool,
+    caller: &str,
 ) -> Answer {
-    let row = open_push(db, id).await?;
+    let row = open_push(db, id, caller).await?;
     let state = read_state(bucket, db, row).await?;
-    let status = state.plan().status(&state.at_hand, &state.book);
+    let status = state.status();
     let mut parts: Vec<PushPartRow> = state
         .parts
         .iter()
@@ -991,17 +1102,23 @@ pub async fn get(
 }
 
 /// `DELETE /v1/pushes/{id}`
-pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    open_push(db, id).await?;
+pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) -> Answer {
+    open_push(db, id, caller).await?;
     discard(bucket, db, id).await?;
     no_content()
 }
 
 /// `POST /v1/pushes/{id}/recipes`
-pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
+pub async fn recipes(
+    req: &mut Request,
+    bucket: &Bucket,
+    db: &D1Database,
+    id: &str,
+    caller: &str,
+) -> Answer {
     let body = super::http::body(req, Caps::bytes(RecipeLimits::DEFAULT.max_bytes))?;
     content_length(req)?;
-    let row = open_push(db, id).await?;
+    let row = open_push(db, id, caller).await?;
     let bytes = body.read_all().await?;
     let asked = Recipes::decode(&bytes, RecipeLimits::DEFAULT).map_err(ingest::malformed)?;
     if !asked.manifest.is_empty() {
@@ -1062,19 +1179,28 @@ pub async fn recipes(req: &mut Request, bucket: &Bucket, db: &D1Database, id: &s
     }
 }
 
+/// Who sends a request about a push: the token's id, and whether it may
+/// read packets (then it is told which bytes the store held already).
+pub struct Caller<'a> {
+    /// The token's id.
+    pub id: &'a str,
+    /// Whether it may read packets.
+    pub reveal: bool,
+}
+
 /// `PUT /v1/pushes/{id}/parts/{number}`
 pub async fn part(
     req: &Request,
     bucket: &Bucket,
     db: &D1Database,
     config: &Config,
-    id: &str,
-    number: u16,
-    reveal: bool,
+    (id, number): (&str, u16),
+    caller: Caller<'_>,
 ) -> Answer {
+    let Caller { id: caller, reveal } = caller;
     let mut body = super::http::body(req, part_caps(config))?;
     content_length(req)?;
-    let row = open_push(db, id).await?;
+    let row = open_push(db, id, caller).await?;
     let state = read_state(bucket, db, row.clone()).await?;
     if body.is_absent() {
         return Err(Problem::bad_request("body_invalid", "the part has no body"));
@@ -1098,17 +1224,25 @@ async fn receive(
     let id = &state.row.id;
     let mut decoder = Decoder::new(config.batch_limits());
     let frames = ingest::read_table(body, &mut decoder).await?;
-    let plan = state.plan();
-    let wanted = plan.wanted(&state.at_hand, &state.book);
+    let wanted = wanted_of(
+        &state.plan(),
+        &state.at_hand,
+        &state.book,
+        &state.recipes.manifest,
+    );
     check_wanted(&frames, &[], &wanted)?;
     let attempt = index::new_id(db).await.map_err(internal)?;
     let pack_key = keys::pack(&attempt);
     let (mut record, new, pack_size) = place(db, &frames, &pack_key).await?;
     let new_count = new.iter().filter(|n| **n).count() as u64;
+    // The part's pack is the push's from now on: the clean-up leaves it.
+    // (The packs holding chunks it found stored become the push's with its
+    // record; one collected meanwhile is forgotten by the next look.)
     if pack_size > 0 {
+        let digest = state.row.digest.as_str();
         timing::timed(
             Stage::D1,
-            packs::insert(db, &pack_key, pack_size, new_count, &state.row.digest),
+            pushes::insert_part_pack(db, id, &pack_key, pack_size, new_count, digest),
         )
         .await
         .map_err(internal)?;
@@ -1144,7 +1278,7 @@ async fn receive(
     })
     .await;
     if let Err(p) = pumped {
-        let _ = packs::forget(db, &pack_key).await;
+        let _ = pushes::forget_part_pack(db, id, &pack_key).await;
         return Err(p);
     }
     record.findings = findings;
@@ -1158,12 +1292,17 @@ async fn receive(
         bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
         stored_bytes: pack_size,
     };
-    timing::timed(
+    let replaced = timing::timed(
         Stage::D1,
         pushes::record_part(db, id, &row, &stored_rows(&record, &new), &record.packs),
     )
     .await
     .map_err(internal)?;
+    // The attempt this part replaced leaves no record behind (its pack
+    // goes with the push).
+    if let Some(old) = replaced {
+        let _ = bucket.delete(old).await;
+    }
     json_response(
         200,
         &PartReceived {
@@ -1179,8 +1318,8 @@ async fn receive(
 }
 
 /// `POST /v1/pushes/{id}/complete`
-pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
-    let row = open_push(db, id).await?;
+pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) -> Answer {
+    let row = open_push(db, id, caller).await?;
     let labels = row.label_list();
     let digest = row
         .digest
@@ -1191,13 +1330,11 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         discard(bucket, db, id).await?;
         return already_stored(db, existing, &labels).await;
     }
-    let state = read_state(bucket, db, row).await?;
+    let state = read_state(bucket, db, row.clone()).await?;
     let plan = state.plan();
-    if !plan.is_complete() {
-        let status = plan.status(&state.at_hand, &state.book);
-        let mut missing = status.missing_chunks.clone();
-        missing.extend(status.missing);
-        return Err(incomplete(&missing));
+    let status = state.status();
+    if !plan.is_complete() || !status.missing_chunks.is_empty() {
+        return Err(incomplete(&missing_list(&status)));
     }
     let manifest_names: Vec<Name> = state
         .recipes
@@ -1212,7 +1349,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
         arrived,
         ..
     } = state;
-    finish(
+    let finished = finish(
         bucket,
         db,
         Finishing {
@@ -1227,5 +1364,14 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
             frames_pack: None,
         },
     )
-    .await
+    .await?;
+    match finished {
+        Finished::Answer(r) => Ok(r),
+        // What lay in the packs collected is missing now: the same list
+        // `GET` gives.
+        Finished::Lost(_) => {
+            let state = read_state(bucket, db, row).await?;
+            Err(incomplete(&missing_list(&state.status())))
+        }
+    }
 }

@@ -95,6 +95,7 @@ pub async fn part(
     id: &str,
     number: u16,
 ) -> Answer {
+    super::http::identity_only(req)?;
     let row = in_progress(db, id).await?;
     let length = content_length(req)?;
     row.plan().check_part(number, length)?;

@@ -103,6 +103,23 @@ impl AtHand {
             .or_insert(chunk.in_slot(slot));
     }
 
+    /// Forgets everything that lies in the packs `gone` (collected by the
+    /// clean-up, or merged away, since they were found): bodies with a
+    /// chunk there, chunks and frames there. What is forgotten is missing,
+    /// and the push says so (docs/transfer.md, "A push knows what it
+    /// lacks").
+    pub fn forget_packs(&mut self, gone: &[String]) {
+        let slots: Vec<u32> = gone.iter().filter_map(|k| self.packs.find(k)).collect();
+        if slots.is_empty() {
+            return;
+        }
+        let here = |c: &ChunkRef| !slots.contains(&c.slot);
+        self.bodies.retain(|_, chunks| chunks.iter().all(here));
+        self.chunks.retain(|_, c| here(c));
+        self.frames.retain(|_, c| here(c));
+        self.layout_chunks.retain(|_, c| here(c));
+    }
+
     /// The bases, in the order given.
     pub fn bases(&self) -> &[Rc<Stored>] {
         &self.bases

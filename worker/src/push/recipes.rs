@@ -147,6 +147,16 @@ impl RecipeBook {
         self.order.is_empty()
     }
 
+    /// Adds the recipes a push kept, each that still holds: one whose copies
+    /// name a base body no longer at hand (its base deleted, its packs
+    /// collected) is dropped, and its body is missing with no recipe, so
+    /// the push asks for it again.
+    pub fn add_kept(&mut self, recipes: &[BodyRecipe], bodies: &[Body], at_hand: &AtHand) {
+        for r in recipes {
+            let _ = self.add(std::slice::from_ref(r), bodies, at_hand);
+        }
+    }
+
     /// Adds recipes, all or none. `bodies` are the packet's distinct bodies
     /// (one size per sha256: packet-core checked it); a recipe must be for
     /// one no base holds and larger than one chunk. Returns the bodies

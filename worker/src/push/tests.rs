@@ -57,6 +57,7 @@ impl Store {
     fn serve(&self, s: &Stored) -> Vec<u8> {
         let mut out = Vec::new();
         for read in Reads::new(&s.manifest, &s.offsets, &s.layout, 0..s.offsets.size()) {
+            let read = read.expect("the layout covers every body");
             let mut source: &[u8] = match &read.source {
                 Some((slot, r)) => {
                     let key = s.layout.packs().key(*slot).unwrap();

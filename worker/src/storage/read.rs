@@ -264,6 +264,12 @@ pub async fn packet_range(
     let mut stored = Vec::new();
     let mut raw = Vec::new();
     for read in Reads::new(&packet.manifest, &packet.offsets, &packet.layout, range) {
+        let read = read.map_err(|u| {
+            ReadError::Corrupt(format!(
+                "the layout gives no chunk for byte {} of the body of {}",
+                u.at, packet.manifest.members[u.member].path
+            ))
+        })?;
         let mut reader = match &read.source {
             Some((slot, r)) => {
                 let key =

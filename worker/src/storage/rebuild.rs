@@ -82,13 +82,25 @@ struct BodyCursor {
     end: u64,
 }
 
-/// The reads that produce a byte range of a packet, in order.
+/// A body byte the layout gives no chunk for: the range is refused, not
+/// answered without it (a layout never drops bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Uncovered {
+    /// Index into `manifest.members`.
+    pub member: usize,
+    /// The body offset with no chunk.
+    pub at: u64,
+}
+
+/// The reads that produce a byte range of a packet, in order; an
+/// [`Uncovered`] byte ends them.
 pub struct Reads<'a> {
     pieces: Pieces<'a>,
     layout: &'a Layout,
     /// A body piece being cut into chunk references.
     body: Option<BodyCursor>,
     current: Read,
+    refused: bool,
 }
 
 impl<'a> Reads<'a> {
@@ -104,6 +116,7 @@ impl<'a> Reads<'a> {
             layout,
             body: None,
             current: Read::empty(),
+            refused: false,
         }
     }
 
@@ -137,9 +150,18 @@ impl<'a> Reads<'a> {
 }
 
 impl Iterator for Reads<'_> {
-    type Item = Read;
+    type Item = Result<Read, Uncovered>;
 
-    fn next(&mut self) -> Option<Read> {
+    fn next(&mut self) -> Option<Result<Read, Uncovered>> {
+        if self.refused {
+            return None;
+        }
+        self.next_read()
+    }
+}
+
+impl Reads<'_> {
+    fn next_read(&mut self) -> Option<Result<Read, Uncovered>> {
         loop {
             if let Some(cursor) = self.body.take() {
                 let BodyCursor {
@@ -151,8 +173,10 @@ impl Iterator for Reads<'_> {
                 } = cursor;
                 let Some(c) = self.layout.chunks(member).get(chunk).copied() else {
                     // The layout was checked against the manifest when it
-                    // was read; a body it does not cover ends the plan.
-                    continue;
+                    // was read; should a body still lack bytes, the read
+                    // is refused rather than answered short.
+                    self.refused = true;
+                    return Some(Err(Uncovered { member, at }));
                 };
                 let take = (chunk_start + c.raw).min(end) - at;
                 let next = at + take;
@@ -187,7 +211,7 @@ impl Iterator for Reads<'_> {
                     )
                 };
                 if done.is_some() {
-                    return done;
+                    return done.map(Ok);
                 }
                 continue;
             }
@@ -217,11 +241,11 @@ impl Iterator for Reads<'_> {
                     if self.current.segments.is_empty() {
                         return None;
                     }
-                    return Some(core::mem::replace(&mut self.current, Read::empty()));
+                    return Some(Ok(core::mem::replace(&mut self.current, Read::empty())));
                 }
             };
             if done.is_some() {
-                return done;
+                return done.map(Ok);
             }
         }
     }
@@ -267,6 +291,7 @@ mod tests {
         let mut out = Vec::new();
         let mut reads = 0;
         for read in Reads::new(manifest, offsets, layout, range) {
+            let read = read.unwrap();
             let mut source: &[u8] = match &read.source {
                 Some((p, r)) => {
                     reads += 1;
@@ -405,6 +430,43 @@ mod tests {
         assert_eq!(
             reads, 3,
             "bodies of a whole packet are not back to back: headers lie between"
+        );
+
+        // A layout that lacks b's last chunk: a range reaching into the
+        // bytes it lacks is refused, never answered without them.
+        let mut short = LayoutBuilder::new(layout.packs().clone());
+        for (i, member) in m.members.iter().enumerate() {
+            let chunks = layout.chunks(i);
+            let keep = if member.path == "workspace/b" {
+                &chunks[..2]
+            } else {
+                chunks
+            };
+            for c in keep {
+                short.push(*c);
+            }
+            short.end_member();
+        }
+        let short = short.finish();
+        let b = m
+            .members
+            .iter()
+            .position(|x| x.path == "workspace/b")
+            .unwrap();
+        let b_start = o.data_offsets()[b];
+        let refused: Vec<_> = Reads::new(m, &o, &short, 0..size).collect();
+        assert_eq!(
+            refused.last(),
+            Some(&Err(Uncovered {
+                member: b,
+                at: 4000
+            })),
+            "the first byte with no chunk ends the reads"
+        );
+        let before: Vec<_> = Reads::new(m, &o, &short, 0..b_start + 4000).collect();
+        assert!(
+            before.iter().all(Result::is_ok),
+            "bytes the layout has are read"
         );
     }
 

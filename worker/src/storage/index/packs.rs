@@ -27,6 +27,20 @@ pub async fn insert(
     chunks: u64,
     digest: &str,
 ) -> Result<()> {
+    insert_statement(db, key, size, chunks, digest)?
+        .run()
+        .await
+        .map(|_| ())
+}
+
+/// The statement of [`insert`].
+pub fn insert_statement(
+    db: &D1Database,
+    key: &str,
+    size: u64,
+    chunks: u64,
+    digest: &str,
+) -> Result<D1PreparedStatement> {
     sql(
         "INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) \
          VALUES (:key, :size, :chunks, :packet, :created, 1)",
@@ -36,10 +50,20 @@ pub async fn insert(
     .bind("chunks", int(chunks))
     .bind("packet", text(digest))
     .bind("created", text(&now()))
-    .prepare(db)?
-    .run()
-    .await
-    .map(|_| ())
+    .prepare(db)
+}
+
+/// The keys of `keys` whose row is gone: packs the clean-up collected.
+pub async fn gone(db: &D1Database, keys: &[String]) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let present = existing(db, keys).await?;
+    Ok(keys
+        .iter()
+        .filter(|k| !present.contains(k))
+        .cloned()
+        .collect())
 }
 
 /// Forgets a pack whose object was never written.

@@ -14,8 +14,8 @@ use crate::rows::{PushPartRow, PushRow};
 /// Records a new push.
 pub async fn insert(db: &D1Database, row: &PushRow) -> Result<()> {
     sql(
-        "INSERT INTO pushes (id, digest, size, bases, labels, created) \
-         VALUES (:id, :digest, :size, :bases, :labels, :created)",
+        "INSERT INTO pushes (id, digest, size, bases, labels, created, owner) \
+         VALUES (:id, :digest, :size, :bases, :labels, :created, :owner)",
     )
     .bind("id", text(&row.id))
     .bind("digest", text(&row.digest))
@@ -23,6 +23,7 @@ pub async fn insert(db: &D1Database, row: &PushRow) -> Result<()> {
     .bind("bases", text(&row.bases))
     .bind("labels", text(&row.labels))
     .bind("created", text(&row.created))
+    .bind("owner", opt(row.owner.as_deref()))
     .prepare(db)?
     .run()
     .await
@@ -31,7 +32,7 @@ pub async fn insert(db: &D1Database, row: &PushRow) -> Result<()> {
 
 /// One push.
 pub async fn get(db: &D1Database, id: &str) -> Result<Option<PushRow>> {
-    sql("SELECT id, digest, size, bases, labels, created FROM pushes WHERE id = :id")
+    sql("SELECT id, digest, size, bases, labels, created, owner FROM pushes WHERE id = :id")
         .bind("id", text(id))
         .prepare(db)?
         .first::<PushRow>(None)
@@ -45,7 +46,7 @@ pub async fn created_before(
     limit: u32,
 ) -> Result<Vec<PushRow>> {
     sql(
-        "SELECT id, digest, size, bases, labels, created FROM pushes WHERE created < :before \
+        "SELECT id, digest, size, bases, labels, created, owner FROM pushes WHERE created < :before \
          ORDER BY created, id LIMIT :limit",
     )
     .bind("before", text(created_before))
@@ -68,39 +69,97 @@ pub async fn parts(db: &D1Database, id: &str) -> Result<Vec<PushPartRow>> {
 
 /// A part received: the chunks it stored in its pack, the packs its frames
 /// live in, and its row (replacing an earlier attempt of the same number).
-/// Nothing is recorded if the push is gone.
+/// Nothing is recorded if the push is gone. Returns the record object of
+/// the attempt it replaced, if any (read in the transaction that replaces
+/// it, so each replaced record is named to exactly one caller, which
+/// deletes it).
 pub async fn record_part(
     db: &D1Database,
     push_id: &str,
     part: &PushPartRow,
     stored: &[NewChunk],
     packs: &[String],
-) -> Result<()> {
+) -> Result<Option<String>> {
     let mut statements = Vec::new();
     if let Some(pack) = &part.pack {
         statements.extend(chunks::insert_if_open(db, pack, stored, push_id)?);
     }
-    statements.push(
-        sql("INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, :owner FROM json_each(:keys) \
-             WHERE EXISTS (SELECT 1 FROM pushes WHERE id = :push)")
-        .bind("owner", text(&push_owner(push_id)))
-        .bind("keys", super::json(&packs))
-        .bind("push", text(push_id))
-        .prepare(db)?,
-    );
-    statements.push(
-        sql("INSERT OR REPLACE INTO push_parts (push_id, number, pack, record, frames, bytes, stored_bytes) \
-             SELECT :push, :number, :pack, :record, :frames, :bytes, :stored WHERE EXISTS (SELECT 1 FROM pushes WHERE id = :push)")
-        .bind("push", text(push_id))
-        .bind("number", int(u64::from(part.number)))
-        .bind("pack", opt(part.pack.as_deref()))
-        .bind("record", text(&part.record))
-        .bind("frames", int(u64::from(part.frames)))
-        .bind("bytes", int(part.bytes))
-        .bind("stored", int(part.stored_bytes))
-        .prepare(db)?,
-    );
-    run_batches(db, statements).await
+    statements.push(pin(db, push_id, packs)?);
+    run_batches(db, statements).await?;
+    #[derive(serde::Deserialize)]
+    struct Record {
+        record: String,
+    }
+    let results = db
+        .batch(vec![
+            sql("SELECT record FROM push_parts WHERE push_id = :push AND number = :number")
+                .bind("push", text(push_id))
+                .bind("number", int(u64::from(part.number)))
+                .prepare(db)?,
+            sql("INSERT OR REPLACE INTO push_parts (push_id, number, pack, record, frames, bytes, stored_bytes) \
+                 SELECT :push, :number, :pack, :record, :frames, :bytes, :stored WHERE EXISTS (SELECT 1 FROM pushes WHERE id = :push)")
+            .bind("push", text(push_id))
+            .bind("number", int(u64::from(part.number)))
+            .bind("pack", opt(part.pack.as_deref()))
+            .bind("record", text(&part.record))
+            .bind("frames", int(u64::from(part.frames)))
+            .bind("bytes", int(part.bytes))
+            .bind("stored", int(part.stored_bytes))
+            .prepare(db)?,
+        ])
+        .await?;
+    let replaced = results
+        .first()
+        .map(|r| r.results::<Record>())
+        .transpose()?
+        .and_then(|rows| rows.into_iter().next())
+        .map(|r| r.record)
+        .filter(|r| *r != part.record);
+    Ok(replaced)
+}
+
+/// Makes open push `push_id` a user of `packs` (nothing if it is gone).
+fn pin(db: &D1Database, push_id: &str, packs: &[String]) -> Result<worker::D1PreparedStatement> {
+    sql("INSERT OR IGNORE INTO pack_users (pack, owner) SELECT value, :owner FROM json_each(:keys) \
+         WHERE EXISTS (SELECT 1 FROM pushes WHERE id = :push)")
+    .bind("owner", text(&push_owner(push_id)))
+    .bind("keys", super::json(&packs))
+    .bind("push", text(push_id))
+    .prepare(db)
+}
+
+/// Records the pack a part of open push `push_id` (or the packet it
+/// completes) is about to write, used by that push from the start: the
+/// clean-up cannot take it while it is being written.
+pub async fn insert_part_pack(
+    db: &D1Database,
+    push_id: &str,
+    key: &str,
+    size: u64,
+    count: u64,
+    digest: &str,
+) -> Result<()> {
+    db.batch(vec![
+        packs::insert_statement(db, key, size, count, digest)?,
+        pin(db, push_id, &[key.to_string()])?,
+    ])
+    .await
+    .map(|_| ())
+}
+
+/// Forgets the pack of a part refused before its object was written.
+pub async fn forget_part_pack(db: &D1Database, push_id: &str, key: &str) -> Result<()> {
+    db.batch(vec![
+        sql("DELETE FROM pack_users WHERE pack = :key AND owner = :owner")
+            .bind("key", text(key))
+            .bind("owner", text(&push_owner(push_id)))
+            .prepare(db)?,
+        sql("DELETE FROM packs WHERE key = :key AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = :key)")
+            .bind("key", text(key))
+            .prepare(db)?,
+    ])
+    .await
+    .map(|_| ())
 }
 
 /// Chunks compaction copied into a packet's own pack (its key; each

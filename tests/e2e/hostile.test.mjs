@@ -1,0 +1,470 @@
+// A hostile client of the /2 push protocol (docs/hardening.md, "Hostile
+// pushes"), sent as raw HTTP to the real Worker under `wrangler dev
+// --local`: duplicated digests, sizes that disagree, recipes and bases that
+// lie, bombs in every route that reads a body, oversized bodies, the
+// clean-up collecting packs an open push relies on (with the CLI resuming
+// such a push), concurrent completes, and tokens of every scope, another
+// token's push included. Every refusal must be a typed 4xx with its code,
+// leave nothing stored under the packet's digest (HEAD 404, no D1 row),
+// disclose nothing of a packet the request did not name, and the store
+// must answer `GET /v1` right after. The number of cases and how long each
+// bomb took to refuse are printed, not asserted (the machine is shared).
+//
+// Run: node --test --test-concurrency=1 tests/e2e/hostile.test.mjs
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { PILLBOX, TOKEN, buildRelease, buildWorker, client, fixtures, pushBodyExample, sha256, startEdge } from './edge.mjs';
+import { startProxy } from './proxy.mjs';
+import { gzipBomb, rawSend, zstdBomb } from './raw.mjs';
+import { MIB, chunkBatch, cutsAndFrames, fixedCuts, frameOf, pushBody, recipesDocument, sha } from './wire.mjs';
+
+const PUSH = { 'content-type': 'application/x-pillbox-push' };
+const CHUNKS = { 'content-type': 'application/x-pillbox-chunks' };
+const JSON_TYPE = { 'content-type': 'application/json' };
+/** One token per scope, a second pusher, and a reader that pushes. */
+const SCOPES = {
+  reader: ['read'],
+  lister: ['list'],
+  pusher: ['push'],
+  other: ['push'],
+  namer: ['refs:sessions/x/'],
+  deleter: ['delete'],
+  admin: ['admin'],
+  sandbox: ['read', 'push'],
+};
+
+let edge;
+let proxy;
+let fx;
+const work = mkdtempSync(join(tmpdir(), 'pillbox-e2e-hostile-'));
+/** Every case: { name, status, code, ms, next }. */
+const seen = [];
+/** How long each bomb took to refuse. */
+const bombs = [];
+/** Hex digests of the stored packet no hostile request names. */
+let victim = [];
+
+const hexOf = (digest) => digest.slice('sha256:'.length);
+const tokenOf = (id) => (id === undefined ? TOKEN : edge.tokens[id] ?? id);
+const send = (method, path, options = {}) => rawSend(edge.url, method, path, { ...options, token: tokenOf(options.as) });
+const code = (r) => r.json?.error?.code;
+const pushPath = (entry, extra = '') => `/v1/pushes?digest=${entry.digest}&size=${entry.size}${extra}`;
+const baseQuery = (digest) => `&base=${digest}`;
+
+before(async () => {
+  buildRelease();
+  buildWorker();
+  fx = fixtures();
+  edge = await startEdge({ UPLOAD_TTL_HOURS: '1' }, { testScheduled: true, tokens: SCOPES });
+  proxy = await startProxy(edge.url);
+  const api = client(edge.url);
+  // The packet no hostile request names: none of its bytes, bodies or
+  // name may show in an answer.
+  const small = fx.index.small;
+  assert.equal((await api.call('PUT', `/v1/packets/${small.digest}`, { body: fx.read('small') })).status, 201);
+  const elsewhere = new Set(Object.entries(fx.index).filter(([n]) => n !== 'small' && n !== 'v1-small')
+    .flatMap(([, e]) => e.members.map((m) => m.sha256)));
+  victim = [hexOf(small.digest), ...small.members.filter((m) => m.sha256 && !elsewhere.has(m.sha256)).map((m) => hexOf(m.sha256))];
+  // The base a push may build on, pushed as /2 (its bodies in chunks).
+  const out = join(work, 'base.body');
+  pushBodyExample([join(fx.dir, 'base.pkt'), out]);
+  const base = await api.call('POST', pushPath(fx.index.base), { body: readFileSync(out), headers: PUSH });
+  assert.equal(base.status, 201, JSON.stringify(base.json));
+}, { timeout: 900_000 });
+
+after(async () => {
+  const bombLines = bombs.map((b) => `  ${b.name}: ${b.status} ${b.code} in ${b.ms.toFixed(0)} ms`).join('\n');
+  console.log(`hostile cases: ${seen.length}\nbombs refused:\n${bombLines}`);
+  await proxy?.stop();
+  await edge?.stop();
+});
+
+/** HEAD /v1/packets/{digest} with the admin token: 404, nothing stored. */
+async function notStored(digest, what) {
+  const r = await send('HEAD', `/v1/packets/${digest}`);
+  assert.equal(r.status, 404, `${what}: HEAD ${digest} is ${r.status}`);
+}
+
+/** No D1 row for any of `digests`. */
+function noRows(digests) {
+  const list = [...new Set(digests)].map((d) => `'${d}'`).join(', ');
+  assert.deepEqual(edge.d1(`SELECT digest FROM packets WHERE digest IN (${list})`), [], 'no packet row');
+}
+
+/**
+ * A refusal: `status` and `code`, a message and advice, nothing of the
+ * victim packet nor any of `computed` (digests the store computed) in the
+ * answer, nothing stored under `digest`, and `GET /v1` answered after.
+ */
+async function refused(t, name, r, status, expected, digest, { computed = [], bomb = false } = {}) {
+  const next = await send('GET', '/v1', { as: null });
+  seen.push({ name, status: r.status, code: code(r), ms: r.ms, next: next.ms });
+  if (bomb) bombs.push({ name, status: r.status, code: code(r), ms: r.ms });
+  t.diagnostic(`${name}: ${r.status} ${code(r) ?? r.error} in ${r.ms.toFixed(0)} ms; GET /v1 right after: ${next.ms.toFixed(0)} ms`);
+  assert.equal(r.error, undefined, `${name}: ${r.error}`);
+  assert.deepEqual([r.status, code(r)], [status, expected], `${name}: ${JSON.stringify(r.json)}`);
+  assert.ok(r.json.error.message && r.json.error.advice, `${name}: a message and advice`);
+  const text = JSON.stringify(r.json);
+  for (const hex of [...victim, ...computed]) assert.ok(!text.includes(hex), `${name}: the answer names ${hex}: ${text}`);
+  if (digest) await notStored(digest, name);
+  assert.equal(next.status, 200, `GET /v1 after ${name}: ${next.error ?? next.status}`);
+}
+
+/** What a push of fixture `name` sends: recipes, the manifest's frames, the bodies' frames. */
+function pushOf(name, options) {
+  const entry = fx.index[name];
+  const all = cutsAndFrames(entry, fx.read(name), options);
+  const names = new Set(all.recipes.manifest.map((c) => c.sha256.toString('hex')));
+  const isManifest = (f) => names.has(f.sha256.toString('hex'));
+  return { entry, recipes: all.recipes, manifestFrames: all.frames.filter(isManifest), bodyFrames: all.frames.filter((f) => !isManifest(f)) };
+}
+
+/** A push of `name` left open (manifest sent, no body, no recipe), by token `as`. */
+async function openPush(name, as, extra = '') {
+  const p = pushOf(name);
+  const r = await send('POST', pushPath(p.entry, extra), { body: pushBody({ manifest: p.recipes.manifest }, p.manifestFrames), headers: PUSH, as });
+  assert.equal(r.status, 202, JSON.stringify(r.json));
+  return { ...p, location: r.json.location, id: r.json.push_id };
+}
+
+/** A member of fixture `name` and its bytes. */
+function member(name, path) {
+  const m = fx.index[name].members.find((x) => x.path === path);
+  return { ...m, bytes: fx.read(name).subarray(m.data_offset, m.data_offset + m.size) };
+}
+
+const chunkOf = (bytes) => ({ chunk: { sha256: sha(bytes), size: bytes.length } });
+
+describe('duplicated digests and sizes that disagree', () => {
+  test('are refused, typed, nothing stored', { timeout: 300_000 }, async (t) => {
+    const h = pushOf('harness');
+    const twice = pushBody(h.recipes, [...h.manifestFrames, h.bodyFrames[0], h.bodyFrames[0]]);
+    await refused(t, 'a frame sent twice', await send('POST', pushPath(h.entry), { body: twice, headers: PUSH }), 422, 'chunk_not_needed', h.entry.digest);
+
+    // packet.json whose members give one sha256 two sizes.
+    const small = fx.index.small;
+    const json = JSON.parse(fx.read('small').subarray(small.manifest_offset, small.manifest_offset + small.manifest_len).toString('utf8'));
+    const files = json.members.filter((m) => m.type === 'file' && m.size > 0);
+    const [a, b] = [files[0], files.find((m) => m.size !== files[0].size)];
+    b.sha256 = a.sha256;
+    const lie = Buffer.from(JSON.stringify(json));
+    const lieDigest = sha256(lie);
+    const conflict = pushBody({ manifest: [{ sha256: sha(lie), size: lie.length }] }, [frameOf(lie)]);
+    await refused(t, 'one sha256 of two sizes in packet.json', await send('POST', `/v1/pushes?digest=${lieDigest}&size=${small.size}`, { body: conflict, headers: PUSH }),
+      422, 'digest_size_conflict', lieDigest);
+
+    // A frame of a body of the packet, its size one byte short.
+    const body = h.bodyFrames.find((f) => f.raw > 1);
+    const short = { sha256: body.sha256, raw: body.raw - 1, encoding: 0, stored: Buffer.alloc(body.raw - 1) };
+    await refused(t, 'a frame whose size is not its body\'s', await send('POST', pushPath(h.entry), { body: pushBody(h.recipes, [...h.manifestFrames, short]), headers: PUSH }),
+      422, 'chunk_size_mismatch', h.entry.digest);
+
+    await refused(t, 'size= that is not the manifest\'s', await send('POST', `/v1/pushes?digest=${h.entry.digest}&size=${h.entry.size + 512}`, { body: pushBody(h.recipes, [...h.manifestFrames, ...h.bodyFrames]), headers: PUSH }),
+      400, 'size_mismatch', h.entry.digest);
+
+    // Two recipes in one request giving one chunk two sizes.
+    const open = await openPush('edited', 'pusher');
+    const blob = member('edited', 'workspace/assets/blob.bin');
+    const log = member('edited', 'workspace/logs/session.jsonl');
+    const blobPieces = fixedCuts(blob.bytes, 256 << 10);
+    const last = blobPieces[blobPieces.length - 1];
+    const logPieces = fixedCuts(log.bytes, 256 << 10);
+    const blobRecipe = { sha256: Buffer.from(hexOf(blob.sha256), 'hex'), size: blob.size, runs: blobPieces.map(chunkOf) };
+    const logRecipe = {
+      sha256: Buffer.from(hexOf(log.sha256), 'hex'), size: log.size,
+      runs: [{ chunk: { sha256: sha(last), size: logPieces[0].length } }, ...logPieces.slice(1).map(chunkOf)],
+    };
+    await refused(t, 'two recipes giving one chunk two sizes', await send('POST', `${open.location}/recipes`, { body: recipesDocument({ bodies: [blobRecipe, logRecipe] }), as: 'pusher' }),
+      422, 'recipe_invalid', open.entry.digest);
+    await refused(t, 'a recipe of a body of another size', await send('POST', `${open.location}/recipes`, { body: recipesDocument({ bodies: [{ ...blobRecipe, size: blob.size + 1, runs: [...blobRecipe.runs, chunkOf(Buffer.from('x'))] }] }), as: 'pusher' }),
+      422, 'recipe_not_needed', open.entry.digest);
+    const state = await send('GET', open.location, { as: 'pusher' });
+    assert.equal(state.status, 200);
+    assert.equal(state.json.missing_chunks.length, 0, 'no recipe was taken');
+    noRows([h.entry.digest, lieDigest, open.entry.digest]);
+  });
+});
+
+describe('recipes that lie', () => {
+  test('a wrong chunk list, wrong bytes and copies out of range are refused; the wrong digest is not told', { timeout: 300_000 }, async (t) => {
+    const base = fx.index.base;
+    const open = await openPush('edited', 'sandbox', baseQuery(base.digest));
+    const log = member('edited', 'workspace/logs/session.jsonl');
+    const baseLog = member('base', 'workspace/logs/session.jsonl');
+    const logHex = Buffer.from(hexOf(log.sha256), 'hex');
+    const pieces = fixedCuts(log.bytes, MIB);
+    const recipes = (runs, size = log.size) => recipesDocument({ bodies: [{ sha256: logHex, size, runs }] });
+    const post = (body) => send('POST', `${open.location}/recipes`, { body, as: 'sandbox' });
+    await refused(t, 'chunks that do not add up to the body', await post(recipes(pieces.slice(1).map(chunkOf))), 422, 'recipe_invalid', open.entry.digest);
+    const copy = (first, count, size = baseLog.size) => ({ copy: { sha256: Buffer.from(hexOf(baseLog.sha256), 'hex'), size, first, count } });
+    await refused(t, 'a copy past the base body\'s chunks', await post(recipes([copy(0, 10_000)])), 422, 'recipe_invalid', open.entry.digest);
+    await refused(t, 'a copy of a body no base holds', await post(recipes([{ copy: { sha256: sha(Buffer.from('nothing')), size: 7, first: 0, count: 1 } }])), 422, 'recipe_invalid', open.entry.digest);
+    await refused(t, 'a copy of a base body of another size', await post(recipes([copy(0, 1, baseLog.size + 1), ...pieces.map(chunkOf)])), 422, 'recipe_invalid', open.entry.digest);
+
+    // Chunks that add up, their bytes not the body's: taken as chunks,
+    // refused when the body is proven; what they hash to is not told.
+    const fake = pieces.map((p, i) => Buffer.alloc(p.length, 0x61 + i));
+    const rec = await post(recipes(fake.map(chunkOf)));
+    assert.equal(rec.status, 200, JSON.stringify(rec.json));
+    const state = await send('GET', open.location, { as: 'sandbox' });
+    const small = state.json.missing.filter((hex) => hex !== hexOf(log.sha256));
+    const bodies = pushOf('edited').bodyFrames.filter((f) => small.includes(f.sha256.toString('hex')));
+    const part = await send('PUT', `${open.location}/parts/1`, { body: chunkBatch([...fake.map((b) => frameOf(b)), ...bodies]), headers: CHUNKS, as: 'sandbox' });
+    assert.equal(part.status, 200, JSON.stringify(part.json));
+    const done = await send('POST', `${open.location}/complete`, { as: 'sandbox' });
+    await refused(t, 'chunks whose bytes are not the body\'s', done, 422, 'member_digest_mismatch', open.entry.digest,
+      { computed: [sha(Buffer.concat(fake)).toString('hex')] });
+    assert.equal(done.json.error.path, 'workspace/logs/session.jsonl');
+    assert.equal((await send('GET', open.location, { as: 'sandbox' })).status, 404, 'a refused push ends');
+    noRows([open.entry.digest]);
+  });
+
+  test('a frame whose bytes are not its name is refused without the digest they have', { timeout: 120_000 }, async (t) => {
+    const h = pushOf('harness');
+    const f = h.bodyFrames[0];
+    const wrong = Buffer.alloc(f.raw, 0x7a);
+    const r = await send('POST', pushPath(h.entry), { body: pushBody(h.recipes, [...h.manifestFrames, { ...f, encoding: 0, stored: wrong }]), headers: PUSH });
+    await refused(t, 'a frame named for other bytes', r, 422, 'chunk_digest_mismatch', h.entry.digest, { computed: [sha(wrong).toString('hex')] });
+    // A whole packet under another packet's name.
+    const put = await send('PUT', `/v1/packets/${fx.index['v1-harness'].digest}`, { body: fx.read('harness') });
+    await refused(t, 'a whole packet under another name', put, 422, 'packet_digest_mismatch', fx.index['v1-harness'].digest, { computed: [hexOf(fx.index.harness.digest)] });
+  });
+});
+
+describe('bases that lie', () => {
+  test('a base the token may not read, one the store lacks, and a base body of another size give nothing away', { timeout: 300_000 }, async (t) => {
+    const base = fx.index.base;
+    const edited = pushOf('edited');
+    const noManifest = pushBody({ manifest: edited.recipes.manifest }, []);
+    const mine = new Set(edited.recipes.manifest.map((c) => c.sha256.toString('hex')));
+    for (const [what, as, extra] of [
+      ['a base the token may not read', 'pusher', baseQuery(base.digest)],
+      ['a base the store lacks', 'sandbox', baseQuery(sha256(Buffer.from('no such packet')))],
+    ]) {
+      const r = await send('POST', pushPath(edited.entry, extra), { body: noManifest, headers: PUSH, as });
+      await refused(t, `${what}: packet.json's chunks left out`, r, 409, 'manifest_incomplete', edited.entry.digest);
+      assert.ok(r.json.error.missing.every((hex) => mine.has(hex)), `${what}: only chunks the request named are listed`);
+    }
+    // As a pusher that may not read the base, a copy of its body is a copy
+    // of nothing.
+    const open = await openPush('edited', 'pusher', baseQuery(base.digest));
+    assert.deepEqual((await send('GET', open.location, { as: 'pusher' })).json.bases_used, []);
+    const log = member('edited', 'workspace/logs/session.jsonl');
+    const baseLog = member('base', 'workspace/logs/session.jsonl');
+    const copy = { copy: { sha256: Buffer.from(hexOf(baseLog.sha256), 'hex'), size: baseLog.size, first: 0, count: 1 } };
+    const doc = recipesDocument({ bodies: [{ sha256: Buffer.from(hexOf(log.sha256), 'hex'), size: log.size, runs: [copy] }] });
+    await refused(t, 'a copy of a base the token may not read', await send('POST', `${open.location}/recipes`, { body: doc, as: 'pusher' }), 422, 'recipe_invalid', open.entry.digest);
+    noRows([edited.entry.digest]);
+  });
+});
+
+describe('bombs and oversized bodies', () => {
+  test('a zstd frame that decodes past 1 MiB, and a bomb as the Content-Encoding of every route, are refused', { timeout: 600_000 }, async (t) => {
+    const log = member('edited', 'workspace/logs/session.jsonl');
+    const pieces = fixedCuts(log.bytes, MIB);
+    const recipe = { sha256: Buffer.from(hexOf(log.sha256), 'hex'), size: log.size, runs: pieces.map(chunkOf) };
+    const edited = pushOf('edited');
+    const open = await openPush('edited', 'pusher');
+    assert.equal((await send('POST', `${open.location}/recipes`, { body: recipesDocument({ bodies: [recipe] }), as: 'pusher' })).status, 200);
+    // 1 MiB claimed, 64 MiB of zeros inside.
+    const past = { sha256: sha(pieces[0]), raw: MIB, encoding: 1, stored: zstdBomb(64) };
+    const create = pushBody({ manifest: edited.recipes.manifest, bodies: [recipe] }, [...edited.manifestFrames, past]);
+    await refused(t, 'a 1 MiB frame that decodes to 64 MiB, create', await send('POST', pushPath(edited.entry), { body: create, headers: PUSH }), 422, 'chunk_frame_invalid', edited.entry.digest, { bomb: true });
+    await refused(t, 'a 1 MiB frame that decodes to 64 MiB, part', await send('PUT', `${open.location}/parts/1`, { body: chunkBatch([past]), headers: CHUNKS, as: 'pusher' }), 422, 'chunk_frame_invalid', edited.entry.digest, { bomb: true });
+
+    const gzip = gzipBomb(1024);
+    const zstd = zstdBomb(1024);
+    const routes = [
+      ['POST /v1/pushes', 'POST', pushPath(edited.entry), PUSH],
+      ['POST …/recipes', 'POST', `${open.location}/recipes`, {}],
+      ['PUT …/parts/{n}', 'PUT', `${open.location}/parts/1`, CHUNKS],
+      ['POST /v1/packets/{digest}/chunks', 'POST', `/v1/packets/${fx.index.small.digest}/chunks`, JSON_TYPE],
+      ['PUT /v1/packets/{digest}', 'PUT', `/v1/packets/${edited.entry.digest}`, {}],
+      ['POST /v1/uploads', 'POST', '/v1/uploads', JSON_TYPE],
+      ['PUT /v1/refs/{name}', 'PUT', '/v1/refs/sessions/x/hostile', JSON_TYPE],
+    ];
+    for (const [route, method, path, type] of routes) {
+      // The push's routes as its creator, the others as admin.
+      const as = path.startsWith(open.location) ? 'pusher' : 'admin';
+      for (const [encoding, body] of [['gzip', gzip], ['zstd', zstd], ['br', zstd], ['deflate', gzip]]) {
+        const r = await send(method, path, { body, headers: { 'content-encoding': encoding, ...type }, as });
+        await refused(t, `a 1 GiB ${encoding} bomb, ${route}`, r, 415, 'encoding_unsupported', edited.entry.digest, { bomb: true });
+      }
+    }
+    // A route that reads no body answers as it would, the bomb dropped
+    // undecoded.
+    const complete = await send('POST', `${open.location}/complete`, { body: gzip, headers: { 'content-encoding': 'gzip' }, as: 'pusher' });
+    await refused(t, 'a 1 GiB gzip bomb, POST …/complete (reads no body)', complete, 409, 'push_incomplete', edited.entry.digest, { bomb: true });
+    const state = await send('GET', open.location, { as: 'pusher' });
+    assert.deepEqual(state.json.parts, [], 'no part was recorded');
+    noRows([edited.entry.digest]);
+  });
+
+  test('a body over the cap of each push route is refused', { timeout: 600_000 }, async (t) => {
+    const open = await openPush('edited', 'pusher');
+    const body = { piece: Buffer.alloc(MIB, 0x20), total: 100 * 1000 * 1000 };
+    for (const [route, method, path, type, status, expected] of [
+      ['POST /v1/pushes', 'POST', pushPath(open.entry), PUSH, 413, 'push_too_large'],
+      ['POST …/recipes', 'POST', `${open.location}/recipes`, {}, 413, 'body_too_large'],
+      ['PUT …/parts/{n}', 'PUT', `${open.location}/parts/1`, CHUNKS, 413, 'part_too_large'],
+    ]) {
+      await refused(t, `100 MB, ${route}`, await send(method, path, { body, headers: type, as: 'pusher' }), status, expected, open.entry.digest);
+    }
+    noRows([open.entry.digest]);
+  });
+});
+
+/** The packs a push uses. */
+const packsOf = (id) => edge.d1(`SELECT pack FROM pack_users WHERE owner = 'push:${id}' ORDER BY pack`).map((r) => r.pack);
+
+/**
+ * What a clean-up racing push `id` leaves when it wins: the packs the push
+ * found were taken before the push could use them. The race is made
+ * certain by undoing the push's use of its packs and dating them past the
+ * TTL, then running the scheduled clean-up: every pack only the push used
+ * goes (one a stored packet uses stays). Returns the hex digests of the
+ * chunks that lay in the packs collected.
+ */
+async function collectPacksOf(id) {
+  const packs = edge.d1(`SELECT pack FROM pack_users u WHERE owner = 'push:${id}'
+    AND NOT EXISTS (SELECT 1 FROM pack_users o WHERE o.pack = u.pack AND o.owner != u.owner)`).map((r) => r.pack);
+  assert.ok(packs.length > 0, 'the push has packs of its own');
+  const list = packs.map((k) => `'${k}'`).join(', ');
+  const lost = edge.d1(`SELECT DISTINCT sha256 FROM chunks WHERE pack IN (${list})`).map((r) => r.sha256);
+  edge.d1(`DELETE FROM pack_users WHERE owner = 'push:${id}' AND pack IN (${list})`);
+  edge.d1(`UPDATE packs SET created = '2000-01-01T00:00:00.000Z', unused_check = 1 WHERE key IN (${list})`);
+  const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
+  assert.equal(r.status, 200);
+  await r.arrayBuffer();
+  const left = edge.d1(`SELECT key, unused_check, created, (SELECT group_concat(owner) FROM pack_users u WHERE u.pack = packs.key) AS users FROM packs WHERE key IN (${list})`);
+  assert.deepEqual(left, [], 'the packs are collected');
+  return { packs, lost };
+}
+
+describe('races', () => {
+  test('a clean-up that collects every pack a push relied on: GET and complete list all that was lost; sent again, the push completes', { timeout: 600_000 }, async (t) => {
+    const p = await openPush('big', 'pusher');
+    assert.equal((await send('POST', `${p.location}/recipes`, { body: recipesDocument({ bodies: p.recipes.bodies }), as: 'pusher' })).status, 200);
+    const half = Math.ceil(p.bodyFrames.length / 2);
+    for (const [n, frames] of [[1, p.bodyFrames.slice(0, half)], [2, p.bodyFrames.slice(half)]]) {
+      const r = await send('PUT', `${p.location}/parts/${n}`, { body: chunkBatch(frames), headers: CHUNKS, as: 'pusher' });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+    }
+    const before = await send('GET', p.location, { as: 'pusher' });
+    assert.deepEqual([before.json.missing, before.json.missing_chunks], [[], []], 'everything was at hand');
+    const { packs, lost } = await collectPacksOf(p.id);
+    assert.ok(packs.length >= 3, `the create's and both parts' packs: ${packs}`);
+    t.diagnostic(`${packs.length} packs collected, ${lost.length} chunks in them`);
+    const state = await send('GET', p.location, { as: 'pusher' });
+    const listed = new Set([...state.json.missing_chunks, ...state.json.missing]);
+    for (const hex of lost) assert.ok(listed.has(hex), `${hex}, lost with its pack, is listed`);
+    const ours = new Set([...p.manifestFrames, ...p.bodyFrames].map((f) => f.sha256.toString('hex')));
+    assert.ok(state.json.missing_chunks.every((hex) => lost.includes(hex) && ours.has(hex)), 'only what was lost');
+    const done = await send('POST', `${p.location}/complete`, { as: 'pusher' });
+    await refused(t, 'complete after its packs were collected', done, 409, 'push_incomplete', p.entry.digest);
+    assert.deepEqual(done.json.error.missing, [...state.json.missing_chunks, ...state.json.missing], 'complete lists what GET lists');
+    // What is listed, sent again.
+    const resend = [...p.manifestFrames, ...p.bodyFrames].filter((f) => listed.has(f.sha256.toString('hex')));
+    const again = await send('PUT', `${p.location}/parts/3`, { body: chunkBatch(resend), headers: CHUNKS, as: 'pusher' });
+    assert.equal(again.status, 200, JSON.stringify(again.json));
+    const stored = await send('POST', `${p.location}/complete`, { as: 'pusher' });
+    assert.equal(stored.status, 201, JSON.stringify(stored.json));
+    const got = await client(edge.url).call('GET', `/v1/packets/${p.entry.digest}`);
+    assert.ok(got.bytes.equals(fx.read('big')), 'the packet is served as pushed');
+  });
+
+  test('the CLI resumes a push whose packs were collected, sends what the store lists and completes', { timeout: 600_000 }, async () => {
+    const state = { XDG_STATE_HOME: join(work, 'cli-state'), XDG_CACHE_HOME: join(work, 'cli-cache') };
+    const env = { ...process.env, PILLBOX_TOKEN: TOKEN, ...state };
+    for (const k of ['CODEX_HOME', 'CLAUDE_CONFIG_DIR', 'PILLBOX_REMOTE', 'PILLBOX_CACHE_MAX_BYTES']) delete env[k];
+    const pillbox = (args) => {
+      const r = spawnSync(PILLBOX, ['checkpoint', ...args, '--quiet'], { env, encoding: 'utf8', maxBuffer: 1 << 26 });
+      let json;
+      try { json = JSON.parse(r.stdout.trim()); } catch { /* not JSON */ }
+      return { code: r.status, json, out: r.stdout + r.stderr };
+    };
+    const file = join(work, 'edited.pkt');
+    writeFileSync(file, fx.read('edited'));
+    await proxy.fail('/complete', 5);
+    const failed = pillbox(['push', file, '--remote', proxy.url]);
+    assert.equal(failed.code, 4, failed.out);
+    const [saved] = readdirSync(join(state.XDG_STATE_HOME, 'pillbox/uploads')).filter((f) => f.endsWith('.push.json'));
+    const id = JSON.parse(readFileSync(join(state.XDG_STATE_HOME, 'pillbox/uploads', saved), 'utf8')).push_id;
+    assert.match(id, /^[0-9a-f]{32}$/);
+    await collectPacksOf(id);
+    const resumed = pillbox(['push', file, '--remote', proxy.url]);
+    assert.equal(resumed.code, 0, resumed.out);
+    assert.equal(resumed.json.resumed, true, resumed.out);
+    assert.equal(resumed.json.uploaded, true);
+    assert.ok(resumed.json.delta.parts_sent > 0, 'what was lost is sent again');
+    const got = await client(edge.url).call('GET', `/v1/packets/${fx.index.edited.digest}`);
+    assert.ok(got.bytes.equals(fx.read('edited')), 'the packet is served as pushed');
+  });
+
+  test('concurrent completes of one push store it once', { timeout: 300_000 }, async (t) => {
+    const p = await openPush('harness', 'pusher');
+    const part = await send('PUT', `${p.location}/parts/1`, { body: chunkBatch(p.bodyFrames), headers: CHUNKS, as: 'pusher' });
+    assert.equal(part.status, 200, JSON.stringify(part.json));
+    const answers = await Promise.all([1, 2, 3, 4].map(() => send('POST', `${p.location}/complete`, { as: 'pusher' })));
+    const statuses = answers.map((r) => r.status);
+    t.diagnostic(`four completes at once: ${statuses.join(', ')}`);
+    seen.push({ name: 'concurrent completes', status: statuses.join('/'), code: '', ms: Math.max(...answers.map((r) => r.ms)), next: 0 });
+    assert.equal(statuses.filter((s) => s === 201).length, 1, `one stores it: ${statuses}`);
+    for (const r of answers.filter((x) => x.status !== 201)) {
+      assert.ok(r.status === 200 || (r.status === 404 && code(r) === 'not_found'), `${r.status} ${JSON.stringify(r.json)}`);
+    }
+    assert.equal(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${p.entry.digest}'`)[0].n, 1);
+    const got = await client(edge.url).call('GET', `/v1/packets/${p.entry.digest}`);
+    assert.ok(got.bytes.equals(fx.read('harness')));
+    assert.equal((await send('GET', '/v1', { as: null })).status, 200);
+  });
+});
+
+describe('tokens of every scope', () => {
+  test('only a token that may push creates one, and a push is its creator\'s alone', { timeout: 300_000 }, async (t) => {
+    const h = pushOf('many');
+    const body = pushBody(h.recipes, [...h.manifestFrames, ...h.bodyFrames]);
+    for (const as of ['reader', 'lister', 'namer', 'deleter']) {
+      await refused(t, `create as ${as}`, await send('POST', pushPath(h.entry), { body, headers: PUSH, as }), 403, 'scope_missing', h.entry.digest);
+    }
+    await refused(t, 'create with no token', await send('POST', pushPath(h.entry), { body, headers: PUSH, as: null }), 401, 'unauthorized', h.entry.digest);
+    await refused(t, 'create with a wrong token', await send('POST', pushPath(h.entry), { body, headers: PUSH, as: 'not-a-token' }), 403, 'forbidden', h.entry.digest);
+
+    const open = await openPush('many', 'pusher');
+    const first = h.bodyFrames.slice(0, 3);
+    assert.equal((await send('PUT', `${open.location}/parts/1`, { body: chunkBatch(first), headers: CHUNKS, as: 'pusher' })).status, 200);
+    const mine = await send('GET', open.location, { as: 'pusher' });
+    for (const as of ['other', 'sandbox', 'admin', 'reader']) {
+      const status = as === 'reader' ? 403 : 404;
+      const expected = as === 'reader' ? 'scope_missing' : 'not_found';
+      for (const [what, method, path, options] of [
+        ['GET', 'GET', open.location, {}],
+        ['a part', 'PUT', `${open.location}/parts/1`, { body: chunkBatch(h.bodyFrames.slice(3, 4)), headers: CHUNKS }],
+        ['recipes', 'POST', `${open.location}/recipes`, { body: recipesDocument({ bodies: [] }) }],
+        ['complete', 'POST', `${open.location}/complete`, {}],
+        ['DELETE', 'DELETE', open.location, {}],
+      ]) {
+        const r = await send(method, path, { ...options, as });
+        await refused(t, `${what} of another token's push, as ${as}`, r, status, expected, h.entry.digest);
+        assert.ok(!JSON.stringify(r.json).includes(edge.tokens.pusher), 'never a token');
+      }
+    }
+    const still = await send('GET', open.location, { as: 'pusher' });
+    assert.deepEqual(still.json, mine.json, 'the push is as its creator left it');
+
+    // A part sent again replaces its record: the one it replaced goes.
+    const recordOf = () => edge.d1(`SELECT record FROM push_parts WHERE push_id = '${open.id}' AND number = 1`)[0].record;
+    const old = recordOf();
+    assert.equal((await send('PUT', `${open.location}/parts/1`, { body: chunkBatch(first), headers: CHUNKS, as: 'pusher' })).status, 200);
+    const now = recordOf();
+    assert.notEqual(now, old);
+    assert.equal(edge.r2Has(old), false, `${old} is deleted`);
+    assert.equal(edge.r2Has(now), true);
+    noRows([h.entry.digest]);
+  });
+});
