@@ -172,9 +172,17 @@ export async function startEdge(vars = {}, options = {}) {
     return false;
   };
   /** Rows from D1 (local state, read by wrangler's CLI). */
+  // The same holds for D1: while the server writes, the CLI's read can find
+  // the database locked (SQLITE_BUSY); it is asked again, a few times, with
+  // a growing pause, before the failure counts.
   const d1 = (sql) => {
-    const r = run(WRANGLER, ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql]);
-    return JSON.parse(r.stdout)[0].results;
+    const args = ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql];
+    for (let attempt = 0; ; attempt++) {
+      const r = run(WRANGLER, args, { allowFailure: attempt < 4 });
+      if (r.status === 0) return JSON.parse(r.stdout)[0].results;
+      if (!/SQLITE_BUSY|database is locked/.test(`${r.stdout}${r.stderr}`)) run(WRANGLER, args);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250 * 2 ** attempt);
+    }
   };
   /**
    * The R2 objects written for packet `digest` (its whole object, or the
