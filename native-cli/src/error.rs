@@ -168,6 +168,12 @@ impl CliError {
             }
             _ => (None, None),
         };
+        let candidates = match self {
+            CliError::Refused(Refused::DigestAmbiguous { candidates, .. }) => {
+                Some(candidates.clone())
+            }
+            _ => None,
+        };
         ErrorReport {
             schema: "pillbox.error/1",
             code: self.code().to_owned(),
@@ -180,6 +186,7 @@ impl CliError {
             },
             paths,
             paths_count,
+            candidates,
         }
     }
 }
@@ -243,6 +250,10 @@ pub struct ErrorReport {
     /// `local_changes`: how many paths differ in all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paths_count: Option<u64>,
+    /// `digest_ambiguous`: the stored digests that start with the prefix
+    /// (at most 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Vec<String>>,
 }
 
 impl From<Refused> for CliError {

@@ -74,7 +74,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, refs, save, restore.
+    /// Session packets: pack, unpack, verify, inspect, cat, diff, restore-check, push, pull, refs, log, save, restore.
     #[command(subcommand)]
     Checkpoint(Checkpoint),
     /// Save the workspace to a packet store after a turn: `pillbox checkpoint save`, with the same flags.
@@ -130,6 +130,11 @@ enum Checkpoint {
         after_help = "Examples:\n  pillbox checkpoint refs --remote https://pillbox.example.workers.dev\n  pillbox checkpoint refs sessions/demo/ --remote $PILLBOX_REMOTE --json\n\nListing needs a token with the list scope (unless the store lists publicly)."
     )]
     Refs(RefsArgs),
+    /// Show the packets a ref has named, newest first, and what changed from each to the next.
+    #[command(
+        after_help = "Examples:\n  pillbox checkpoint log sessions/demo/latest --remote https://pillbox.example.workers.dev\n  pillbox checkpoint log sessions/demo/latest --remote $PILLBOX_REMOTE --limit 5 --json\n\nThe store keeps each ref's last 100 moves. What changed is computed here from the packets' manifests (packet.json, fetched as pull fetches it: only the chunks neither the newer packet nor the chunk cache holds); no body is read. Reading the history needs a token with the read scope (unless the store reads publicly). Any digest it prints, or its first 8 hex digits or more, names the packet to pull or restore."
+    )]
+    Log(LogArgs),
     /// Pack a workspace and push it in one step, sending only what the store lacks; no packet file is left behind.
     #[command(after_help = SAVE_EXAMPLES)]
     Save(SaveArgs),
@@ -193,19 +198,17 @@ struct DeltaPushArgs {
     /// Send the whole packet (one request, or parts) even when the store takes delta pushes.
     #[arg(long)]
     whole: bool,
-    /// A stored packet this one builds on (besides the ref's current packet): bodies and chunks it holds are not sent. Repeatable.
+    /// A stored packet this one builds on (besides the ref's current packet), by digest or its first 8 hex digits or more: bodies and chunks it holds are not sent. Repeatable.
     #[arg(long = "base", value_name = "DIGEST")]
     bases: Vec<String>,
 }
 
 impl DeltaPushArgs {
-    fn bases(&self) -> Result<Vec<Digest>> {
+    /// The bases, a prefix resolved by the store.
+    fn bases(&self, store: &remote::Remote) -> Result<Vec<Digest>> {
         self.bases
             .iter()
-            .map(|s| {
-                s.parse::<Digest>()
-                    .map_err(|e| CliError::Usage(format!("--base {s:?}: {}", e.message())))
-            })
+            .map(|s| remote::stored_digest(store, s, "--base"))
             .collect()
     }
 }
@@ -224,8 +227,28 @@ struct RefsArgs {
 }
 
 #[derive(Debug, Args)]
+struct LogArgs {
+    /// The ref (e.g. `sessions/demo/latest`).
+    #[arg(value_name = "REF")]
+    name: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+    /// Show at most this many moves, newest first.
+    #[arg(long, value_name = "N", default_value = "20", value_parser = clap::value_parser!(u32).range(1..))]
+    limit: u32,
+    /// The chunk cache folder [default: $XDG_CACHE_HOME/pillbox, else ~/.cache/pillbox].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache_dir: Option<PathBuf>,
+    /// Use no chunk cache: every manifest chunk not in the newer packet's manifest is fetched.
+    #[arg(long)]
+    no_cache: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
 struct PullArgs {
-    /// A digest (`sha256:<hex>`) or a ref name.
+    /// A digest (`sha256:<hex>`), its first 8 hex digits or more (`sha256:1fc1766b`), or a ref name.
     target: String,
     #[command(flatten)]
     remote: RemoteArgs,
@@ -363,7 +386,7 @@ struct SaveArgs {
 
 #[derive(Debug, Args)]
 struct RestoreArgs {
-    /// A digest (`sha256:<hex>`) or a ref name.
+    /// A digest (`sha256:<hex>`), its first 8 hex digits or more (`sha256:1fc1766b`), or a ref name.
     target: String,
     #[command(flatten)]
     remote: RemoteArgs,
@@ -593,6 +616,7 @@ fn run(cli: Cli) -> (Result<u8>, JsonTo, Option<PathBuf>) {
         Checkpoint::RestoreCheck(a) => (run_restore_check(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Push(a) => (run_push(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Refs(a) => (run_refs(a).map(done), JsonTo::Stdout, None),
+        Checkpoint::Log(a) => (run_log(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Save(a) => (run_save(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Restore(a) => (run_restore(a).map(done), JsonTo::Stdout, None),
         Checkpoint::Pull(a) => {
@@ -617,10 +641,21 @@ fn emit<T: Serialize>(value: &T, to: JsonTo, file: Option<&Path>) {
     output::emit(value, to, file);
 }
 
+/// `--digest`: a whole digest. A prefix is refused: the digest is what
+/// proves the file is the packet meant, and a prefix of a few hex digits
+/// proves little (anyone can make a packet whose digest starts with 32 or
+/// 48 chosen bits).
 fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
     d.map(|s| {
-        s.parse::<Digest>()
-            .map_err(|e| CliError::Usage(format!("--digest {s:?}: {}", e.message())))
+        s.parse::<Digest>().map_err(|e| {
+            if pillbox_wire::DigestPrefix::parse(s).is_ok() {
+                CliError::Usage(format!(
+                    "--digest {s:?} is the start of a digest: --digest checks the file against the whole digest (sha256: and 64 hex digits), which a prefix would not prove; push, save, refs --json and log --json print it whole"
+                ))
+            } else {
+                CliError::Usage(format!("--digest {s:?}: {}", e.message()))
+            }
+        })
     })
     .transpose()
 }
@@ -746,7 +781,7 @@ fn run_save(a: SaveArgs) -> Result<()> {
         labels: a.label,
         state_dir: remote::default_state_dir()?,
         whole: a.delta.whole,
-        bases: a.delta.bases()?,
+        bases: a.delta.bases(&store)?,
     };
     let report = save::save(
         &store,
@@ -907,7 +942,7 @@ fn run_push(a: PushArgs) -> Result<()> {
         labels: a.label,
         state_dir: remote::default_state_dir()?,
         whole: a.delta.whole,
-        bases: a.delta.bases()?,
+        bases: a.delta.bases(&store)?,
     };
     let report = remote::push(&store, &request, &Progress::new(a.common.quiet))?;
     emit(&report, JsonTo::Stdout, None);
@@ -917,6 +952,41 @@ fn run_push(a: PushArgs) -> Result<()> {
 fn run_refs(a: RefsArgs) -> Result<()> {
     let store = a.remote.connect()?;
     let report = remote::list_refs(&store, a.prefix.as_deref().unwrap_or(""), a.limit as usize)?;
+    emit(&report, JsonTo::Stdout, None);
+    Ok(())
+}
+
+fn run_log(a: LogArgs) -> Result<()> {
+    if !matches!(
+        remote::PullTarget::parse(&a.name)?,
+        remote::PullTarget::Ref(_)
+    ) {
+        return Err(CliError::Usage(format!(
+            "{:?} is a digest: log shows the history of a ref (e.g. sessions/demo/latest); pull or restore a packet by its digest",
+            a.name
+        )));
+    }
+    let store = a.remote.connect()?;
+    let cache = if a.no_cache {
+        None
+    } else {
+        let dir = match a.cache_dir {
+            Some(d) => d,
+            None => cache::default_dir()?,
+        };
+        Some((
+            cache::Cache::open(&dir, cache::max_bytes_from_env()?)?,
+            Some(dir),
+        ))
+    };
+    let report = remote::log(
+        &store,
+        remote::LogRequest {
+            name: a.name,
+            limit: a.limit as usize,
+            cache,
+        },
+    )?;
     emit(&report, JsonTo::Stdout, None);
     Ok(())
 }

@@ -470,6 +470,21 @@ refusals! {
         path: None,
         message: format!("the store did not send chunk {sha256}"),
         advice: "pull again; if it persists, the store is missing data: pull with --whole";
+    /// pull, restore, log, push --base: no stored packet's digest starts with the prefix.
+    DigestUnknown { prefix: String } => "digest_unknown",
+        path: None,
+        message: format!("the store holds no packet whose digest starts with {prefix}"),
+        advice: "check the prefix against what push, save, refs or log printed (`pillbox checkpoint refs` lists what the store's refs name), and that --remote names the store it was pushed to";
+    /// pull, restore, log, push --base: several stored packets' digests start with the prefix.
+    DigestAmbiguous { prefix: String, candidates: Vec<String>, more: bool } => "digest_ambiguous",
+        path: None,
+        message: format!(
+            "{prefix} is the start of {} stored packets' digests: {}{}",
+            if *more { format!("more than {}", candidates.len()) } else { candidates.len().to_string() },
+            candidates.join(", "),
+            if *more { ", …" } else { "" }
+        ),
+        advice: "give more hex digits of the digest you mean (candidates lists them; all 64 are never ambiguous)";
     /// push: parts are still missing after three rounds.
     UploadIncomplete { upload: String } => "upload_incomplete",
         path: None,

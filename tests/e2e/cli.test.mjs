@@ -66,9 +66,11 @@ function env(extra = {}) {
 const SCHEMA_FILES = {
   'pillbox.checkpoint.push/1': 'push-1.schema.json',
   'pillbox.checkpoint.pull/1': 'pull-1.schema.json',
+  'pillbox.checkpoint.refs/1': 'refs-1.schema.json',
+  'pillbox.checkpoint.log/1': 'log-1.schema.json',
   'pillbox.error/1': 'error-1.schema.json',
 };
-/** Every push, pull and error object printed, checked against proto/cli/ at the end. */
+/** Every push, pull, refs, log and error object printed, checked against proto/cli/ at the end. */
 const printed = [];
 
 function record(json) {
@@ -318,6 +320,34 @@ describe('push and pull', () => {
     assert.deepEqual(moved.json.ref, { name, previous: b.digest, digest: c.digest, moved: true });
   });
 
+  test('log shows what the ref named and what changed; refs gives sizes and labels; a digest prefix pulls', () => {
+    const a = packSample('log-a');
+    writeFileSync(join(a.ws, 'added.txt'), 'a new file\n');
+    const bPacket = fresh('log-b.tar');
+    const packed = ok(['pack', a.ws, '-o', bPacket, '--quiet']);
+    const b = { packet: bPacket, digest: packed.digest, size: packed.size };
+    const name = 'sessions/e2e/log';
+    assert.equal(push(a.packet, ['--ref', name, '--label', 'step=1']).code, 0);
+    assert.equal(push(b.packet, ['--ref', name, '--label', 'step=2']).code, 0);
+    const remote = ['--remote', edge.url, '--quiet'];
+    const log = pillbox(['log', name, ...remote, '--cache-dir', fresh('log-cache')]);
+    assert.equal(log.code, 0, log.stdout.toString());
+    assert.deepEqual(log.json.entries.map((e) => [e.digest, e.by, e.stored, e.manifest_checked]),
+      [[b.digest, 'PILLBOX_TOKEN', true, true], [a.digest, 'PILLBOX_TOKEN', true, true]]);
+    assert.deepEqual([log.json.entries[0].change.added, log.json.entries[0].change.paths.map((p) => p.path)], [1, ['workspace/added.txt']]);
+    assert.equal(log.json.entries[1].change, null);
+    assert.deepEqual([log.json.kept, log.json.truncated, log.json.fetched.manifests], [100, false, 2]);
+    const refs = pillbox(['refs', 'sessions/e2e/log', ...remote]);
+    assert.deepEqual(refs.json.refs.map((r) => [r.name, r.digest, r.size, r.labels]), [[name, b.digest, b.size, ['step=2']]]);
+    const out = join(fresh('by-prefix'), 'p.tar');
+    mkdirSync(dirname(out));
+    const pulled = pillbox(['pull', a.digest.slice(0, 19), ...remote, '-o', out]);
+    assert.equal(pulled.code, 0, pulled.stdout.toString());
+    assert.equal(pulled.json.digest, a.digest);
+    const unknown = pillbox(['pull', `sha256:${a.digest[7] === 'f' ? '00000000' : 'ffffffff'}`, ...remote, '-o', out]);
+    assert.deepEqual([unknown.code, unknown.json.code], [5, 'digest_unknown']);
+  });
+
   test('a multipart upload killed after some parts resumes and sends only the rest', async () => {
     const s = packSample('resume', { extra: 48 * MIB });
     const state = fresh('resume-state');
@@ -565,7 +595,7 @@ describe('pull verifies while it downloads', () => {
   });
 });
 
-test('every push, pull and error object matches its schema in proto/cli/', () => {
+test('every push, pull, refs, log and error object matches its schema in proto/cli/', () => {
   assert.ok(printed.length >= 20, `${printed.length} objects`);
   for (const schema of new Set(Object.values(SCHEMA_FILES))) {
     assert.ok(printed.some((p) => p.file === schema), `no ${schema} object was printed`);

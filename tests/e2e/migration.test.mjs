@@ -1,12 +1,13 @@
 // The storage migrations (worker/migrations/0002_chunks.sql, then
-// 0003_packed.sql): a store made at the first schema, with /1 packets in it
-// as the first Worker stored them (bytes at packets/sha256/<hex> in R2,
-// rows in packets, members and labels in D1), then moved to the second
-// schema with a packet pushed as the second Worker pushed them (a pack, a
-// manifest object and a layout object), is migrated in place and then
-// answers every read as it did: the packet, its ranges, its manifest, its
-// members, the listing, the search, refs; and its packets serve as bases
-// for a /2 push.
+// 0003_packed.sql, and 0004_ref_history.sql): a store made at the first
+// schema, with /1 packets in it as the first Worker stored them (bytes at
+// packets/sha256/<hex> in R2, rows in packets, members and labels in D1),
+// then moved to the second schema with a packet pushed as the second
+// Worker pushed them (a pack, a manifest object and a layout object), is
+// migrated in place and then answers every read as it did: the packet,
+// its ranges, its manifest, its members, the listing, the search, refs
+// (each with a history holding the packet it names); and its packets
+// serve as bases for a /2 push.
 //
 // Run: node --test --test-concurrency=1 tests/e2e/migration.test.mjs
 import assert from 'node:assert/strict';
@@ -199,6 +200,9 @@ test('every read answers as before the migrations', async () => {
   assert.deepEqual(bySha.json.matches, [{ digest: fx.index['v1-small'].digest, path: main.path, type: 'file', size: main.size, sha256: main.sha256 }]);
   const ref = await api.call('GET', '/v1/refs/sessions/old/latest');
   assert.equal(ref.json.digest, fx.index['v1-harness'].digest);
+  // 0004: the ref's history starts with the packet it named, by no known token.
+  const history = await api.call('GET', '/v1/ref-history/sessions/old/latest');
+  assert.deepEqual(history.json.moves, [{ digest: fx.index['v1-harness'].digest, at: '2026-11-03T09:00:00.000Z', by: null }]);
   assert.equal(sha256((await api.call('GET', `/v1/packets/${ref.json.digest}`)).bytes), fx.index['v1-harness'].digest);
   // The pushed packet's recipes and chunks, as a delta pull reads them.
   const pushed = fx.index[PUSHED];

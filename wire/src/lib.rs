@@ -34,9 +34,9 @@
 //! | module | routes |
 //! |---|---|
 //! | [`info`] | `GET /v1` |
-//! | [`packets`] | `GET /v1/packets`, `PUT /v1/packets/{digest}` (and the answers that say a packet is stored) |
+//! | [`packets`] | `GET /v1/packets`, `PUT /v1/packets/{digest}` (and the answers that say a packet is stored), `GET /v1/digests/{prefix}` |
 //! | [`uploads`] | `/v1/uploads`, its parts and `complete` |
-//! | [`refs`] | `/v1/refs`, `/v1/refs/{name}` |
+//! | [`refs`] | `/v1/refs`, `/v1/refs/{name}`, `/v1/ref-history/{name}` |
 //! | [`search`] | `GET /v1/search` |
 //! | [`pushes`] | `/v1/pushes/…` (JSON), and the chunk request of `POST /v1/packets/{digest}/chunks` |
 //! | [`chunking`] | how bodies and `packet.json` are cut and chunks compressed (the one table) |
@@ -63,11 +63,11 @@ pub mod search;
 pub mod uploads;
 
 pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE, TRANSFER_DELTA, TRANSFER_WHOLE};
-pub use packets::{Harness, Packet, PacketFacts, PacketList, Stored};
+pub use packets::{DigestMatches, DigestPrefix, Harness, Packet, PacketFacts, PacketList, Stored};
 pub use problem::{ErrorBody, Problem};
 pub use pushes::{
     CdcSizes, ChunkRequest, Chunking, MissingChunks, PartLimits, PartReceived, Push, PushPart,
 };
-pub use refs::{PutRef, Ref, RefChange, RefList};
+pub use refs::{ListedRef, PutRef, Ref, RefChange, RefHistory, RefList, RefMove};
 pub use search::{SearchMatch, SearchResults};
 pub use uploads::{CreateUpload, PartStored, ReceivedPart, Upload};

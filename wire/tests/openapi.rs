@@ -264,6 +264,14 @@ fn git_ref(name: &str) -> Ref {
     }
 }
 
+fn listed_ref(name: &str, size: Option<u64>) -> ListedRef {
+    ListedRef {
+        now: git_ref(name),
+        size,
+        labels: vec!["host=ci-7".into()],
+    }
+}
+
 fn problem(code: &str) -> Problem {
     problem_at(code, None, None)
 }
@@ -475,7 +483,10 @@ fn bodies() -> Vec<Body> {
             Answer,
             vec![
                 RefList {
-                    refs: vec![git_ref("sessions/a/latest")],
+                    refs: vec![
+                        listed_ref("sessions/a/latest", Some(10_240)),
+                        listed_ref("sessions/b/latest", None),
+                    ],
                     next_cursor: Some("sessions/a/latest".into()),
                 },
                 RefList {
@@ -488,6 +499,44 @@ fn bodies() -> Vec<Body> {
             "/components/schemas/Ref",
             Answer,
             vec![git_ref("sessions/demo/latest")],
+        ),
+        body(
+            "/components/schemas/RefHistory",
+            Answer,
+            vec![
+                RefHistory {
+                    name: "sessions/demo/latest".into(),
+                    moves: vec![
+                        RefMove {
+                            digest: digest(2),
+                            at: NOW.into(),
+                            by: Some("ci".into()),
+                        },
+                        RefMove {
+                            digest: digest(3),
+                            at: NOW.into(),
+                            by: None,
+                        },
+                    ],
+                    next_cursor: Some("17".into()),
+                    kept: 100,
+                },
+                RefHistory {
+                    name: "sessions/demo/latest".into(),
+                    moves: vec![],
+                    next_cursor: None,
+                    kept: 100,
+                },
+            ],
+        ),
+        body(
+            "/components/schemas/DigestMatches",
+            Answer,
+            vec![DigestMatches {
+                prefix: "sha256:02020202".into(),
+                digests: vec![digest(2), digest(3)],
+                truncated: false,
+            }],
         ),
         body(
             "/paths/~1v1~1refs~1{name}/put/requestBody/content/application~1json/schema",

@@ -33,7 +33,8 @@ pub fn read_access(value: Option<&str>) -> ReadAccess {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
     /// `read`: packets, their members, manifests, recipes and chunks, a
-    /// ref by name; the bases a push names are used only with it.
+    /// ref by name and its history, the digests that start with a prefix;
+    /// the bases a push names are used only with it.
     Read,
     /// `list`: `GET /v1/packets`, `GET /v1/refs`, `GET /v1/search`.
     List,
@@ -142,7 +143,9 @@ pub fn required(route: &Route, reads: ReadAccess, lists: ReadAccess) -> Option<N
         | Route::GetMember { .. }
         | Route::GetRecipes(_)
         | Route::GetChunks(_)
-        | Route::GetRef(_) => read,
+        | Route::GetRef(_)
+        | Route::RefHistory(_)
+        | Route::DigestsByPrefix(_) => read,
         Route::ListPackets | Route::ListRefs | Route::Search => {
             (lists == ReadAccess::Token).then_some(Need::List)
         }

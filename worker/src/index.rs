@@ -1,4 +1,5 @@
-//! The D1 index: every query the API runs. A packet row is written only
+//! The D1 index: the queries of packets, labels, uploads and the
+//! clean-up (refs and their history are `storage::index::refs`). A packet row is written only
 //! for a verified packet whose bytes are all in R2, in one batch (a
 //! transaction) with the rows that say which packs it uses, so a reader
 //! never sees a packet whose bytes could be collected. The rows read are
@@ -10,7 +11,7 @@ use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
 
 use crate::query::ListFilter;
-use crate::rows::{PacketRow, PartRow, RefRow, UploadRow};
+use crate::rows::{PacketRow, PartRow, UploadRow};
 
 /// Statements per D1 batch.
 const STATEMENTS_PER_BATCH: usize = 200;
@@ -64,6 +65,25 @@ pub async fn packet(db: &D1Database, digest: &Digest) -> Result<Option<PacketRow
     .bind(&[text(&digest.to_string())])?
     .first::<PacketRow>(None)
     .await
+}
+
+/// The digests of indexed packets that start with `prefix` (`sha256:` and
+/// hex digits), in digest order, at most `limit`: a range of the
+/// `digest` index (`g` sorts after every hex digit).
+pub async fn digests_with_prefix(db: &D1Database, prefix: &str, limit: u32) -> Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct DigestRow {
+        digest: String,
+    }
+    Ok(db
+        .prepare("SELECT digest FROM packets WHERE digest >= ?1 AND digest < ?1 || 'g' ORDER BY digest LIMIT ?2")
+        .bind(&[text(prefix), int(u64::from(limit))])?
+        .all()
+        .await?
+        .results::<DigestRow>()?
+        .into_iter()
+        .map(|r| r.digest)
+        .collect())
 }
 
 /// Adds labels to an indexed packet (existing ones are kept).
@@ -355,81 +375,6 @@ struct NameRow {
 fn release(db: &D1Database, owner: &str) -> Result<D1PreparedStatement> {
     db.prepare("UPDATE packs SET unused_check = 1 WHERE key IN (SELECT pack FROM pack_users WHERE owner = ?1)")
         .bind(&[text(owner)])
-}
-
-/// One ref.
-pub async fn get_ref(db: &D1Database, name: &str) -> Result<Option<RefRow>> {
-    db.prepare("SELECT name, digest, updated FROM refs WHERE name = ?1")
-        .bind(&[text(name)])?
-        .first::<RefRow>(None)
-        .await
-}
-
-/// Refs whose names start with `prefix`, in name order, after `after`.
-pub async fn list_refs(
-    db: &D1Database,
-    prefix: &str,
-    after: &str,
-    limit: u32,
-) -> Result<(Vec<RefRow>, Option<String>)> {
-    let mut rows = db
-        .prepare(
-            "SELECT name, digest, updated FROM refs WHERE substr(name, 1, length(?1)) = ?1 AND name > ?2 \
-             ORDER BY name LIMIT ?3",
-        )
-        .bind(&[text(prefix), text(after), int(u64::from(limit) + 1)])?
-        .all()
-        .await?
-        .results::<RefRow>()?;
-    let next = if rows.len() > limit as usize {
-        rows.truncate(limit as usize);
-        rows.last().map(|r| r.name.clone())
-    } else {
-        None
-    };
-    Ok((rows, next))
-}
-
-/// Creates a ref that must not exist. `false` if it already does.
-pub async fn create_ref(db: &D1Database, name: &str, digest: &Digest) -> Result<bool> {
-    let rows = db
-        .prepare("INSERT INTO refs (name, digest, updated) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING RETURNING name")
-        .bind(&[text(name), text(&digest.to_string()), text(&now())])?
-        .all()
-        .await?
-        .results::<NameRow>()?;
-    Ok(!rows.is_empty())
-}
-
-/// Moves a ref from `expected` to `digest` atomically. `false` if the ref
-/// does not hold `expected` (or does not exist).
-pub async fn swap_ref(
-    db: &D1Database,
-    name: &str,
-    expected: &Digest,
-    digest: &Digest,
-) -> Result<bool> {
-    let rows = db
-        .prepare("UPDATE refs SET digest = ?1, updated = ?2 WHERE name = ?3 AND digest = ?4 RETURNING name")
-        .bind(&[text(&digest.to_string()), text(&now()), text(name), text(&expected.to_string())])?
-        .all()
-        .await?
-        .results::<NameRow>()?;
-    Ok(!rows.is_empty())
-}
-
-/// Deletes a ref, only if it holds `expected` when one is given. `false`
-/// if nothing was deleted.
-pub async fn delete_ref(db: &D1Database, name: &str, expected: Option<&Digest>) -> Result<bool> {
-    let statement = match expected {
-        Some(d) => db
-            .prepare("DELETE FROM refs WHERE name = ?1 AND digest = ?2 RETURNING name")
-            .bind(&[text(name), text(&d.to_string())])?,
-        None => db
-            .prepare("DELETE FROM refs WHERE name = ?1 RETURNING name")
-            .bind(&[text(name)])?,
-    };
-    Ok(!statement.all().await?.results::<NameRow>()?.is_empty())
 }
 
 /// A fresh id (uploads, pushes, packs): 32 lowercase hex digits from

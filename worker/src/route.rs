@@ -3,6 +3,7 @@
 //! natively.
 
 use packet_core::Digest;
+use pillbox_wire::DigestPrefix;
 
 use crate::problem::Problem;
 
@@ -100,6 +101,11 @@ pub enum Route {
     PutRef(String),
     /// `DELETE /v1/refs/{name}`
     DeleteRef(String),
+    /// `GET /v1/ref-history/{name}` (not under `/v1/refs/{name}`: a ref
+    /// name may end in any segment)
+    RefHistory(String),
+    /// `GET /v1/digests/{prefix}`
+    DigestsByPrefix(DigestPrefix),
     /// `GET /v1/search`
     Search,
     /// Anything outside `/v1`: the inspector's static files.
@@ -264,6 +270,21 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
                 _ => not_allowed("GET, PUT, DELETE"),
             }
         }
+        ["ref-history", name @ ..] if !name.is_empty() => {
+            let name = percent_decode(&name.join("/"))?;
+            check_ref_name(&name)?;
+            match method {
+                Get => Ok(Route::RefHistory(name)),
+                _ => not_allowed("GET"),
+            }
+        }
+        ["digests", prefix] => {
+            let prefix = parse_prefix(prefix)?;
+            match method {
+                Get => Ok(Route::DigestsByPrefix(prefix)),
+                _ => not_allowed("GET"),
+            }
+        }
         ["search"] => match method {
             Get => Ok(Route::Search),
             _ => not_allowed("GET"),
@@ -278,6 +299,14 @@ pub fn parse_digest(segment: &str) -> Result<Digest, Problem> {
     let text = percent_decode(segment)?;
     text.parse::<Digest>()
         .map_err(Problem::from_packet_error_400)
+}
+
+/// Parses a digest prefix written in a URL (`sha256:` and 8 to 64 hex
+/// digits, the colon possibly percent-encoded): 400 `digest_prefix_invalid`
+/// otherwise.
+pub fn parse_prefix(segment: &str) -> Result<DigestPrefix, Problem> {
+    let text = percent_decode(segment)?;
+    DigestPrefix::parse(&text).map_err(|m| Problem::bad_request("digest_prefix_invalid", m))
 }
 
 /// Decodes `%XX` escapes; the result must be UTF-8.
@@ -468,6 +497,51 @@ mod tests {
                 .error
                 .code(),
             "ref_name_invalid"
+        );
+    }
+
+    #[test]
+    fn a_refs_history_and_digest_prefixes() {
+        assert_eq!(
+            route(Method::Get, "/v1/ref-history/sessions/a/history"),
+            Ok(Route::RefHistory("sessions/a/history".into()))
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/refs/sessions/a/history"),
+            Ok(Route::GetRef("sessions/a/history".into())),
+            "a ref may be named history"
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/ref-history/a/../b")
+                .unwrap_err()
+                .error
+                .code(),
+            "ref_name_invalid"
+        );
+        assert_eq!(
+            route(Method::Put, "/v1/ref-history/a").unwrap_err().status,
+            405
+        );
+        assert_eq!(
+            route(Method::Get, "/v1/digests/sha256%3A0123abcd"),
+            Ok(Route::DigestsByPrefix(
+                DigestPrefix::parse("sha256:0123abcd").unwrap()
+            ))
+        );
+        for bad in ["sha256:0123abc", "0123abcd", "sha256:0123ABCD"] {
+            let err = route(Method::Get, &format!("/v1/digests/{bad}")).unwrap_err();
+            assert_eq!(
+                (err.status, err.error.code()),
+                (400, "digest_prefix_invalid")
+            );
+        }
+        assert_eq!(
+            need("/v1/ref-history/sessions/a", Method::Get),
+            Some(Need::Read)
+        );
+        assert_eq!(
+            need("/v1/digests/sha256:0123abcd", Method::Get),
+            Some(Need::Read)
         );
     }
 

@@ -3,8 +3,8 @@
 //! shape is tested natively.
 
 use pillbox_wire::{
-    Harness, Packet, PacketFacts, PacketList, Push, PushPart, ReceivedPart, Ref, RefChange,
-    RefList, Stored, Upload,
+    DigestMatches, Harness, ListedRef, Packet, PacketFacts, PacketList, Push, PushPart,
+    ReceivedPart, Ref, RefChange, RefHistory, RefList, RefMove, Stored, Upload,
 };
 use serde::Deserialize;
 
@@ -109,16 +109,7 @@ impl PacketRow {
 
     /// The labels, sorted.
     pub fn label_list(&self) -> Vec<String> {
-        let mut labels: Vec<String> = self
-            .labels
-            .as_deref()
-            .unwrap_or("")
-            .split('\n')
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect();
-        labels.sort();
-        labels
+        label_list(self.labels.as_deref())
     }
 
     fn facts(&self) -> PacketFacts {
@@ -157,6 +148,18 @@ impl PacketRow {
             created_at: self.created.clone(),
         }
     }
+}
+
+/// Newline-separated labels (`group_concat`), sorted.
+fn label_list(labels: Option<&str>) -> Vec<String> {
+    let mut labels: Vec<String> = labels
+        .unwrap_or("")
+        .split('\n')
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    labels.sort();
+    labels
 }
 
 /// A page of `GET /v1/packets`; `next` is the last row's `seq` when more
@@ -199,10 +202,83 @@ impl RefRow {
 }
 
 /// A page of `GET /v1/refs`; `next` is the last name when more follow.
-pub fn ref_page(rows: &[RefRow], next: Option<String>) -> RefList {
+pub fn ref_page(rows: &[ListedRefRow], next: Option<String>) -> RefList {
     RefList {
-        refs: rows.iter().map(RefRow::to_wire).collect(),
+        refs: rows
+            .iter()
+            .map(|r| ListedRef {
+                now: Ref {
+                    name: r.name.clone(),
+                    digest: r.digest.clone(),
+                    updated: r.updated.clone(),
+                },
+                size: r.size,
+                labels: label_list(r.labels.as_deref()),
+            })
+            .collect(),
         next_cursor: next,
+    }
+}
+
+/// A ref as `GET /v1/refs` lists it: with its packet's size and labels.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ListedRefRow {
+    /// Its name.
+    pub name: String,
+    /// The packet it names.
+    pub digest: String,
+    /// When it last changed (RFC 3339).
+    pub updated: String,
+    /// The packet's size (null if it is not stored).
+    pub size: Option<u64>,
+    /// Its newline-separated labels (from the query).
+    pub labels: Option<String>,
+}
+
+/// How many moves `ref_history` keeps per ref: a move recorded drops the
+/// ones before the last this many (docs/worker.md, "Ref history").
+pub const REF_HISTORY_KEPT: u32 = 100;
+
+/// A row of `ref_history`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct RefMoveRow {
+    /// Order of the moves.
+    pub seq: u64,
+    /// The packet the ref named from then on.
+    pub digest: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// The id of the token that moved it, if known.
+    pub token_id: Option<String>,
+}
+
+/// A page of `GET /v1/ref-history/{name}`, newest first; `next` is the
+/// last row's `seq` when older rows follow.
+pub fn ref_history(name: &str, rows: &[RefMoveRow], next: Option<u64>) -> RefHistory {
+    RefHistory {
+        name: name.to_string(),
+        moves: rows
+            .iter()
+            .map(|r| RefMove {
+                digest: r.digest.clone(),
+                at: r.at.clone(),
+                by: r.token_id.clone(),
+            })
+            .collect(),
+        next_cursor: next.map(|n| n.to_string()),
+        kept: REF_HISTORY_KEPT,
+    }
+}
+
+/// `GET /v1/digests/{prefix}`: `found` holds at most one more digest than
+/// `limit` (which says there are more).
+pub fn digest_matches(prefix: &str, mut found: Vec<String>, limit: u32) -> DigestMatches {
+    let truncated = found.len() > limit as usize;
+    found.truncate(limit as usize);
+    DigestMatches {
+        prefix: prefix.to_string(),
+        digests: found,
+        truncated,
     }
 }
 
@@ -430,13 +506,18 @@ mod tests {
             digest: D.into(),
             updated: T.into(),
         };
+        let listed = ListedRefRow {
+            name: r.name.clone(),
+            digest: r.digest.clone(),
+            updated: r.updated.clone(),
+            size: Some(10_240),
+            labels: Some("z\nhost=ci-7".into()),
+        };
         assert_eq!(
-            json_of(ref_page(
-                std::slice::from_ref(&r),
-                Some("sessions/a".into())
-            )),
+            json_of(ref_page(&[listed], Some("sessions/a".into()))),
             json!({
-                "refs": [{ "name": "sessions/a", "digest": D, "updated": T }],
+                "refs": [{ "name": "sessions/a", "digest": D, "updated": T,
+                           "size": 10_240, "labels": ["host=ci-7", "z"] }],
                 "next_cursor": "sessions/a",
             })
         );
@@ -537,5 +618,41 @@ mod tests {
             })
         );
         assert_eq!(json_of(row.view(&[]))["missing"], json!([1, 2, 3]));
+    }
+
+    #[test]
+    fn a_history_page_is_newest_first_and_says_what_is_kept() {
+        let rows = [
+            RefMoveRow {
+                seq: 9,
+                digest: D.into(),
+                at: T.into(),
+                token_id: Some("ci".into()),
+            },
+            RefMoveRow {
+                seq: 4,
+                digest: D.into(),
+                at: T.into(),
+                token_id: None,
+            },
+        ];
+        assert_eq!(
+            json_of(ref_history("sessions/a", &rows, Some(4))),
+            json!({
+                "name": "sessions/a",
+                "moves": [{ "digest": D, "at": T, "by": "ci" }, { "digest": D, "at": T, "by": null }],
+                "next_cursor": "4",
+                "kept": REF_HISTORY_KEPT,
+            })
+        );
+    }
+
+    #[test]
+    fn digest_matches_say_when_there_are_more() {
+        let found = vec!["a".to_string(), "b".into(), "c".into()];
+        let m = digest_matches("sha256:0123abcd", found.clone(), 2);
+        assert_eq!((m.digests.len(), m.truncated), (2, true));
+        let m = digest_matches("sha256:0123abcd", found, 3);
+        assert_eq!((m.digests.len(), m.truncated), (3, false));
     }
 }

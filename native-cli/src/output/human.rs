@@ -323,6 +323,7 @@ pub fn report(v: &Value) -> String {
         "save" => save(v),
         "restore" => restore(v),
         "refs" => return refs(v),
+        "log" => return log(v),
         _ => return serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
     };
     summary.render()
@@ -793,6 +794,110 @@ fn refs(v: &Value) -> String {
         let _ = writeln!(
             out,
             "{KEY}more refs match: narrow the prefix or raise --limit{KEY:#}"
+        );
+    }
+    out
+}
+
+/// How many changed paths a log entry shows.
+const LOG_PATHS: usize = 3;
+
+fn log(v: &Value) -> String {
+    let entries = items(v, "entries");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{HEAD}{} at {}: {}, newest first{HEAD:#}",
+        text(v, "ref").unwrap_or("the ref"),
+        text(v, "remote").unwrap_or("the store"),
+        count(entries.len() as u64, "packet", "packets"),
+    );
+    for (i, e) in entries.iter().enumerate() {
+        let mut line = format!(
+            "  {}  {KEY}{}{KEY:#}",
+            text(e, "digest").map(short_digest).unwrap_or_default(),
+            text(e, "at").map(when).unwrap_or_default(),
+        );
+        if let Some(by) = text(e, "by") {
+            let _ = write!(line, "  by {by}");
+        }
+        match num(e, "size") {
+            Some(n) if flag(e, "stored") => {
+                let _ = write!(line, "  {}", bytes(n));
+                if let Some(files) = e.get("totals").and_then(|t| num(t, "files")) {
+                    let _ = write!(line, ", {}", count(files, "file", "files"));
+                }
+            }
+            _ => {
+                let _ = write!(line, "  {WARN}no longer stored{WARN:#}");
+            }
+        }
+        let _ = writeln!(out, "{line}");
+        let last = i + 1 == entries.len();
+        match e.get("change").filter(|c| !c.is_null()) {
+            Some(c) => {
+                let signed = c.get("bytes").and_then(Value::as_i64).unwrap_or(0);
+                let delta = if signed < 0 {
+                    format!("-{}", bytes(signed.unsigned_abs()))
+                } else {
+                    format!("+{}", bytes(signed as u64))
+                };
+                let mut said = format!(
+                    "{} added, {} removed, {} changed, {delta}",
+                    num(c, "added").unwrap_or(0),
+                    num(c, "removed").unwrap_or(0),
+                    num(c, "changed").unwrap_or(0),
+                );
+                if flag(c, "harness_changed") {
+                    said.push_str(", session log changed");
+                }
+                let _ = writeln!(out, "      {said}");
+                let paths = items(c, "paths");
+                for p in paths.iter().take(LOG_PATHS) {
+                    let (mark, style) = match text(p, "change") {
+                        Some("added") => ('+', ADD),
+                        Some("removed") => ('-', DEL),
+                        _ => ('~', KEY),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "      {style}{mark}{style:#} {} {KEY}({}){KEY:#}",
+                        member(text(p, "path").unwrap_or("?")),
+                        bytes(num(p, "size").unwrap_or(0))
+                    );
+                }
+                let listed = (num(c, "added").unwrap_or(0)
+                    + num(c, "removed").unwrap_or(0)
+                    + num(c, "changed").unwrap_or(0)) as usize;
+                if listed > LOG_PATHS.min(paths.len()) {
+                    let _ = writeln!(
+                        out,
+                        "      {KEY}… and {} more (--json lists the first {}){KEY:#}",
+                        listed - LOG_PATHS.min(paths.len()),
+                        paths.len()
+                    );
+                }
+            }
+            None if last && !flag(v, "truncated") => {
+                let _ = writeln!(out, "      {KEY}the oldest move the store keeps{KEY:#}");
+            }
+            None => {}
+        }
+    }
+    if flag(v, "truncated") {
+        let _ = writeln!(
+            out,
+            "{KEY}older moves are kept: raise --limit (the store keeps the last {} of a ref){KEY:#}",
+            num(v, "kept").unwrap_or(0)
+        );
+    }
+    if let Some(f) = v.get("fetched") {
+        let _ = writeln!(
+            out,
+            "{KEY}read {} in {} requests, {} received{KEY:#}",
+            count(num(f, "manifests").unwrap_or(0), "manifest", "manifests"),
+            num(f, "requests").unwrap_or(0),
+            bytes(num(f, "bytes_received").unwrap_or(0)),
         );
     }
     out

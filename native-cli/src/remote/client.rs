@@ -106,6 +106,7 @@ pub struct Traffic {
     sent: AtomicU64,
     received: AtomicU64,
     retries: AtomicU32,
+    requests: AtomicU64,
 }
 
 impl Traffic {
@@ -122,6 +123,11 @@ impl Traffic {
     /// Requests sent again after a transient failure.
     pub fn retries(&self) -> u32 {
         self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Requests sent so far (every attempt).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     pub(super) fn add_sent(&self, n: u64) {
@@ -193,6 +199,7 @@ impl Remote {
         path: &str,
         from: u64,
     ) -> std::result::Result<Response<Body>, ureq::Error> {
+        self.traffic.requests.fetch_add(1, Ordering::Relaxed);
         let mut r = self
             .agent
             .get(&self.url(path))
@@ -219,6 +226,7 @@ impl Remote {
             if attempt > 1 {
                 self.traffic.add_retry();
             }
+            self.traffic.requests.fetch_add(1, Ordering::Relaxed);
             let failure = match make() {
                 Ok(r) if RetryPolicy::retries_status(r.status().as_u16()) => {
                     match self.retry.delay_after(attempt) {

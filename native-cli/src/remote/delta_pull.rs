@@ -521,7 +521,10 @@ pub fn cache_chunks(cache: &Mutex<Cache>, names: &[ChunkName], local: &mut Local
 /// The manifest of `parts`: a /2 packet's checked by packet-core's
 /// [`Assembly`] against its name; a /1 packet's parsed (its file is read
 /// whole, the digest with it).
-fn describe_manifest(parts: &Parts, digest: Digest) -> Result<(Manifest, Option<Assembly>)> {
+pub(super) fn describe_manifest(
+    parts: &Parts,
+    digest: Digest,
+) -> Result<(Manifest, Option<Assembly>)> {
     match Assembly::new(&parts.json, Some(digest), &Limits::FORMAT) {
         Ok(a) => Ok((a.manifest().clone(), Some(a))),
         Err(e) => {

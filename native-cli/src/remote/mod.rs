@@ -16,6 +16,8 @@
 //! | `bodies` | where a delta push reads bodies: a packet file or the workspace |
 //! | `delta_push` | delta push: the manifest's chunks and what the bases lack in one `PBPUSH02` create when it fits, else recipes, parts of per-chunk zstd frames in parallel, complete |
 //! | `refs` | `refs`: the refs a store holds, by prefix |
+//! | `log` | `log`: the packets a ref has named, and what changed from each to the next |
+//! | `digests` | a packet named by a prefix of its digest, resolved by the store |
 //! | `refusal` | a store's refusal in the CLI's terms: what was refused, what to do with this CLI |
 //! | `upload_state` | the record of an interrupted upload or push, and its lock |
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
@@ -32,8 +34,10 @@ mod bodies;
 mod client;
 pub mod delta_pull;
 mod delta_push;
+mod digests;
 mod fetch;
 pub mod land;
+mod log;
 pub mod parts;
 mod pull;
 pub mod pull_plan;
@@ -48,6 +52,8 @@ pub use bodies::Bodies;
 pub use client::{Remote, Token};
 pub use delta_pull::DeltaPullReport;
 pub use delta_push::{DeltaReport as PushDeltaReport, KnownBase};
+pub use digests::stored as stored_digest;
+pub use log::{log, LogRequest};
 pub use pull::{pull, resolve, CacheChoice, PullSources, PullTarget};
 pub use push::{
     push, push_verified, takes_delta, ExpectRef, PartsReport, PushReport, PushRequest, RefReport,

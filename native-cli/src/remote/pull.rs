@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use packet_core::{Digest, Limits, ReaderOptions};
+use pillbox_wire::DigestPrefix;
 use serde::Serialize;
 
 use super::client::{ref_digest, status_error, store_info, Remote};
@@ -20,22 +21,32 @@ use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
 
-/// What to pull: a digest, or a ref naming one.
+/// What to pull: a digest, the start of one, or a ref naming one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PullTarget {
     /// `sha256:<hex>`
     Digest(Digest),
+    /// `sha256:` and 8 to 63 hex digits, resolved by the store
+    /// (`GET /v1/digests/{prefix}`) to the one packet it names.
+    Prefix(DigestPrefix),
     /// A ref name, resolved with `GET /v1/refs/{name}`.
     Ref(String),
 }
 
 impl PullTarget {
-    /// `sha256:…` is a digest (and must be a valid one); anything else a ref.
+    /// `sha256:…` is a digest or a prefix of one (and must be a valid
+    /// one; no ref name holds a `:`); anything else a ref.
     pub fn parse(s: &str) -> Result<PullTarget> {
-        if s.starts_with("sha256:") {
-            s.parse::<Digest>()
-                .map(PullTarget::Digest)
-                .map_err(|e| CliError::Usage(format!("{s:?}: {}", e.message())))
+        if let Some(hex) = s.strip_prefix("sha256:") {
+            if hex.len() == 64 {
+                return s
+                    .parse::<Digest>()
+                    .map(PullTarget::Digest)
+                    .map_err(|e| CliError::Usage(format!("{s:?}: {}", e.message())));
+            }
+            DigestPrefix::parse(s)
+                .map(PullTarget::Prefix)
+                .map_err(CliError::Usage)
         } else if s.is_empty() {
             Err(CliError::Usage("name a digest or a ref to pull".into()))
         } else {
@@ -250,6 +261,7 @@ pub fn pull(
 pub fn resolve(remote: &Remote, target: &PullTarget) -> Result<(Digest, Option<String>)> {
     Ok(match target {
         PullTarget::Digest(d) => (*d, None),
+        PullTarget::Prefix(p) => (super::digests::resolve(remote, p)?, None),
         PullTarget::Ref(name) => (resolve_ref(remote, name)?, Some(name.clone())),
     })
 }
@@ -402,5 +414,15 @@ mod tests {
             PullTarget::Ref("sessions/x/latest".into())
         );
         assert_eq!(PullTarget::parse("sha256:abc").unwrap_err().code(), "usage");
+        assert_eq!(
+            PullTarget::parse("sha256:0123abcd").unwrap(),
+            PullTarget::Prefix(DigestPrefix::parse("sha256:0123abcd").unwrap())
+        );
+        assert_eq!(
+            PullTarget::parse(&format!("sha256:{}", "A".repeat(64)))
+                .unwrap_err()
+                .code(),
+            "usage"
+        );
     }
 }

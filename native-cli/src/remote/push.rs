@@ -37,9 +37,15 @@ impl std::str::FromStr for ExpectRef {
         if s == "absent" {
             return Ok(ExpectRef::Absent);
         }
-        s.parse::<Digest>()
-            .map(ExpectRef::Digest)
-            .map_err(|e| format!("{s:?}: `absent` or a digest: {}", e.message()))
+        // A compare-and-swap guard names exactly what the ref holds: a
+        // prefix is refused, never resolved.
+        s.parse::<Digest>().map(ExpectRef::Digest).map_err(|e| {
+            if pillbox_wire::DigestPrefix::parse(s).is_ok() {
+                format!("{s:?} is the start of a digest: --expect-ref is the compare-and-swap guard and takes the whole digest the ref must hold (sha256: and 64 hex digits), or `absent`")
+            } else {
+                format!("{s:?}: `absent` or a digest: {}", e.message())
+            }
+        })
     }
 }
 

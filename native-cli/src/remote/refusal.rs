@@ -45,9 +45,13 @@ impl Subject {
         }
         let (head, tail) = route.split_once('/').unwrap_or((route, ""));
         match head {
-            "refs" if !tail.is_empty() => Subject::Ref {
+            "refs" | "ref-history" if !tail.is_empty() => Subject::Ref {
                 name: percent_decode(tail),
                 write,
+            },
+            "digests" => Subject::Packet {
+                digest: percent_decode(tail),
+                write: false,
             },
             "refs" | "search" => Subject::List,
             "packets" if tail.is_empty() => {
@@ -267,6 +271,10 @@ fn words(
             said("a label is not valid".into()),
             "write labels as key=value with letters, digits, '.', '_', '-' and ':', e.g. --label host=ci-7".into(),
         ),
+        "digest_prefix_invalid" => (
+            said("a digest prefix is not valid".into()),
+            "name a packet by sha256: and at least 8 lowercase hex digits of its digest (or all 64)".into(),
+        ),
         "digest_syntax" => (
             said("a digest is not valid".into()),
             "write digests as sha256: and 64 lowercase hex digits".into(),
@@ -375,6 +383,20 @@ mod tests {
         assert_eq!(Subject::of("POST /v1/pushes"), Subject::Upload);
         assert_eq!(Subject::of("PUT /v1/uploads/x/parts/1"), Subject::Upload);
         assert_eq!(Subject::of("GET /v1/refs?prefix=x"), Subject::List);
+        assert_eq!(
+            Subject::of("GET /v1/ref-history/sessions/x?limit=5"),
+            Subject::Ref {
+                name: "sessions/x".into(),
+                write: false
+            }
+        );
+        assert_eq!(
+            Subject::of("GET /v1/digests/sha256:0123abcd?limit=10"),
+            Subject::Packet {
+                digest: "sha256:0123abcd".into(),
+                write: false
+            }
+        );
         assert_eq!(
             Subject::of("GET /v1/packets/sha256:ab (a body's bytes)"),
             Subject::Packet {

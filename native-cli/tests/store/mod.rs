@@ -57,12 +57,30 @@ struct OpenPush {
     parts: Vec<(u16, u32, u64)>,
 }
 
+/// One move of a ref, as its history keeps it.
+#[derive(Clone)]
+struct Move {
+    seq: u64,
+    digest: Digest,
+    at: String,
+    by: Option<String>,
+}
+
+/// How many moves the store keeps per ref (as the Worker).
+pub const HISTORY_KEPT: usize = 100;
+
 #[derive(Default)]
 struct State {
     /// Every chunk stored: its frame and stored bytes.
     chunks: HashMap<ChunkName, (Frame, Vec<u8>)>,
     packets: HashMap<Digest, StoredPacket>,
+    /// Labels by packet, as pushes named them.
+    labels: HashMap<Digest, Vec<String>>,
     refs: HashMap<String, Digest>,
+    /// Each ref's moves, oldest first, the last [`HISTORY_KEPT`].
+    history: HashMap<String, Vec<Move>>,
+    /// Moves recorded so far (their `seq`, and the seconds of their time).
+    moves: u64,
     pushes: HashMap<String, OpenPush>,
     log: Vec<Logged>,
     next_id: u64,
@@ -115,6 +133,25 @@ impl Store {
     /// Chunks stored.
     pub fn chunk_count(&self) -> usize {
         self.state.lock().unwrap().chunks.len()
+    }
+
+    /// Stores a copy of the packet `digest` under another digest (the
+    /// store cannot tell), so that two digests share a prefix; returns the
+    /// new digest, which starts with `prefix` and is otherwise `digest`'s.
+    pub fn alias(&self, digest: &str, prefix: &str) -> String {
+        let d: Digest = digest.parse().unwrap();
+        let hex = d.hex().to_string();
+        let other = format!("sha256:{prefix}{}", &hex[prefix.len()..]);
+        let mut s = self.state.lock().unwrap();
+        let p = s.packets[&d].clone();
+        s.packets.insert(other.parse().unwrap(), p);
+        other
+    }
+
+    /// Deletes a packet (its refs and history are left as they are).
+    pub fn forget(&self, digest: &str) {
+        let d: Digest = digest.parse().unwrap();
+        self.state.lock().unwrap().packets.remove(&d);
     }
 }
 
@@ -264,10 +301,80 @@ fn list_refs(s: &State, r: &Request) -> Response {
     names.truncate(limit);
     let refs: Vec<serde_json::Value> = names
         .iter()
-        .map(|n| serde_json::json!({"name": n, "digest": s.refs[*n].to_string(), "updated": "2026-12-01T00:00:00Z"}))
+        .map(|n| {
+            let d = s.refs[*n];
+            let mut labels = s.labels.get(&d).cloned().unwrap_or_default();
+            labels.sort();
+            serde_json::json!({
+                "name": n, "digest": d.to_string(), "updated": updated(s, n),
+                "size": s.packets.get(&d).map(|p| packet_core::Manifest::parse(&p.json, &Limits::FORMAT).unwrap().packet_size()),
+                "labels": labels,
+            })
+        })
         .collect();
     let next = more.then(|| names.last().map(|n| n.to_string())).flatten();
     json(200, serde_json::json!({"refs": refs, "next_cursor": next}))
+}
+
+/// When a ref last moved.
+fn updated(s: &State, name: &str) -> String {
+    s.history
+        .get(name)
+        .and_then(|h| h.last())
+        .map_or_else(|| "2026-12-01T00:00:00Z".to_owned(), |m| m.at.clone())
+}
+
+/// `GET /v1/ref-history/{name}?limit=&cursor=`: newest first.
+fn ref_history(s: &State, name: &str, r: &Request) -> Response {
+    let q = |k: &str| {
+        r.query
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let Some(moves) = s.history.get(name) else {
+        return problem(404, "not_found", "no such ref");
+    };
+    let limit: usize = q("limit").and_then(|l| l.parse().ok()).unwrap_or(50);
+    let before: u64 = q("cursor").and_then(|c| c.parse().ok()).unwrap_or(u64::MAX);
+    let older: Vec<&Move> = moves.iter().rev().filter(|m| m.seq < before).collect();
+    let page: Vec<serde_json::Value> = older
+        .iter()
+        .take(limit)
+        .map(|m| serde_json::json!({"digest": m.digest.to_string(), "at": m.at, "by": m.by}))
+        .collect();
+    let next = (older.len() > limit).then(|| older[limit - 1].seq.to_string());
+    json(
+        200,
+        serde_json::json!({"name": name, "moves": page, "next_cursor": next, "kept": HISTORY_KEPT}),
+    )
+}
+
+/// `GET /v1/digests/{prefix}?limit=`: stored digests that start with it.
+fn digests(s: &State, prefix: &str, r: &Request) -> Response {
+    let prefix = prefix.replace("%3A", ":").replace("%3a", ":");
+    let Ok(p) = pillbox_wire::DigestPrefix::parse(&prefix) else {
+        return problem(400, "digest_prefix_invalid", "not a prefix");
+    };
+    let limit: usize = r
+        .query
+        .iter()
+        .find(|(n, _)| n == "limit")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(50);
+    let mut found: Vec<String> = s
+        .packets
+        .keys()
+        .map(Digest::to_string)
+        .filter(|d| p.matches(d))
+        .collect();
+    found.sort();
+    let truncated = found.len() > limit;
+    found.truncate(limit);
+    json(
+        200,
+        serde_json::json!({"prefix": prefix, "digests": found, "truncated": truncated}),
+    )
 }
 
 fn handle(r: &Request, state: &Mutex<State>) -> Response {
@@ -285,12 +392,14 @@ fn handle(r: &Request, state: &Mutex<State>) -> Response {
             }),
         ),
         ("GET", ["v1", "refs"]) => list_refs(&s, r),
+        ("GET", ["v1", "ref-history", name @ ..]) => ref_history(&s, &name.join("/"), r),
+        ("GET", ["v1", "digests", prefix]) => digests(&s, prefix, r),
         ("GET", ["v1", "refs", name @ ..]) => {
             let name = name.join("/");
             match s.refs.get(&name) {
                 Some(d) => json(
                     200,
-                    serde_json::json!({"name": name, "digest": d.to_string(), "updated": "2026-12-01T00:00:00Z"}),
+                    serde_json::json!({"name": name, "digest": d.to_string(), "updated": updated(&s, &name)}),
                 ),
                 None => problem(404, "not_found", "no such ref"),
             }
@@ -374,9 +483,26 @@ fn put_ref(s: &mut State, name: &str, r: &Request) -> Response {
         );
     }
     s.refs.insert(name.to_owned(), digest);
+    s.moves += 1;
+    let seq = s.moves;
+    let at = format!("2026-12-01T00:{:02}:{:02}Z", (seq / 60) % 60, seq % 60);
+    let by = r
+        .headers
+        .contains_key("authorization")
+        .then(|| "test-token".to_owned());
+    let moves = s.history.entry(name.to_owned()).or_default();
+    moves.push(Move {
+        seq,
+        digest,
+        at: at.clone(),
+        by,
+    });
+    if moves.len() > HISTORY_KEPT {
+        moves.remove(0);
+    }
     json(
         if current.is_some() { 200 } else { 201 },
-        serde_json::json!({"name": name, "digest": digest.to_string(), "updated": "2026-12-01T00:00:00Z"}),
+        serde_json::json!({"name": name, "digest": digest.to_string(), "updated": at}),
     )
 }
 
@@ -490,6 +616,18 @@ fn create(s: &mut State, r: &Request) -> Response {
         return problem(400, "digest_syntax", "no digest");
     };
     let size: u64 = q("size").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let labels: Vec<String> = r
+        .query
+        .iter()
+        .filter(|(k, _)| k == "label")
+        .map(|(_, v)| v.replace("%3D", "=").replace("%3A", ":"))
+        .collect();
+    if !labels.is_empty() {
+        let held = s.labels.entry(digest).or_default();
+        held.extend(labels);
+        held.sort();
+        held.dedup();
+    }
     if s.packets.contains_key(&digest) {
         return stored_answer(s, &digest, false);
     }

@@ -8,10 +8,10 @@
 //! | module | holds |
 //! |---|---|
 //! | [`http`] | responses, CORS, request headers and JSON bodies |
-//! | [`packets`] | `/v1/packets/…` (uploads whole, reads of every storage form, a packet's recipes and chunks), `/v1/search` |
+//! | [`packets`] | `/v1/packets/…` (uploads whole, reads of every storage form, a packet's recipes and chunks), `/v1/digests/{prefix}`, `/v1/search` |
 //! | [`uploads`] | `/v1/uploads/…` |
 //! | [`pushes`] | `/v1/pushes/…` |
-//! | [`refs`] | `/v1/refs/…` |
+//! | [`refs`] | `/v1/refs/…`, `/v1/ref-history/…` |
 //! | [`clean`] | the scheduled clean-up |
 //! | [`bench`] | the benchmark baseline (off unless `BENCH_ROUTES=1`) |
 
@@ -229,7 +229,14 @@ async fn dispatch(
         Route::AbortUpload(id) => uploads::abort(&bucket(env)?, &database(env)?, &id).await,
         Route::ListRefs => refs::list(&database(env)?, &query).await,
         Route::GetRef(name) => refs::get(&database(env)?, &name).await,
-        Route::PutRef(name) => refs::put(&mut req, &database(env)?, &name).await,
+        Route::PutRef(name) => {
+            let by = grant.map(|g| g.id.as_str());
+            refs::put(&mut req, &database(env)?, &name, by).await
+        }
+        Route::RefHistory(name) => refs::history(&database(env)?, &name, &query).await,
+        Route::DigestsByPrefix(prefix) => {
+            packets::by_prefix(&database(env)?, &prefix, &query).await
+        }
         Route::DeleteRef(name) => refs::delete(&req, &database(env)?, &name).await,
         Route::Assets => Err(Problem::not_found("no such page")),
     }

@@ -1,14 +1,15 @@
-//! `/v1/packets/…` and `/v1/search`: storing a packet in one request (/1
-//! or /2, by the reader's rule for each), reading it back whole, by range,
-//! by member or its manifest (a packet stored whole is read from its
-//! object, any other rebuilt from its packs, zstd chunks decoded), its
-//! recipes and chunks for a delta pull, listing, searching and deleting.
+//! `/v1/packets/…`, `/v1/digests/{prefix}` and `/v1/search`: storing a
+//! packet in one request (/1 or /2, by the reader's rule for each), reading
+//! it back whole, by range, by member or its manifest (a packet stored
+//! whole is read from its object, any other rebuilt from its packs, zstd
+//! chunks decoded), its recipes and chunks for a delta pull, listing,
+//! finding digests by prefix, searching and deleting.
 
 use std::rc::Rc;
 
 use packet_core::Digest;
 use pillbox_wire::chunks::{encode_table, BatchLimits, Frame, ENTRY_BYTES, HEAD_BYTES, MEDIA_TYPE};
-use pillbox_wire::{ChunkRequest, SearchResults};
+use pillbox_wire::{ChunkRequest, DigestPrefix, SearchResults};
 use worker::{Bucket, D1Database, Headers, Range, Request, ResponseBody};
 
 use super::http::{
@@ -437,6 +438,16 @@ pub async fn list(db: &D1Database, query: &Query) -> Answer {
     let filter = query.packet_filter()?;
     let (rows, next) = index::list_packets(db, &filter).await.map_err(internal)?;
     json_response(200, &rows::packet_page(&rows, next))
+}
+
+/// `GET /v1/digests/{prefix}`: the stored packets whose digest starts with
+/// the prefix, at most `limit`, in digest order.
+pub async fn by_prefix(db: &D1Database, prefix: &DigestPrefix, query: &Query) -> Answer {
+    let limit = query.limit()?;
+    let found = index::digests_with_prefix(db, prefix.as_str(), limit + 1)
+        .await
+        .map_err(internal)?;
+    json_response(200, &rows::digest_matches(prefix.as_str(), found, limit))
 }
 
 /// `GET /v1/search`: the members with a path or a blob sha256, found by

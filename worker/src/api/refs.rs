@@ -1,6 +1,8 @@
 //! `/v1/refs/…`: names for packets. A ref is created only if it does not
 //! exist and moved only from the digest the writer expects
 //! (compare-and-swap), so two writers never silently overwrite each other.
+//! `/v1/ref-history/{name}`: the packets a ref has named, each with when
+//! and by which token's id (docs/worker.md, "Ref history").
 
 use packet_core::Digest;
 use pillbox_wire::PutRef;
@@ -11,11 +13,12 @@ use crate::conditions::{condition_digest, etag, ref_write, RefWrite};
 use crate::index;
 use crate::problem::Problem;
 use crate::query::Query;
-use crate::rows::{self, RefRow};
+use crate::rows::{self, RefMoveRow, RefRow};
+use crate::storage::index::refs;
 
 /// `GET /v1/refs/{name}`; the ETag is the digest it holds.
 pub async fn get(db: &D1Database, name: &str) -> Answer {
-    let row = index::get_ref(db, name)
+    let row = refs::get(db, name)
         .await
         .map_err(internal)?
         .ok_or_else(|| Problem::not_found(format!("no ref {name:?}")))?;
@@ -31,7 +34,7 @@ pub async fn get(db: &D1Database, name: &str) -> Answer {
 pub async fn list(db: &D1Database, query: &Query) -> Answer {
     let prefix = query.get("prefix").unwrap_or("");
     let after = query.get("cursor").unwrap_or("");
-    let (rows, next) = index::list_refs(db, prefix, after, query.limit()?)
+    let (rows, next) = refs::list(db, prefix, after, query.limit()?)
         .await
         .map_err(internal)?;
     json_response(200, &rows::ref_page(&rows, next))
@@ -40,11 +43,7 @@ pub async fn list(db: &D1Database, query: &Query) -> Answer {
 /// 409 `ref_conflict`, with the digest the ref holds now (`current`,
 /// null if it does not exist) so the writer can decide again.
 async fn conflict(db: &D1Database, name: &str, wanted: &str) -> Problem {
-    let current = index::get_ref(db, name)
-        .await
-        .ok()
-        .flatten()
-        .map(|r| r.digest);
+    let current = refs::get(db, name).await.ok().flatten().map(|r| r.digest);
     let mut p = Problem::conflict(
         "ref_conflict",
         match &current {
@@ -59,15 +58,16 @@ async fn conflict(db: &D1Database, name: &str, wanted: &str) -> Problem {
 
 /// The ref just written.
 async fn written(db: &D1Database, name: &str) -> Result<RefRow, Problem> {
-    index::get_ref(db, name)
+    refs::get(db, name)
         .await
         .map_err(internal)?
         .ok_or_else(|| Problem::internal("ref vanished"))
 }
 
 /// `PUT /v1/refs/{name}`: create (201) or move (200) the ref to a stored
-/// packet.
-pub async fn put(req: &mut Request, db: &D1Database, name: &str) -> Answer {
+/// packet; its history records the move and `by`, the id of the token
+/// that made it.
+pub async fn put(req: &mut Request, db: &D1Database, name: &str, by: Option<&str>) -> Answer {
     let if_match = header(req, "if-match");
     let if_none_match = header(req, "if-none-match");
     let body: PutRef = read_json(req).await?;
@@ -86,7 +86,7 @@ pub async fn put(req: &mut Request, db: &D1Database, name: &str) -> Answer {
     }
     match ref_write(if_match.as_deref(), if_none_match.as_deref())? {
         RefWrite::Move { expected } => {
-            if index::swap_ref(db, name, &expected, &digest)
+            if refs::swap(db, name, &expected, &digest, by)
                 .await
                 .map_err(internal)?
             {
@@ -97,7 +97,7 @@ pub async fn put(req: &mut Request, db: &D1Database, name: &str) -> Answer {
             }
         }
         RefWrite::Create => {
-            if index::create_ref(db, name, &digest)
+            if refs::create(db, name, &digest, by)
                 .await
                 .map_err(internal)?
             {
@@ -110,21 +110,47 @@ pub async fn put(req: &mut Request, db: &D1Database, name: &str) -> Answer {
     }
 }
 
-/// `DELETE /v1/refs/{name}`, only if it holds the `If-Match` digest when
-/// one is given.
+/// `DELETE /v1/refs/{name}` (and its history), only if it holds the
+/// `If-Match` digest when one is given.
 pub async fn delete(req: &Request, db: &D1Database, name: &str) -> Answer {
     let expected = header(req, "if-match")
         .map(|v| condition_digest(&v))
         .transpose()?;
-    if index::delete_ref(db, name, expected.as_ref())
+    if refs::delete(db, name, expected.as_ref())
         .await
         .map_err(internal)?
     {
         return no_content();
     }
-    match (index::get_ref(db, name).await.map_err(internal)?, expected) {
+    match (refs::get(db, name).await.map_err(internal)?, expected) {
         (None, _) => Err(Problem::not_found(format!("no ref {name:?}"))),
         (Some(_), Some(e)) => Err(conflict(db, name, &e.to_string()).await),
         (Some(_), None) => Err(Problem::internal("the ref could not be deleted")),
     }
+}
+
+/// `GET /v1/ref-history/{name}`: newest first, `cursor` the previous
+/// page's `next_cursor`; 404 for a ref that does not exist (a deleted
+/// ref's history goes with it).
+pub async fn history(db: &D1Database, name: &str, query: &Query) -> Answer {
+    let before = query.cursor_number()?;
+    let limit = query.limit()?;
+    let (mut rows, next) = refs::history(db, name, before, limit)
+        .await
+        .map_err(internal)?;
+    if rows.is_empty() && before.is_none() {
+        // A ref with no history rows was made by a Worker that kept none:
+        // it has named its current packet at least.
+        let row = refs::get(db, name)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| Problem::not_found(format!("no ref {name:?}")))?;
+        rows.push(RefMoveRow {
+            seq: 0,
+            digest: row.digest,
+            at: row.updated,
+            token_id: None,
+        });
+    }
+    json_response(200, &rows::ref_history(name, &rows, next))
 }

@@ -8,11 +8,13 @@
 //! | [`chunks`] | `chunks`: one row per unique chunk, a hint for not storing it again |
 //! | [`ends`] | `body_ends`: the end state of bodies of several chunks |
 //! | [`pushes`] | `pushes`, `push_parts`, and storing a pushed packet |
+//! | [`refs`] | `refs`, `ref_history`: names for packets, and the packets each has named |
 
 pub mod chunks;
 pub mod ends;
 pub mod packs;
 pub mod pushes;
+pub mod refs;
 
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Result};
