@@ -11,5 +11,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 exec cargo build --release --locked "$@" \
-  -p bench-baselines -p packet-core -p packet-inspector-wasm -p pillbox-worker \
+  -p pillbox -p bench-baselines -p packet-core -p packet-inspector-wasm -p pillbox-worker \
   --bins --example worker_fixtures --example fixtures --example push_body
