@@ -58,6 +58,7 @@ const only = opt('only', 'node_modules,copies,rollout').split(',');
 const PILLBOX = join(TARGET, 'release/pillbox');
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const KIB = 1024;
+const MAX_PACKET_BYTES = 4 * 2 ** 30;
 const log = (...a) => console.error('checkpoint bench:', ...a);
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -145,7 +146,9 @@ async function startStore(name) {
   const state = join(dir, `edge-${name}`);
   rmSync(state, { recursive: true, force: true });
   mkdirSync(state, { recursive: true });
-  const edge = await startEdge({ BENCH_ROUTES: '1' }, { state });
+  // wrangler.toml's limits, but for the packet size: the copies series
+  // makes a packet of about 1.8 GB (the format allows 8 GiB).
+  const edge = await startEdge({ BENCH_ROUTES: '1', MAX_PACKET_BYTES: String(MAX_PACKET_BYTES) }, { state });
   const proxy = await startProxy(edge.url);
   const store = { edge, proxy, state, api: client(edge.url) };
   // The proxy's log, asked on a fresh connection each time (no keep-alive
@@ -226,15 +229,28 @@ async function uniqueContent(store, digest) {
  */
 async function series(ws) {
   const out = { name: ws.name, first: [], second: [] };
-  const ref = `bench/${ws.name}`;
-  const repo = join(dir, `restic-${ws.name}`);
+  const ref = `bench/${ws.key}`;
+  const repo = join(dir, `restic-${ws.key}`);
+  let store;
+  try {
+    await measureSeries(ws, out, ref, repo, (s) => { store = s; });
+  } finally {
+    await store?.stop();
+    rmSync(repo, { recursive: true, force: true });
+  }
+  summarize(out);
+  return out;
+}
+
+async function measureSeries(ws, out, ref, repo, started) {
   let store;
   let laptop;
   // ---- the first save and backup ----
   for (let i = 0; i < firstReps; i++) {
     await store?.stop();
-    store = await startStore(ws.name);
-    laptop = host(`${ws.name}-laptop`);
+    store = await startStore(ws.key);
+    started(store);
+    laptop = host(`${ws.key}-laptop`);
     rmSync(repo, { recursive: true, force: true });
     rmSync(join(dir, 'restic-cache'), { recursive: true, force: true });
     restic(repo, ['init']);
@@ -266,7 +282,7 @@ async function series(ws) {
   let previous = out.first.at(-1).save.digest;
   for (let turn = 1; turn <= reps; turn++) {
     const last = turn === reps;
-    const prevPacket = join(dir, `${ws.name}-prev.pkt`);
+    const prevPacket = join(dir, `${ws.key}-prev.pkt`);
     if (last && ws.pull) await pillbox(store, ['pack', ws.root, '-o', prevPacket, ...ws.flags], {});
     ws.edit(turn);
     const rep = { turn };
@@ -289,11 +305,11 @@ async function series(ws) {
     if (turn % 2) { await doSave(); doBackup(); } else { doBackup(); await doSave(); }
     log(`${ws.name}: turn ${turn}: save ${rep.save.wall_s.toFixed(2)} s (${rep.save.files_read} read, ${rep.save.bytes_sent} B sent, +${rep.save.r2_growth + rep.save.d1_growth} B), restic ${rep.restic.wall_s.toFixed(2)} s`);
     if (last && ws.pull) {
-      const packet = join(dir, `${ws.name}-cur.pkt`);
-      const pulled = join(dir, `${ws.name}-pulled.pkt`);
+      const packet = join(dir, `${ws.key}-cur.pkt`);
+      const pulled = join(dir, `${ws.key}-pulled.pkt`);
       const p = await pillbox(store, ['pack', ws.root, '-o', packet, ...ws.flags], {});
       if (p.json.digest !== rep.save.digest) throw new Error(`pack gave ${p.json.digest}, the save ${rep.save.digest}`);
-      const r = await pillbox(store, ['pull', rep.save.digest, '--remote', store.proxy.url, '-o', pulled, '--base', prevPacket, '--no-cache'], host(`${ws.name}-puller`));
+      const r = await pillbox(store, ['pull', rep.save.digest, '--remote', store.proxy.url, '-o', pulled, '--base', prevPacket, '--no-cache'], host(`${ws.key}-puller`));
       out.pull = {
         wall_s: r.seconds, bytes_received: r.json.bytes_received, base: previous,
         identical: spawnSync('cmp', ['-s', pulled, packet]).status === 0, routes: workerTiming(r.requests),
@@ -303,10 +319,10 @@ async function series(ws) {
     previous = rep.save.digest;
     out.second.push(rep);
   }
-  await store.stop();
-  rmSync(repo, { recursive: true, force: true });
+}
 
-  // ---- medians and ratios ----
+/** Medians and ratios of a series. */
+function summarize(out) {
   const f = out.first;
   const sv = out.second;
   const m = (xs) => median(xs);
@@ -332,9 +348,8 @@ async function series(ws) {
   s.first_ratio = s.first_save_s / s.first_backup_s;
   s.first_r2_ratio = s.first_r2_bytes / out.packet.bytes;
   s.second_ratio = s.second_save_s / s.second_backup_s;
-  log(`${ws.name}: first ${s.first_save_s.toFixed(2)} s / restic ${s.first_backup_s.toFixed(2)} s = ${s.first_ratio.toFixed(2)}×; `
+  log(`${out.name}: first ${s.first_save_s.toFixed(2)} s / restic ${s.first_backup_s.toFixed(2)} s = ${s.first_ratio.toFixed(2)}×; `
     + `second ${s.second_save_s.toFixed(2)} s / restic ${s.second_backup_s.toFixed(2)} s = ${s.second_ratio.toFixed(2)}×`);
-  return out;
 }
 
 // ---- the workspaces -----------------------------------------------------------
@@ -365,7 +380,7 @@ function nodeModulesSeries() {
   rmSync(root, { recursive: true, force: true });
   log(`copying ${source}`);
   copy(source, root);
-  return { name: 'node_modules', root, paths: [root], flags: [], pull: true, edit: (t) => editPackageJson(join(root, 'package.json'), t), done: () => rmSync(root, { recursive: true, force: true }) };
+  return { name: 'node_modules', key: 'node_modules', root, paths: [root], flags: [], pull: true, edit: (t) => editPackageJson(join(root, 'package.json'), t), done: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 function copiesSeries() {
@@ -373,7 +388,7 @@ function copiesSeries() {
   rmSync(root, { recursive: true, force: true });
   log(`copying ${source} ${copies} times`);
   for (let i = 1; i <= copies; i++) copy(source, join(root, `copy-${i}`));
-  return { name: `node_modules ×${copies}`, root, paths: [root], flags: [], edit: (t) => editPackageJson(join(root, 'copy-1/package.json'), t), done: () => rmSync(root, { recursive: true, force: true }) };
+  return { name: `node_modules ×${copies}`, key: `node_modules-x${copies}`, root, paths: [root], flags: [], edit: (t) => editPackageJson(join(root, 'copy-1/package.json'), t), done: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 function rolloutSeries() {
@@ -391,7 +406,7 @@ function rolloutSeries() {
   cpSync(generated, rollout);
   cpSync(join(ROOT, 'native-cli/src'), join(root, 'src'), { recursive: true });
   return {
-    name: `rollout ${rolloutMib} MiB`, root, paths: [root, home], flags: ['--harness', 'codex', '--thread', THREAD, '--codex-home', home],
+    name: `rollout ${rolloutMib} MiB`, key: 'rollout', root, paths: [root, home], flags: ['--harness', 'codex', '--thread', THREAD, '--codex-home', home],
     edit: (t) => appendFileSync(rollout, rolloutTurn(t)),
     done: () => { rmSync(root, { recursive: true, force: true }); rmSync(home, { recursive: true, force: true }); },
   };
@@ -469,7 +484,8 @@ function docSection(results) {
   return ['## Checkpoints against restic', '',
     '`node bench/checkpoint.mjs --workspace DIR --dir TMPFS_DIR --write-doc` (bench/README.md): the release `pillbox',
     'save` against the Worker under `wrangler dev --local` (its persisted R2/D1 state on the tmpfs), every request',
-    'through the recording proxy of `tests/e2e/proxy.mjs`, and restic 0.14 `backup` of the same folder into a local',
+    'through the recording proxy of `tests/e2e/proxy.mjs` (wrangler.toml\'s settings but `MAX_PACKET_BYTES` 4 GiB and',
+    '`BENCH_ROUTES=1`), and restic 0.14 `backup` of the same folder into a local',
     'repository on the same tmpfs (`restic init` defaults: repository v2, compression auto; its cache on the tmpfs,',
     '`RESTIC_CACHE_DIR`), run alternately in the same run. Each series starts from a fresh store and a fresh repository:',
     '',
