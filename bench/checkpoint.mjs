@@ -474,8 +474,8 @@ function whereText(w) {
   });
   const f = w.first.at(-1).save;
   return `- **${w.name}** (${w.packet.members} members, ${mb(w.packet.size)} packet, packet.json ${kib(w.packet.manifest_bytes)}): `
-    + `second save ${ms(1000 * s.total)}: ${client}. Files read per save: ${median(w.second.map((r) => r.save.files_read))} (the first one after the first save: ${w.second[0].save.files_read}, `
-    + `files copied within 2 s of that save's start being racy). Requests: ${edge.join('; ')}. `
+    + `second save ${ms(1000 * s.total)}: ${client}. Files read per save: ${median(w.second.map((r) => r.save.files_read))}${w.second[0].save.files_read > median(w.second.map((r) => r.save.files_read)) ? ` (the first save after the first one: ${w.second[0].save.files_read}, the files stamped within 2 s of its start being racy)` : ''}. `
+    + `Requests: ${edge.join('; ')}. `
     + `First save ${ms(1000 * f.seconds.total)}: ${['walk', 'hash', 'manifest', 'push'].map((k) => `${k} ${ms(1000 * f.seconds[k])}`).join(', ')}.`;
 }
 
