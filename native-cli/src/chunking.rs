@@ -104,50 +104,67 @@ pub fn cut_bytes(bytes: &[u8], cdc: &Cdc) -> Vec<Piece> {
         .collect()
 }
 
+/// How many first chunks a grown body's own cut `new` shares with the
+/// chunks `old` of the body it grew from, short of the old last one. The
+/// grown body's bytes from `new[k].offset` on are what [`grown`] reads:
+/// when the old chunks were themselves kept from a growth (their last old
+/// one ended where that body ended, not where the content would cut), the
+/// body's own cut parts from them there, a chunk or two before its end.
+pub fn shared_chunks(old: &[ChunkName], new: &[Piece]) -> usize {
+    new.iter()
+        .zip(&old[..old.len().saturating_sub(1)])
+        .take_while(|(p, c)| p.name() == **c)
+        .count()
+}
+
 /// The chunks of a body that grew from a body whose chunks were `old`: the
 /// old chunks as they are, but the last one when it is shorter than
 /// `cdc.min` (it is cut again with what follows), then the new bytes cut
 /// by FastCDC. A session log that gains a turn then sends the turn (and at
 /// most `min` bytes before it), not the old log's last chunk of up to
-/// `max`; every chunk but the last still has at least `min` bytes, so the
-/// count stays within the format's bound.
+/// `max`, turn after turn; every chunk but the last still has at least
+/// `min` bytes, so the count stays within the format's bound.
 ///
 /// `new` is the body's own cut and `tail` its bytes from where its chunk
-/// `old.len() - 1` starts to its end (checked against `new`). `None` when
-/// the body does not start with the old one's bytes.
+/// [`shared_chunks`] starts to its end (checked against `new`); the old
+/// chunks from there on are checked against `tail`. `None` when the body
+/// does not start with the old one's bytes.
 pub fn grown(old: &[ChunkName], new: &[Piece], tail: &[u8], cdc: &Cdc) -> Option<Vec<Piece>> {
     let n = old.len();
-    if n == 0 || new.len() < n {
+    if n == 0 {
         return None;
     }
-    if new[..n - 1].iter().zip(old).any(|(p, c)| p.name() != *c) {
-        return None;
-    }
-    let start = new[n - 1].offset;
+    let k = shared_chunks(old, new);
+    let start = new.get(k)?.offset;
     let mut at = 0usize;
-    for p in &new[n - 1..] {
+    for p in &new[k..] {
         let bytes = tail.get(at..at + p.size as usize)?;
         if Digest::of(bytes) != p.sha256 {
             return None;
         }
         at += p.size as usize;
     }
-    let last = old[n - 1];
-    let (old_tail, rest) = tail.split_at_checked(last.size as usize)?;
-    if at != tail.len() || rest.is_empty() || Digest::of(old_tail) != last.sha256 {
+    let old_end: usize = old[k..].iter().map(|c| c.size as usize).sum();
+    if at != tail.len() || tail.len() <= old_end {
         return None;
     }
-    let mut out = new[..n - 1].to_vec();
-    let from = if last.size >= cdc.min {
+    let mut out = new[..k].to_vec();
+    let mut from = 0usize;
+    for (i, c) in old[k..].iter().enumerate() {
+        let bytes = tail.get(from..from + c.size as usize)?;
+        if Digest::of(bytes) != c.sha256 {
+            return None;
+        }
+        if k + i == n - 1 && c.size < cdc.min {
+            break;
+        }
         out.push(Piece {
-            offset: start,
-            size: last.size,
-            sha256: last.sha256,
+            offset: start + from as u64,
+            size: c.size,
+            sha256: c.sha256,
         });
-        last.size as usize
-    } else {
-        0
-    };
+        from += c.size as usize;
+    }
     for p in cut_bytes(&tail[from..], cdc) {
         out.push(Piece {
             offset: start + from as u64 + p.offset,
@@ -376,6 +393,31 @@ mod tests {
             assert!(grown(&names(&old), &new_edited, &edited[s2..], &BODIES).is_none());
             // A tail that is not the body's is refused too.
             assert!(grown(&names(&old), &new, &before[start..], &BODIES).is_none());
+            // It grows again: the chunks kept the first time (whose last old
+            // one ends where the old body did, not where its content
+            // would cut) are kept again; only the new turn is cut.
+            let mut again = after.clone();
+            again.extend_from_slice(&sample(16 << 10, seed + 200));
+            let new_again = cut_bytes(&again, &BODIES);
+            let k = shared_chunks(&names(&g), &new_again);
+            let s3 = new_again[k].offset as usize;
+            let g2 = grown(&names(&g), &new_again, &again[s3..], &BODIES).unwrap();
+            let kept2 = if g[g.len() - 1].size >= BODIES.min {
+                g.len()
+            } else {
+                g.len() - 1
+            };
+            assert_eq!(names(&g2[..kept2]), names(&g[..kept2]));
+            let sent2: u64 = g2[kept2..].iter().map(|p| u64::from(p.size)).sum();
+            assert!(sent2 < u64::from(BODIES.min) + (16 << 10), "{sent2}");
+            let mut at = 0u64;
+            for p in &g2 {
+                assert_eq!(p.offset, at);
+                let range = p.offset as usize..(p.offset + u64::from(p.size)) as usize;
+                assert_eq!(p.sha256, Digest::of(&again[range]));
+                at += u64::from(p.size);
+            }
+            assert_eq!(at, again.len() as u64);
         }
     }
 

@@ -271,12 +271,8 @@ fn keep_grown_chunks(packed: &mut pack::ForSave, prior: &Record) -> Result<()> {
         let Some(old_chunks) = prior.recipe(&old) else {
             continue;
         };
-        let Some(start) = old_chunks
-            .len()
-            .checked_sub(1)
-            .and_then(|i| pieces.get(i))
-            .map(|p| p.offset)
-        else {
+        let shared = chunking::shared_chunks(old_chunks, pieces);
+        let Some(start) = pieces.get(shared).map(|p| p.offset) else {
             continue;
         };
         if old.size >= body.size || body.size - start > GROWN_TAIL_BYTES {
@@ -752,6 +748,36 @@ mod tests {
         assert_eq!(
             pieces.iter().map(|p| u64::from(p.size)).sum::<u64>(),
             (log.len() + turn.len()) as u64
+        );
+        // The next turn keeps the chunks this save recorded, the kept old
+        // last one among them.
+        let recorded: Vec<_> = pieces.iter().map(Piece::name).collect();
+        let r2 = record_of(&second, later());
+        let turn2: String = (120_400..120_800).map(line).collect();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(ws.join("log.jsonl"))
+            .unwrap()
+            .write_all(turn2.as_bytes())
+            .unwrap();
+        let mut third = saved(&ws, Some(&r2));
+        keep_grown_chunks(&mut third, &r2).unwrap();
+        let sha = sha_of(&third, "workspace/log.jsonl").unwrap();
+        let pieces = &third.cuts[&sha];
+        let kept = pieces
+            .iter()
+            .zip(&recorded)
+            .take_while(|(p, c)| p.name() == **c)
+            .count();
+        assert!(
+            kept >= recorded.len() - 1,
+            "{kept} of {} kept",
+            recorded.len()
+        );
+        let new_bytes: u64 = pieces[kept..].iter().map(|p| u64::from(p.size)).sum();
+        assert!(
+            new_bytes <= u64::from(BODIES.min) + turn2.len() as u64,
+            "{new_bytes}"
         );
     }
 }

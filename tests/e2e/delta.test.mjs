@@ -288,6 +288,32 @@ describe('delta push', () => {
 });
 
 describe('delta pull', () => {
+  test('the chunks of packet.json a --base packet holds are not fetched', async () => {
+    // 3,000 small files: a packet.json of many chunks, one of which a
+    // one-file edit changes.
+    const ws = fresh('many-ws');
+    for (let i = 0; i < 3000; i += 1) {
+      mkdirSync(join(ws, `d${i % 30}`), { recursive: true });
+      writeFileSync(join(ws, `d${i % 30}/file-${i}.txt`), `file ${i}\n`);
+    }
+    const a = fresh('many-a.tar');
+    ok(['pack', ws, '-o', a]);
+    ok(['push', a, ...remote(), '--ref', 'sessions/delta/many'], host('many-pusher'));
+    writeFileSync(join(ws, 'd7/file-1507.txt'), 'edited\n');
+    const b = fresh('many-b.tar');
+    const pb = ok(['pack', ws, '-o', b]);
+    ok(['push', b, ...remote(), '--ref', 'sessions/delta/many'], host('many-pusher'));
+    const manifest = (await client(store.url).call('GET', `/v1/packets/${pb.digest}/manifest`)).bytes.length;
+    assert.ok(manifest > 256 * 1024, `packet.json is ${manifest} bytes`);
+
+    const without = ok(['pull', pb.digest, ...remote(), '-o', fresh('many-whole.tar'), '--no-cache']);
+    const out = fresh('many-pulled.tar');
+    const r = ok(['pull', pb.digest, ...remote(), '-o', out, '--base', a, '--no-cache']);
+    assert.ok(readFileSync(out).equals(readFileSync(b)));
+    assert.equal(r.delta.fetched_bytes, 'edited\n'.length);
+    assert.ok(r.bytes_received * 8 < without.bytes_received, `${r.bytes_received} received with --base, ${without.bytes_received} without`);
+  });
+
   test('bodies come from --base packets, then the cache; only the rest is fetched', async () => {
     const ws = fresh('pull-ws');
     workspace(ws);

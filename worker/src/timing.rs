@@ -24,9 +24,15 @@ pub enum Stage {
     D1,
     /// packet-core's reader checking a whole packet (in wasm).
     Verify,
+    /// A pushed `packet.json`: assembled from its chunks, parsed and
+    /// checked, its bodies planned (in wasm).
+    Manifest,
+    /// A pushed packet made ready to store: its proofs gathered, its
+    /// layout, root and findings built (in wasm).
+    Layout,
 }
 
-const STAGES: [(Stage, &str); 8] = [
+const STAGES: [(Stage, &str); 10] = [
     (Stage::Body, "body"),
     (Stage::Decode, "decode"),
     (Stage::Hash, "hash"),
@@ -35,6 +41,8 @@ const STAGES: [(Stage, &str); 8] = [
     (Stage::R2Read, "r2_read"),
     (Stage::D1, "d1"),
     (Stage::Verify, "verify"),
+    (Stage::Manifest, "manifest"),
+    (Stage::Layout, "layout"),
 ];
 
 /// Bytes counted, for the benchmark and the tests that check what a
@@ -57,7 +65,7 @@ const COUNTERS: [(Counter, &str); 3] = [
 ];
 
 thread_local! {
-    static TOTALS: RefCell<[f64; 8]> = const { RefCell::new([0.0; 8]) };
+    static TOTALS: RefCell<[f64; STAGES.len()]> = const { RefCell::new([0.0; STAGES.len()]) };
     static COUNTS: RefCell<[u64; 3]> = const { RefCell::new([0; 3]) };
     static STARTED: RefCell<f64> = const { RefCell::new(0.0) };
 }
@@ -88,7 +96,7 @@ pub fn now() -> f64 {
 /// Starts a request's accounting (each request runs alone in its isolate
 /// while it is measured: the benchmark sends one at a time).
 pub fn begin() {
-    TOTALS.with(|t| *t.borrow_mut() = [0.0; 8]);
+    TOTALS.with(|t| *t.borrow_mut() = [0.0; STAGES.len()]);
     COUNTS.with(|c| *c.borrow_mut() = [0; 3]);
     STARTED.with(|s| *s.borrow_mut() = now());
 }
@@ -107,6 +115,14 @@ pub fn add(stage: Stage, since: f64) {
 pub async fn timed<T>(stage: Stage, work: impl core::future::Future<Output = T>) -> T {
     let since = now();
     let out = work.await;
+    add(stage, since);
+    out
+}
+
+/// Runs `work` (in wasm, no awaits), adding its time to `stage`.
+pub fn timed_sync<T>(stage: Stage, work: impl FnOnce() -> T) -> T {
+    let since = now();
+    let out = work();
     add(stage, since);
     out
 }

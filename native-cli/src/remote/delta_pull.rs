@@ -656,8 +656,28 @@ pub fn pull_into_file(
     label: &Path,
     progress: &Progress,
 ) -> Result<(Manifest, DeltaPullReport)> {
-    let pull = DeltaPull::describe(remote, digest, None, cache)?;
+    let json = base_json(bases);
+    let no_recipes = HashMap::new();
+    let base = json.as_deref().map(|json| KnownBase {
+        digest: None,
+        json,
+        recipes: &no_recipes,
+    });
+    let pull = DeltaPull::describe(remote, digest, base.as_ref(), cache)?;
     write_packet(pull, bases, file, label, progress)
+}
+
+/// `packet.json` of the first of `bases` that is a packet: the chunks of
+/// the new `packet.json` it shares (all but those around what changed)
+/// are not fetched.
+pub fn base_json(bases: &[PathBuf]) -> Option<Vec<u8>> {
+    bases.iter().find_map(|path| {
+        let (file, manifest, _) = open_base(path).ok()?;
+        let range = Offsets::of(&manifest).manifest_range();
+        let mut json = vec![0u8; usize::try_from(range.end - range.start).ok()?];
+        file.read_exact_at(&mut json, range.start).ok()?;
+        Some(json)
+    })
 }
 
 /// [`pull_into_file`] of a packet described already.

@@ -26,8 +26,10 @@ use crate::progress::Progress;
 
 /// The packet this machine last had, as far as describing a new one goes.
 pub struct KnownBase<'a> {
-    /// Its digest (named as `?base=`).
-    pub digest: Digest,
+    /// Its digest, named as `?base=` when the chunk lists of its large
+    /// bodies are known here (`None`: a packet file given as a base, whose
+    /// `packet.json` alone is of use).
+    pub digest: Option<Digest>,
     /// Its `packet.json`.
     pub json: &'a [u8],
     /// The chunk lists of its large bodies, where known.
@@ -55,7 +57,7 @@ pub fn fetch(
     cache: Option<&Mutex<Cache>>,
 ) -> Result<Parts> {
     let remote = fetcher.remote();
-    let mut recipes = get_recipes(remote, digest, base.map(|b| b.digest))?;
+    let mut recipes = get_recipes(remote, digest, base.and_then(|b| b.digest))?;
     let empty = HashMap::new();
     let known = base.map_or(&empty, |b| b.recipes);
     let bodies = match resolve(&recipes, known) {

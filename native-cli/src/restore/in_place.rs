@@ -158,7 +158,7 @@ pub fn restore(
         })
         .unwrap_or_default();
     let base = record.as_ref().map(|r| KnownBase {
-        digest: r.digest,
+        digest: Some(r.digest),
         json: &r.json,
         recipes: &recipes,
     });

@@ -97,7 +97,10 @@ async fn load_bases(
         if used.contains(&digest.to_string()) {
             continue;
         }
-        if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
+        if let Some(row) = timing::timed(Stage::D1, index::packet(db, &digest))
+            .await
+            .map_err(internal)?
+        {
             at_hand.add_base(load::load(bucket, &row).await?);
             used.push(row.digest);
         }
@@ -419,7 +422,10 @@ pub async fn create(
             .map_err(Problem::from_packet_error_400)?;
     }
     let mut body = super::http::body(req, create_caps(config))?;
-    if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
+    if let Some(row) = timing::timed(Stage::D1, index::packet(db, &digest))
+        .await
+        .map_err(internal)?
+    {
         return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(size, config) {
@@ -570,7 +576,9 @@ impl Create<'_> {
             p.error.missing = Some(missing.iter().map(|d| d.hex().to_string()).collect());
             return Err(p);
         }
-        let id = index::new_id(db).await.map_err(internal)?;
+        let id = timing::timed(Stage::D1, index::new_id(db))
+            .await
+            .map_err(internal)?;
         let pack_key = keys::pack(&id);
         let (record, new, pack_size) = place(db, &frames, &pack_key).await?;
         let new_count = new.iter().filter(|n| **n).count() as u64;
@@ -588,8 +596,8 @@ impl Create<'_> {
         let mut checked: Option<Checked> = None;
         let mut classes = HashMap::new();
         let mut findings: Vec<(u32, u8, BodyFindings)> = Vec::new();
-        let finalize = |raws: &HashMap<Name, Vec<u8>>,
-                        at_hand: &AtHand|
+        let check = |raws: &HashMap<Name, Vec<u8>>,
+                     at_hand: &AtHand|
          -> Result<(Checked, Classes), Problem> {
             let json = manifest::assemble(&recipes.manifest, raws, at_hand)
                 .ok_or_else(|| Problem::internal("a manifest chunk went missing"))?;
@@ -615,6 +623,9 @@ impl Create<'_> {
                 },
                 classes,
             ))
+        };
+        let finalize = |raws: &HashMap<Name, Vec<u8>>, at_hand: &AtHand| {
+            timing::timed_sync(Stage::Manifest, || check(raws, at_hand))
         };
         if manifest_frames == 0 {
             let (c, k) = finalize(&raws, &at_hand)?;
@@ -670,7 +681,7 @@ impl Create<'_> {
             at_hand.add_frame(key, chunk);
         }
         let bodies = assembly.unproven();
-        let mut plan = Plan::new(&bodies, &at_hand, &book);
+        let mut plan = timing::timed_sync(Stage::Manifest, || Plan::new(&bodies, &at_hand, &book));
         let mut arrived = HashMap::new();
         for (i, class, f) in &findings {
             let c = record.frames[*i as usize];
@@ -862,9 +873,11 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
         .await
         .map_err(internal)?;
     let scanner = Scanner::new();
-    let (mut completion, tasks) = match Completion::start(
-        f.assembly, f.plan, f.at_hand, f.arrived, &kept_ends, &scanner,
-    ) {
+    let (mut completion, tasks) = match timing::timed_sync(Stage::Layout, || {
+        Completion::start(
+            f.assembly, f.plan, f.at_hand, f.arrived, &kept_ends, &scanner,
+        )
+    }) {
         Ok(x) => x,
         Err(e) => {
             drop_push().await;
@@ -913,7 +926,8 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
         }
     }
     let manifest = completion.manifest().clone();
-    let (verified, layout, kept, new_ends) = match completion.finish(f.at_hand.packs.clone()) {
+    let finished = timing::timed_sync(Stage::Layout, || completion.finish(f.at_hand.packs.clone()));
+    let (verified, layout, kept, new_ends) = match finished {
         Ok(x) => x,
         Err(e) => {
             drop_push().await;
@@ -929,9 +943,15 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
                 .ok_or_else(|| Problem::internal("a manifest chunk went missing"))
         })
         .collect::<Result<_, _>>()?;
-    let own_key = keys::pack(&index::new_id(db).await.map_err(internal)?);
-    let storing = Storing::new(layout, manifest_refs, &own_key, f.at_hand.layout_chunks());
-    let laid = lay_out(bucket, storing).await;
+    let own_key = keys::pack(
+        &timing::timed(Stage::D1, index::new_id(db))
+            .await
+            .map_err(internal)?,
+    );
+    let storing = timing::timed_sync(Stage::Layout, || {
+        Storing::new(layout, manifest_refs, &own_key, f.at_hand.layout_chunks())
+    });
+    let laid = timing::timed(Stage::Layout, lay_out(bucket, storing)).await;
     if !laid.pack.is_empty() {
         let digest_text = digest.to_string();
         let size = laid.pack.len() as u64;
@@ -991,7 +1011,7 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
     if let Some(id) = f.push_id {
         delete_objects(bucket, db, id).await;
     }
-    let now = indexed(db, &digest).await?;
+    let now = timing::timed(Stage::D1, indexed(db, &digest)).await?;
     if now
         .root_hex
         .as_deref()
@@ -1002,9 +1022,8 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
         let crate::push::storing::Laid {
             root: r, layout, ..
         } = laid;
-        load::remember(
-            &now,
-            std::rc::Rc::new(Stored::from_parts(
+        let kept = timing::timed_sync(Stage::Layout, || {
+            Stored::from_parts(
                 digest,
                 manifest,
                 f.json,
@@ -1012,9 +1031,12 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
                 r.manifest,
                 r.layout,
                 Some(kept_findings),
-            )),
-        );
-        stored(db, &digest).await.map(Finished::Answer)
+            )
+        });
+        load::remember(&now, std::rc::Rc::new(kept));
+        timing::timed(Stage::D1, stored(db, &digest))
+            .await
+            .map(Finished::Answer)
     } else {
         json_response(200, &now.stored(false)).map(Finished::Answer)
     }
