@@ -241,7 +241,7 @@ fn read(
 ) -> Result<Option<Read>> {
     let fetcher = Fetcher::new(remote, packet_path(&digest));
     let known = base.map(|(d, r)| KnownBase {
-        digest: d,
+        digest: Some(d),
         json: &r.parts.json,
         recipes: &r.parts.recipes,
     });
