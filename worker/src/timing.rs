@@ -111,10 +111,15 @@ pub async fn timed<T>(stage: Stage, work: impl core::future::Future<Output = T>)
     out
 }
 
+/// Milliseconds since [`begin`].
+pub fn elapsed() -> f64 {
+    now() - STARTED.with(|s| *s.borrow())
+}
+
 /// The `Pillbox-Timing` header's value:
 /// `stage=ms;…;total=ms;counter=bytes;…;wasm_memory=bytes`.
 pub fn report() -> String {
-    let total = now() - STARTED.with(|s| *s.borrow());
+    let total = elapsed();
     let mut parts: Vec<String> = TOTALS.with(|t| {
         STAGES
             .iter()
