@@ -324,6 +324,8 @@ async function oneTurn(s, turn, api) {
   if (r.json.digest !== digest) fail(`session ${s.n} turn ${turn}: the restore brought ${r.json.digest}, not ${digest}`);
   const diffs = differences(treeOf(s.ws), treeOf(into));
   if (diffs.length) fail(`session ${s.n} turn ${turn}: the restore differs from the workspace: ${diffs.slice(0, 5).join('; ')}`);
+  // A fresh folder is checked, then goes (the long run would fill the disk).
+  if (!inPlace) rmSync(into, { recursive: true, force: true });
   if (!inPlace && !existsSync(s.inPlace)) {
     // The folder later turns restore in place over (left behind on the
     // turns between: the next restore there goes over older checkpoints).
