@@ -76,7 +76,7 @@ async function totals() {
   return r.json;
 }
 
-/** Numbers of Pillbox-Timing. */
+/** Numbers of a `key=value;…` header (Pillbox-Timing, Pillbox-Cost). */
 function timingOf(header) {
   return Object.fromEntries((header || '').split(';').filter(Boolean).map((kv) => { const [k, v] = kv.split('='); return [k, Number(v)]; }));
 }
@@ -106,12 +106,13 @@ async function measure(name, work) {
     if (v.queries - b.queries) tables[t] = { queries: v.queries - b.queries, rows_read: v.rows_read - b.rows_read, rows_written: v.rows_written - b.rows_written };
   }
   const extra = result?.requests ?? [];
-  const requestMs = requests.reduce((n, e) => n + e.ms, 0) + extra.reduce((n, e) => n + e.ms, 0);
-  const bodyMs = requests.reduce((n, e) => n + (timingOf(e.timing).body || 0), 0);
-  // CPU time is not readable in the runtime: the Worker's wall time less
-  // its waits on D1, R2 and the request body is the stand-in (an upper
-  // bound: local workerd's own overhead is in it).
-  const busyMs = Math.max(0, requestMs - counts.wait_ms - bodyMs);
+  // CPU time is not readable in the runtime: each request's wall time less
+  // its own waits on D1 and R2 (its Pillbox-Cost, counted per request, so
+  // requests in flight at once do not mix) is the stand-in, an upper bound:
+  // reading the request body, streaming the answer and local workerd's own
+  // overhead are in it. A scheduled run counts its whole wall time.
+  const busyMs = requests.reduce((n, e) => n + Math.max(0, e.ms - (timingOf(e.cost).wait || 0)), 0)
+    + extra.reduce((n, e) => n + e.ms, 0);
   const out = {
     name, wall_s: wall / 1000, requests: requests.length + extra.length, ...counts,
     busy_ms: Math.round(busyMs), d1_bytes_grown: d1Bytes() - d1Before, tables,
@@ -288,8 +289,9 @@ function section(data) {
   lines.push('What each operation costs at the edge, counted by the Worker itself (docs/worker.md, "Costs"): the `pillbox` binary');
   lines.push('(release) against `wrangler dev --local` with `BENCH_ROUTES=1`, the Worker\'s counters (`GET /v1/bench/costs`)');
   lines.push('read before and after each operation, requests counted by the recording proxy. `busy` stands in for CPU time, which');
-  lines.push('the runtime does not expose: the requests\' wall time less their waits on D1, R2 and the request body (an upper bound:');
-  lines.push('local workerd\'s own overhead is in it). Measured');
+  lines.push('the runtime does not expose: each request\'s wall time less its own waits on D1 and R2 (an upper bound: reading the');
+  lines.push('request body, streaming the answer and local workerd\'s overhead are in it). Priced as CPU time it is most of a');
+  lines.push('read\'s (small) price, whose figure is then an upper bound; a save\'s price is mostly the D1 rows it writes. Measured');
   lines.push(`${data.when.slice(0, 10)} on ${data.machine.cores} shared cores (load ${data.machine.load.join(' ')}), workspaces on tmpfs:`);
   lines.push(`\`node bench/costs.mjs --node-modules ${data.node_modules_from} --rollout-mib ${data.rollout_mib} --dir /tmp/c22/costs --write-doc\`.`);
   lines.push('');
@@ -319,7 +321,8 @@ function section(data) {
   lines.push('a D1 database holds at most 10 GB and a Worker invocation makes at most 1,000 D1 queries (developers.cloudflare.com/d1/platform/limits);');
   lines.push('each D1 database is single-threaded and runs its queries one at a time, so its throughput is the inverse of its');
   lines.push('queries\' duration ("If your average query takes 1 ms, you can run approximately 1,000 queries per second", the same page).');
-  lines.push('The local D1 is the same SQLite; its `meta.duration` is the statement\'s time in the database, without the network.');
+  lines.push('The local D1 is the same SQLite; its `meta.duration` is the statement\'s time in the database, without the network,');
+  lines.push('in whole milliseconds here (a save of a few statements may read 0): a small save\'s database time is coarse.');
   lines.push('');
   return lines.join('\n');
 }

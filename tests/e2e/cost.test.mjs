@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { FIELDS, isolateTotals, meterBucket, meterDatabase, meterEnv, newMeter, readMeter } from '../../worker/js/meter.mjs';
+import { FIELDS, isolateTotals, meterBucket, meterDatabase, meterEnv, newMeter, readMeter, tableOf } from '../../worker/js/meter.mjs';
 import { ROOT, buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
 
 /** A D1 binding that answers every statement with `meta` rows of its own. */
@@ -114,6 +114,14 @@ test('the meter counts R2 operations by class and the bytes put, read and delete
   const after = isolateTotals();
   assert.equal(after.r2_class_a - before.r2_class_a, m.r2_class_a, 'every meter adds to the isolate\'s totals');
   assert.equal(after.bytes_put - before.bytes_put, m.bytes_put);
+});
+
+test('a statement is counted for the table it is about, not a subquery\'s', () => {
+  assert.equal(tableOf('SELECT p.digest, (SELECT group_concat(l.label) FROM labels l WHERE l.digest = p.digest) AS labels FROM packets p'), 'packets');
+  assert.equal(tableOf('INSERT OR IGNORE INTO labels (digest, label) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM packets WHERE digest = ?1)'), 'labels');
+  assert.equal(tableOf('DELETE FROM packs WHERE key = ?1 AND NOT EXISTS (SELECT 1 FROM pack_users WHERE pack = ?1) RETURNING key'), 'packs');
+  assert.equal(tableOf('UPDATE refs SET digest = ?1 WHERE name = ?2'), 'refs');
+  assert.equal(tableOf('SELECT lower(hex(randomblob(16))) AS id'), 'other');
 });
 
 test('a metered env wraps only the two bindings it names', () => {

@@ -66,8 +66,11 @@ export function isolateTables() {
   return JSON.parse(JSON.stringify(tables));
 }
 
-function tableOf(sql) {
-  const m = /\b(?:FROM|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)/i.exec(sql || '');
+/** The table a statement is about: the first it names outside parentheses (subqueries). */
+export function tableOf(sql) {
+  let outer = sql || '';
+  for (let inner = outer.replace(/\([^()]*\)/g, ''); inner !== outer; inner = outer.replace(/\([^()]*\)/g, '')) outer = inner;
+  const m = /\b(?:FROM|INTO|UPDATE)\s+([A-Za-z_][A-Za-z0-9_]*)/i.exec(outer);
   return m ? m[1] : 'other';
 }
 
