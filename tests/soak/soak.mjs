@@ -90,6 +90,9 @@ function pillbox(argv, home, { killAfterMs } = {}) {
     child.stderr.on('data', (d) => err.push(d));
     let killed = false;
     const timer = killAfterMs === undefined ? null : setTimeout(() => { killed = child.exitCode === null; child.kill('SIGKILL'); }, killAfterMs);
+    // A binary that cannot start is a failure of the turn, not a crash of
+    // the run (which would leave the store running).
+    child.on('error', (e) => ok({ code: -1, json: null, out: e.message, ms: performance.now() - start, killed: false }));
     child.on('close', (code) => {
       if (timer) clearTimeout(timer);
       const text = Buffer.concat(out).toString('utf8');
