@@ -9,7 +9,7 @@
 //
 // Run: node --test tests/e2e/bundle.test.mjs
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -62,8 +62,19 @@ test('the built wasm: its imports are what the glue provides, its exports what t
   const js = readFileSync(join(BUILD, 'index.js'), 'utf8');
   const { imports, exports } = interfaceOf(wasm);
   assert.ok(imports.length > 0);
-  assert.deepEqual([...new Set(imports.map((i) => i.module))], ['./index_bg.js'], 'wasm-bindgen gives one import module');
-  for (const i of imports) assert.ok(js.includes(`${i.name}:`), `the bundle provides the import ${i.name}`);
+  // wasm-bindgen's glue, and the crate's own JS modules (worker/js/, named
+  // by `#[wasm_bindgen(module = …)]`), which it imports from directly.
+  const own = (m) => /^\.\/snippets\/pillbox-worker-[0-9a-f]+\/js\/([\w.-]+\.m?js)$/.exec(m)?.[1];
+  const modules = [...new Set(imports.map((i) => i.module))];
+  assert.ok(modules.includes('./index_bg.js'));
+  for (const m of modules.filter((m) => m !== './index_bg.js')) {
+    assert.ok(own(m) && existsSync(join(ROOT, 'worker/js', own(m))), `the wasm imports only the glue and the crate's own modules, not ${m}`);
+  }
+  for (const i of imports) {
+    const file = own(i.module);
+    if (file) assert.match(readFileSync(join(ROOT, 'worker/js', file), 'utf8'), new RegExp(`export function ${i.name}\\b`), `worker/js/${file} exports ${i.name}`);
+    else assert.ok(js.includes(`${i.name}:`), `the bundle provides the import ${i.name}`);
+  }
   const names = new Set(exports.filter((e) => e.kind === 'function').map((e) => e.name));
   for (const f of [...shimWraps().handlers, '__worker_init_state', '__wbindgen_start']) assert.ok(names.has(f), `the wasm exports ${f}`);
   assert.ok(exports.some((e) => e.name === 'memory' && e.kind === 'memory'));

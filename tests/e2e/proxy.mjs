@@ -7,7 +7,8 @@
 //   log()              every request so far: { method, path, status, body_bytes,
 //                      start and end (epoch ms: the request's arrival, the
 //                      answer's last byte handed on), ms, timing (the
-//                      answer's Pillbox-Timing header, with BENCH_ROUTES) }
+//                      answer's Pillbox-Timing header, with BENCH_ROUTES),
+//                      cost (its Pillbox-Cost header, likewise) }
 //   fail(suffix, n)    the next n requests whose path ends with `suffix`
 //                      lose their connection once their body is read (the
 //                      store never sees them)
@@ -35,7 +36,7 @@ function serve(target) {
       return;
     }
     const now = () => performance.timeOrigin + performance.now();
-    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0, start: now(), end: 0, ms: 0, timing: null };
+    const entry = { method: req.method, path: url.pathname, status: 0, body_bytes: 0, start: now(), end: 0, ms: 0, timing: null, cost: null };
     entries.push(entry);
     req.on('data', (d) => { entry.body_bytes += d.length; });
     const rule = failures.find((f) => f.times > 0 && url.pathname.endsWith(f.suffix));
@@ -54,6 +55,7 @@ function serve(target) {
     }, (answer) => {
       entry.status = answer.statusCode;
       entry.timing = answer.headers['pillbox-timing'] ?? null;
+      entry.cost = answer.headers['pillbox-cost'] ?? null;
       res.once('finish', () => { entry.end = now(); entry.ms = entry.end - entry.start; });
       res.writeHead(answer.statusCode, answer.rawHeaders);
       answer.pipe(res);

@@ -163,7 +163,7 @@ pub fn required(route: &Route, reads: ReadAccess, lists: ReadAccess) -> Option<N
         | Route::CompletePush(_) => Some(Need::Push),
         Route::PutRef(name) | Route::DeleteRef(name) => Some(Need::Ref(name.clone())),
         Route::DeletePacket(_) => Some(Need::Delete),
-        Route::BenchBaseline => Some(Need::Admin),
+        Route::BenchBaseline | Route::BenchCosts => Some(Need::Admin),
     }
 }
 
@@ -573,6 +573,10 @@ mod tests {
         );
         assert_eq!(
             need(Method::Post, "/v1/bench/baseline", Public, Public),
+            Some(Need::Admin)
+        );
+        assert_eq!(
+            need(Method::Get, "/v1/bench/costs", Public, Public),
             Some(Need::Admin)
         );
         for (m, p) in [

@@ -21,6 +21,7 @@
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
 //! | [`config`] | settings from the Worker's variables, `GET /v1` (pure) |
+//! | [`cost`] | what requests cost in D1 and R2: the counters, the `Pillbox-Cost` header (pure) |
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
@@ -32,6 +33,7 @@
 //! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
 //! | `index` | the D1 queries of uploads, refs and listings (wasm) |
+//! | `meter` | the D1 and R2 bindings counted, when `BENCH_ROUTES` is `1` (wasm, with `js/meter.mjs`) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
 //!
 //! The pure modules build and test natively (`cargo test -p pillbox-worker`);
@@ -46,6 +48,7 @@ pub mod binary;
 pub mod caps;
 pub mod conditions;
 pub mod config;
+pub mod cost;
 pub mod encoding;
 pub mod findings;
 pub mod multipart;
@@ -66,6 +69,8 @@ mod body;
 mod index;
 #[cfg(target_arch = "wasm32")]
 mod ingest;
+#[cfg(target_arch = "wasm32")]
+mod meter;
 #[cfg(target_arch = "wasm32")]
 mod store;
 #[cfg(target_arch = "wasm32")]

@@ -93,6 +93,9 @@ pub enum Route {
     /// The benchmark baseline, routed only when the Worker's `BENCH_ROUTES`
     /// is `1` (not part of the API): POST /v1/bench/baseline.
     BenchBaseline,
+    /// What the isolate's requests have cost so far, routed only when
+    /// `BENCH_ROUTES` is `1` (not part of the API): GET /v1/bench/costs.
+    BenchCosts,
     /// `GET /v1/refs`
     ListRefs,
     /// `GET /v1/refs/{name}`
@@ -255,6 +258,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
         ["bench", "baseline"] => match method {
             Post => Ok(Route::BenchBaseline),
             _ => not_allowed("POST"),
+        },
+        ["bench", "costs"] => match method {
+            Get => Ok(Route::BenchCosts),
+            _ => not_allowed("GET"),
         },
         ["refs"] => match method {
             Get => Ok(Route::ListRefs),
@@ -613,6 +620,7 @@ mod tests {
             route(Method::Post, "/v1/pushes"),
             route(Method::Get, &format!("/v1/pushes/{id}")),
             route(Method::Post, "/v1/bench/baseline"),
+            route(Method::Get, "/v1/bench/costs"),
         ] {
             assert!(matches!(
                 required(&r.unwrap(), ReadAccess::Public, ReadAccess::Public),

@@ -127,10 +127,15 @@ pub fn timed_sync<T>(stage: Stage, work: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Milliseconds since [`begin`].
+pub fn elapsed() -> f64 {
+    now() - STARTED.with(|s| *s.borrow())
+}
+
 /// The `Pillbox-Timing` header's value:
 /// `stage=ms;…;total=ms;counter=bytes;…;wasm_memory=bytes`.
 pub fn report() -> String {
-    let total = now() - STARTED.with(|s| *s.borrow());
+    let total = elapsed();
     let mut parts: Vec<String> = TOTALS.with(|t| {
         STAGES
             .iter()

@@ -3,6 +3,8 @@
 //! body into R2 unverified, the same way a part's pack is written, so a
 //! benchmark can compare a verified push against the raw cost of moving
 //! the bytes through the Worker into R2. The object is deleted afterwards.
+//! `GET /v1/bench/costs` answers what the isolate's requests have cost so
+//! far (docs/worker.md, "Costs"), for a benchmark to take differences of.
 
 use worker::{Bucket, D1Database, Data, Request};
 
@@ -43,4 +45,19 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
     put.map_err(internal)?;
     let _ = bucket.delete(key).await;
     json_response(200, &serde_json::json!({ "bytes": length }))
+}
+
+/// `GET /v1/bench/costs`: `{"isolate": {counter: value, …}, "tables":
+/// {table: {queries, rows_read, rows_written, d1_ms}}}`.
+pub fn costs(config: &Config) -> Answer {
+    if !config.bench_routes {
+        return Err(Problem::not_found("no such endpoint"));
+    }
+    json_response(
+        200,
+        &serde_json::json!({
+            "isolate": crate::meter::isolate_totals().to_json(),
+            "tables": crate::meter::isolate_tables(),
+        }),
+    )
 }

@@ -29,6 +29,14 @@ pub struct Cleaned {
 /// One run of the clean-up at `now_ms`.
 pub async fn clean(env: &Env, now_ms: f64) -> Result<Cleaned, Problem> {
     let config = super::config(env);
+    // Counted into the isolate's totals (docs/worker.md, "Costs").
+    let metered;
+    let env = if config.bench_routes {
+        metered = crate::meter::Meter::wrap(env.clone(), super::DATABASE, super::BUCKET).0;
+        &metered
+    } else {
+        env
+    };
     let bucket = super::bucket(env)?;
     let db = super::database(env)?;
     let cutoff = String::from(

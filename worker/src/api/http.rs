@@ -145,7 +145,7 @@ pub fn finish(
         )?;
         headers.set(
             "access-control-expose-headers",
-            "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes, Pillbox-Timing",
+            "ETag, Content-Length, Content-Range, Accept-Ranges, Location, Pillbox-Member-Sha256, Pillbox-Member-Mode, Pillbox-Wasm-Memory-Bytes, Pillbox-Timing, Pillbox-Cost",
         )?;
         headers.set("access-control-max-age", "86400")?;
     }

@@ -27,6 +27,7 @@ use worker::{Bucket, D1Database, Env, Request, Response};
 
 use crate::auth::{self, Grant, Need, ReadAccess, Tokens};
 use crate::config::Config;
+use crate::meter::Meter;
 use crate::problem::Problem;
 use crate::query::Query;
 use crate::route::{self, Method, Route};
@@ -43,9 +44,13 @@ const DATABASE: &str = "INDEX";
 /// answer carries (CORS, caching by who may read).
 pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
     let config = config(&env);
-    if config.bench_routes {
+    let (env, meter) = if config.bench_routes {
         crate::timing::begin();
-    }
+        let (env, meter) = Meter::wrap(env, DATABASE, BUCKET);
+        (env, Some(meter))
+    } else {
+        (env, None)
+    };
     let url = req.url()?;
     let method = Method::parse(req.method().as_ref());
     let origin = http::header(&req, "origin");
@@ -74,10 +79,10 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
         Ok(r) => r,
         Err(p) => problem_response(&p)?,
     };
-    if config.bench_routes {
-        response
-            .headers_mut()
-            .set("pillbox-timing", &crate::timing::report())?;
+    if let Some(meter) = &meter {
+        let headers = response.headers_mut();
+        headers.set("pillbox-timing", &crate::timing::report())?;
+        headers.set("pillbox-cost", &meter.report(crate::timing::elapsed()))?;
     }
     finish(response, &config, origin.as_deref(), gate)
 }
@@ -216,6 +221,7 @@ async fn dispatch(
             let (bucket, db) = (bucket(env)?, database(env)?);
             bench::baseline(&req, &bucket, &db, config).await
         }
+        Route::BenchCosts => bench::costs(config),
         Route::CreateUpload => {
             uploads::create(&mut req, &bucket(env)?, &database(env)?, config).await
         }
