@@ -165,5 +165,17 @@ pub fn move_to(
             .prepare(db)?,
         );
     }
+    if !chunks.is_empty() {
+        // Each pack's row counts the chunk rows that name it: the new pack
+        // gains the rows moved to it, the merged ones lose them.
+        out.push(
+            sql("UPDATE packs SET chunks = (SELECT count(*) FROM chunks c WHERE c.pack = packs.key) \
+                 WHERE (key = :pack OR key IN (SELECT value FROM json_each(:merged))) \
+                 AND EXISTS (SELECT 1 FROM packs WHERE key = :pack)")
+            .bind("pack", text(pack))
+            .bind("merged", json(&merged))
+            .prepare(db)?,
+        );
+    }
     Ok(out)
 }
