@@ -12,7 +12,17 @@ import { HERE, launch, openPage, screenshot, packet } from './browser.mjs';
 import { startEdge, publish } from './edge.mjs';
 
 const DIST = path.join(HERE, '..', 'dist');
-const digestOf = (bytes) => `sha256:${crypto.createHash('sha256').update(bytes).digest('hex')}`;
+/**
+ * A packet's name by its format's rule: for /2 the SHA-256 of its
+ * packet.json (the first member's body), for /1 of the whole file.
+ */
+function packetName(bytes) {
+  const size = parseInt(bytes.subarray(124, 136).toString('latin1').replace(/\0[\s\S]*$/, '').trim() || '0', 8);
+  const json = bytes.subarray(512, 512 + size);
+  const whole = JSON.parse(json.toString('utf8')).format === 'pillbox.session-packet/1';
+  return `sha256:${crypto.createHash('sha256').update(whole ? bytes : json).digest('hex')}`;
+}
+const digestOf = packetName;
 const good = fs.readFileSync(packet('good.packet'));
 const v2 = fs.readFileSync(packet('good-v2.packet'));
 let edge;
