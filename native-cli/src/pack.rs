@@ -1351,6 +1351,41 @@ fn produce<W: Write>(
     }
 }
 
+/// Test support: runs git with `args` in `ws`, with no user or system
+/// configuration, and asserts that it succeeded.
+#[cfg(test)]
+pub(crate) fn git_in(ws: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
+        .args(args)
+        .current_dir(ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// Test support: makes `ws` a git repository whose first commit holds an
+/// API key in `notes.txt` and whose second removes it, so the key lives
+/// only in the history.
+#[cfg(test)]
+pub(crate) fn repository_with_a_key_in_history(ws: &Path) {
+    let git = |args: &[&str]| git_in(ws, args);
+    git(&["init", "-q"]);
+    let key = format!(
+        "sk-proj-{}T3BlbkFJ{}",
+        "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
+        "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
+    );
+    fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-q", "-m", "notes"]);
+    fs::write(ws.join("notes.txt"), "none\n").unwrap();
+    git(&["commit", "-q", "-a", "-m", "no notes"]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1414,29 +1449,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let ws = t.path().join("ws");
         fs::create_dir_all(&ws).unwrap();
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
-                .args(args)
-                .current_dir(&ws)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        let key = format!(
-            "sk-proj-{}T3BlbkFJ{}",
-            "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
-            "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
-        );
-        fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
-        git(&["add", "notes.txt"]);
-        git(&["commit", "-q", "-m", "notes"]);
-        fs::write(ws.join("notes.txt"), "none\n").unwrap();
-        git(&["commit", "-q", "-a", "-m", "no notes"]);
+        repository_with_a_key_in_history(&ws);
         let request = |mode| PackRequest {
             workspace: ws.clone(),
             output: PathBuf::from("-"),

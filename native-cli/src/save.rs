@@ -632,29 +632,8 @@ mod tests {
     fn an_unchanged_repository_s_history_is_not_scanned_again() {
         use crate::pack::secrets::{SecretPolicy, SecretsMode};
         let (_t, ws) = workspace();
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .args(["-c", "user.name=A", "-c", "user.email=a@example.com"])
-                .args(args)
-                .current_dir(&ws)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        let key = format!(
-            "sk-proj-{}T3BlbkFJ{}",
-            "aB3dE5fG7hJ9kL1mN2pQ".repeat(2),
-            "zY8xW6vU4tS2rQ0pO9nM".repeat(2)
-        );
-        fs::write(ws.join("notes.txt"), format!("{key}\n")).unwrap();
-        git(&["add", "notes.txt"]);
-        git(&["commit", "-q", "-m", "notes"]);
-        fs::write(ws.join("notes.txt"), "none\n").unwrap();
-        git(&["commit", "-q", "-a", "-m", "no notes"]);
+        crate::pack::repository_with_a_key_in_history(&ws);
+        let git = |args: &[&str]| crate::pack::git_in(&ws, args);
         let policy = |mode| PackRequest {
             secrets: SecretPolicy {
                 mode,
