@@ -2,8 +2,10 @@
 // Worker under `wrangler dev --local` with BENCH_ROUTES=1, in one run:
 //   (a) the baseline: the packet's bytes streamed through the Worker into
 //       R2 unverified (POST /v1/bench/baseline, in parts of 32 MiB);
-//   (b) a first delta push of the same packet (create, recipes, parts of
-//       32 MiB, complete), nothing in the store to reuse;
+//   (b) a first /2 push of the same packet (tests/e2e/wire.mjs's simple
+//       client: the request that opens it with the recipes and the
+//       manifest's frames, parts of 32 MiB of zstd frames, complete),
+//       nothing in the store to reuse;
 //   (c) the same packet by the whole-packet multipart upload and complete;
 //   (d) a second delta push after a one-file edit, based on (b)'s packet;
 //   (e) a GET of (b)'s chunked packet, rebuilt from its packs, and for
@@ -16,16 +18,15 @@
 // series' median.
 //
 // Usage: node bench/edge.mjs [--mib N] [--reps N] [--content noise|text]
-//          [--encoding identity|gzip|zstd] [--frame-hasher auto|core|platform] [--dir DIR]
+//          [--frame-hasher auto|core|platform] [--dir DIR]
 // Prints one JSON object on stdout (progress on stderr).
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { ROOT, TARGET, buildWorker, client, startEdge } from '../tests/e2e/edge.mjs';
-import { push } from '../tests/e2e/transfer.mjs';
+import { pushPacket } from '../tests/e2e/wire.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => {
@@ -36,7 +37,6 @@ const MIB = 1 << 20;
 const mib = Number(opt('mib', '256'));
 const reps = Number(opt('reps', '3'));
 const content = opt('content', 'noise');
-const encoding = opt('encoding', 'identity');
 const frameHasher = opt('frame-hasher', 'auto');
 const dir = opt('dir', join(tmpdir(), 'pillbox-edge-bench'));
 const PART = 32 * MIB;
@@ -126,7 +126,7 @@ async function emptyStore() {
 const getSeries = (name, label) => measure(label, async () => {
   const t = timed(plain);
   const r = await t.api.call('GET', `/v1/packets/${base.entry.digest}`);
-  if ('sha256:' + createHash('sha256').update(r.bytes).digest('hex') !== base.entry.digest) throw new Error(`${label}: the bytes do not hash to the digest`);
+  if (!r.bytes.equals(base.bytes)) throw new Error(`${label}: the bytes differ from the packet pushed`);
   return { series: t.series };
 }, base.entry.size);
 
@@ -144,14 +144,16 @@ try {
     }, base.entry.size));
     record('push_first', await measure('(b) first delta push', async () => {
       const t = timed(plain);
-      const r = await push(t.api, base.entry, base.bytes, { encoding, partBytes: PART });
+      const r = await pushPacket(t.api, base.entry, base.bytes, { partBytes: PART });
+      if (r.complete?.status !== 201) throw new Error(`(b): ${JSON.stringify((r.complete ?? r.create).json)}`);
       return { series: t.series, extra: { sent: r.sent, stored: r.parts.reduce((n, p) => n + p.json.stored_bytes, 0), parts: r.parts.length } };
     }, base.entry.size));
     record('get_chunked', await getSeries('get_chunked', '(e) GET of the chunked packet'));
     record('push_second', await measure('(d) second push after a one-file edit', async () => {
       const t = timed(plain);
-      const r = await push(t.api, edited.entry, edited.bytes, { encoding, partBytes: PART, bases: [base.entry.digest] });
-      return { series: t.series, extra: { sent: r.sent, missing_bodies: r.create.json.missing.length } };
+      const r = await pushPacket(t.api, edited.entry, edited.bytes, { partBytes: PART, bases: [base.entry] });
+      if (r.complete?.status !== 201) throw new Error(`(d): ${JSON.stringify((r.complete ?? r.create).json)}`);
+      return { series: t.series, extra: { sent: r.sent, parts: r.parts.length } };
     }, edited.entry.size));
     await emptyStore();
     record('multipart', await measure('(c) multipart upload + complete', async () => {
@@ -172,7 +174,7 @@ try {
 
 /** The repetition with the median wall time. */
 const median = (list) => [...list].sort((x, y) => x.wall_ms - y.wall_ms)[Math.floor((list.length - 1) / 2)];
-const results = { mib, reps, content, encoding, frame_hasher: frameHasher, packet_bytes: base.entry.size };
+const results = { mib, reps, content, frame_hasher: frameHasher, packet_bytes: base.entry.size };
 for (const [name, list] of Object.entries(runs)) {
   results[name] = { ...median(list), runs_mb_per_s: list.map((r) => Math.round(r.mb_per_s * 10) / 10) };
 }

@@ -18,9 +18,9 @@
 //      per turn (and a turn appended to the rollout): R2 bytes and D1 rows;
 //   4. a pull of the second packet on a fresh host with the first packet
 //      file as --base, compared byte for byte;
-//   5. the edge's verification throughput: the first packet pushed by the
-//      node client of tests/e2e/transfer.mjs (what bench/edge.mjs measures),
-//      against the same baseline;
+//   5. the edge's verification throughput: the first packet pushed as /2
+//      by the simple client of tests/e2e/wire.mjs (what bench/edge.mjs
+//      measures), against the same baseline;
 //   6. save and restore against pack + push and pull + unpack, each for one
 //      turn, the restoring host keeping its chunk cache.
 // Every request goes through the recording proxy of tests/e2e/proxy.mjs
@@ -43,7 +43,7 @@ import { join } from 'node:path';
 
 import { ROOT, TARGET, TOKEN, buildWorker, client, startEdge } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
-import { push as nodePush } from '../tests/e2e/transfer.mjs';
+import { pushPacket } from '../tests/e2e/wire.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => {
@@ -416,9 +416,9 @@ async function bench(ws) {
   {
     const mark = (await proxyLog()).length;
     const t = performance.now();
-    const r = await nodePush(api, entry, bytes0, { encoding: 'identity', partBytes: PART });
+    const r = await pushPacket(api, entry, bytes0, { partBytes: PART });
     const wall = (performance.now() - t) / 1000;
-    if (r.complete?.status !== 201) throw new Error(`the edge push: ${r.complete?.status} ${r.complete?.bytes}`);
+    if (r.complete?.status !== 201) throw new Error(`the edge push: ${JSON.stringify((r.complete ?? r.create).json)}`);
     out.edge_push = { wall_s: wall, mb_per_s: p0.size / 1e6 / wall, sent: r.sent, ...whereTimeGoes((await proxyLog()).slice(mark)) };
     out.edge_push.ratio_to_baseline = out.edge_push.mb_per_s / out.baseline.mb_per_s;
   }
@@ -633,8 +633,8 @@ function docSection(results) {
     '   (only ever appended to) once at its final size, and every packet\'s `packet.json`; D1 rows of every table;',
     '4. a `pull` of the second packet on a fresh host, `--no-cache`, with the first packet file as `--base`, compared',
     '   with `cmp`;',
-    '5. the edge alone: the first packet pushed by the node client of `tests/e2e/transfer.mjs` (what `bench/edge.mjs`',
-    '   measures: fixed 256 KiB cuts, parts sent uncompressed), its throughput against the baseline\'s;',
+    '5. the edge alone: the first packet pushed as /2 by the simple client of `tests/e2e/wire.mjs` (fixed 256 KiB',
+    '   cuts, zstd frames, one part at a time), its throughput against the baseline\'s;',
     '6. `save` against `pack` + `push`, and `restore` against `pull` + `unpack`, one turn each, on a restoring host that',
     '   keeps its chunk cache (it restored the previous turn first).',
     '',

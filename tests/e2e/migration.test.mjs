@@ -18,8 +18,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { ROOT, WRANGLER, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
-import { bodiesOf, manifestOf } from './transfer.mjs';
-import { cutsAndFrames, manifestFirst, pushBody, readBatch, readRecipes, rawOf, sha } from './wire.mjs';
+import { bodiesOf, cutsAndFrames, manifestFirst, manifestOf, pushBody, readBatch, readRecipes, rawOf, sha } from './wire.mjs';
 
 const OLD = ['v1-small', 'v1-harness', 'v1-big'];
 /** Pushed at the second schema: stored as chunks, its layout an object. */

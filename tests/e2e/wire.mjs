@@ -118,6 +118,16 @@ export function rawOf(frame) {
   return r.stdout;
 }
 
+/** A fixture packet's file bodies: { path, hex, size, body }, in manifest order. */
+export function bodiesOf(entry, bytes) {
+  return entry.members
+    .filter((m) => m.type === 'file' && m.size > 0)
+    .map((m) => ({ path: m.path, hex: m.sha256.slice(7), size: m.size, body: bytes.subarray(m.data_offset, m.data_offset + m.size) }));
+}
+
+/** The manifest's bytes in a fixture packet. */
+export const manifestOf = (entry, bytes) => bytes.subarray(entry.manifest_offset, entry.manifest_offset + entry.manifest_len);
+
 /** Fixed cuts of `bytes` into pieces of `size` (the last shorter). */
 export function fixedCuts(bytes, size) {
   const out = [];
@@ -170,4 +180,41 @@ export function manifestFirst({ recipes, frames }) {
   const names = new Set(recipes.manifest.map((c) => `${Buffer.from(c.sha256).toString('hex')}/${c.size}`));
   const isManifest = (f) => names.has(`${Buffer.from(f.sha256).toString('hex')}/${f.raw}`);
   return [...frames.filter(isManifest), ...frames.filter((f) => !isManifest(f))];
+}
+
+/**
+ * A whole /2 push of the packet `bytes` (described by `entry`) by the
+ * simple client above: the recipes and the manifest's frames in the
+ * request that opens it, every body the `bases` (index.json entries) do
+ * not hold in parts of at most `partBytes` stored bytes, one at a time,
+ * then complete. Returns { create, parts, complete, sent } (`sent`: the
+ * request bytes).
+ */
+export async function pushPacket(api, entry, bytes, { bases = [], partBytes = 32 * MIB } = {}) {
+  const held = new Set(bases.flatMap((b) => b.members.filter((m) => m.type === 'file').map((m) => `${m.sha256.slice(7)}/${m.size}`)));
+  const all = cutsAndFrames(entry, bytes, { have: (hex, size) => held.has(`${hex}/${size}`) });
+  const names = new Set(all.recipes.manifest.map((c) => c.sha256.toString('hex')));
+  const isManifest = (f) => names.has(f.sha256.toString('hex'));
+  const first = pushBody(all.recipes, all.frames.filter(isManifest));
+  let sent = first.length;
+  const query = [`digest=${entry.digest}`, `size=${entry.size}`, ...bases.map((b) => `base=${b.digest}`)].join('&');
+  const create = await api.call('POST', `/v1/pushes?${query}`, { body: first, headers: { 'content-type': 'application/x-pillbox-push' } });
+  if (create.status === 201) return { create, parts: [], complete: create, sent };
+  if (create.status !== 202) return { create, parts: [], sent };
+  const location = create.json.location;
+  const rest = all.frames.filter((f) => !isManifest(f));
+  const parts = [];
+  for (let at = 0; at < rest.length;) {
+    const batch = [];
+    let size = 0;
+    while (at < rest.length && (batch.length === 0 || size + rest[at].stored.length <= partBytes)) {
+      size += rest[at].stored.length;
+      batch.push(rest[at++]);
+    }
+    const body = chunkBatch(batch);
+    sent += body.length;
+    parts.push(await api.call('PUT', `${location}/parts/${parts.length + 1}`, { body, headers: { 'content-type': 'application/x-pillbox-chunks' } }));
+  }
+  const complete = await api.call('POST', `${location}/complete`, { headers: { connection: 'close' } });
+  return { create, parts, complete, sent };
 }
