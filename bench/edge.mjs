@@ -116,9 +116,7 @@ const record = (name, r) => { (runs[name] ??= []).push(r); };
 
 async function emptyStore() {
   for (const d of [base.entry.digest, edited.entry.digest]) await plain.call('DELETE', `/v1/packets/${d}`);
-  const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
-  if (r.status !== 200) throw new Error(`the clean-up: ${r.status}`);
-  await r.text();
+  await edge.scheduled();
   const left = edge.d1('SELECT (SELECT count(*) FROM packs) AS packs, (SELECT count(*) FROM chunks) AS chunks');
   if (left[0].packs !== 0 || left[0].chunks !== 0) throw new Error(`the store is not empty: ${JSON.stringify(left)}`);
 }

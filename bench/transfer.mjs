@@ -378,9 +378,7 @@ async function emptyStore(refs, digests) {
     const r = await api.call('DELETE', `/v1/packets/${d}`);
     if (r.status >= 300 && r.status !== 404) throw new Error(`DELETE ${d}: ${r.status} ${r.bytes}`);
   }
-  const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
-  if (r.status !== 200) throw new Error(`the clean-up: ${r.status}`);
-  await r.text();
+  await edge.scheduled();
   const s = readState(edge.state);
   if (s.d1.packs !== 0 || s.d1.chunks !== 0 || s.d1.packets !== 0) throw new Error(`the store is not empty: ${JSON.stringify(s)}`);
   return s;

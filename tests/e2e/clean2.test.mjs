@@ -56,9 +56,7 @@ test('open pushes and unused packs go; what a stored packet uses stays', { timeo
   assert.ok(openPacks.length > 0);
   // The base goes; the packet built on it stays.
   assert.equal((await api.call('DELETE', `/v1/packets/${base.digest}`)).status, 204);
-  const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
-  assert.equal(r.status, 200);
-  await r.arrayBuffer();
+  await edge.scheduled();
   assert.equal((await api.call('GET', open.json.location)).status, 404, 'the open push is discarded');
   for (const key of openPacks) assert.equal(edge.r2Has(key), false, `${key} is collected`);
   assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packs p WHERE NOT EXISTS (SELECT 1 FROM pack_users u WHERE u.pack = p.key)`), [{ n: 0 }],

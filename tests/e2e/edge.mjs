@@ -144,8 +144,10 @@ export async function startEdge(vars = {}, options = {}) {
   for (;;) {
     if (child.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
     try {
-      const r = await fetch(`${url}/v1`);
-      if (r.status === 200) { await r.arrayBuffer(); break; }
+      // One connection per probe (as `client`): a pooled one left idle
+      // would be closed by the server under a later request.
+      const r = await client(url, null).call('GET', '/v1', { auth: false });
+      if (r.status === 200) break;
     } catch { /* not listening yet */ }
     if (Date.now() > deadline) { process.kill(-child.pid, 'SIGTERM'); throw new Error(`wrangler dev not ready in 90 s:\n${log}`); }
     await new Promise((ok) => setTimeout(ok, 250));
@@ -192,7 +194,16 @@ export async function startEdge(vars = {}, options = {}) {
    */
   const objectsFor = (digest) => d1(`SELECT key, (SELECT count(*) FROM pack_users u WHERE u.pack = packs.key) AS users,
     unused_check FROM packs WHERE packet = '${digest}' ORDER BY key`).filter((r) => r2Has(r.key));
-  return { url, state, stop, r2Has, d1, objectsFor, tokens: scoped.tokens, pid: child.pid, log: () => log };
+  /**
+   * Runs the scheduled clean-up now (`--test-scheduled`), on a connection
+   * of its own; throws unless it answers 200.
+   */
+  const scheduled = async () => {
+    const r = await client(url, null).call('GET', `/__scheduled?cron=${encodeURIComponent('17 * * * *')}`, { auth: false });
+    if (r.status !== 200) throw new Error(`the scheduled clean-up answered ${r.status}: ${r.bytes.toString('utf8').slice(0, 300)}`);
+    return r;
+  };
+  return { url, state, stop, r2Has, d1, objectsFor, scheduled, tokens: scoped.tokens, pid: child.pid, log: () => log };
 }
 
 /**

@@ -338,9 +338,7 @@ async function collectPacksOf(id) {
   const lost = edge.d1(`SELECT DISTINCT sha256 FROM chunks WHERE pack IN (${list})`).map((r) => r.sha256);
   edge.d1(`DELETE FROM pack_users WHERE owner = 'push:${id}' AND pack IN (${list})`);
   edge.d1(`UPDATE packs SET created = '2000-01-01T00:00:00.000Z', unused_check = 1 WHERE key IN (${list})`);
-  const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
-  assert.equal(r.status, 200);
-  await r.arrayBuffer();
+  await edge.scheduled();
   const left = edge.d1(`SELECT key, unused_check, created, (SELECT group_concat(owner) FROM pack_users u WHERE u.pack = packs.key) AS users FROM packs WHERE key IN (${list})`);
   assert.deepEqual(left, [], 'the packs are collected');
   return { packs, lost };

@@ -82,11 +82,23 @@ export async function startProxy(target) {
     child.once('exit', (code) => fail(new Error(`the proxy exited (${code}):\n${out}`)));
   });
   child.removeAllListeners('exit');
+  // One connection per control request: a pooled one left idle while the
+  // CLI runs would be closed by the proxy's idle timer under a later one.
+  const control = (method, path) => new Promise((ok, fail) => {
+    const req = httpRequest(url + path, { method, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('error', fail);
+      res.on('end', () => ok({ status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('error', fail);
+    req.end();
+  });
   return {
     url,
-    log: async () => (await fetch(`${url}/__proxy/log`)).json(),
+    log: async () => JSON.parse((await control('GET', '/__proxy/log')).text),
     fail: async (suffix, times = 1) => {
-      const r = await fetch(`${url}/__proxy/fail?suffix=${encodeURIComponent(suffix)}&times=${times}`, { method: 'POST' });
+      const r = await control('POST', `/__proxy/fail?suffix=${encodeURIComponent(suffix)}&times=${times}`);
       if (r.status !== 204) throw new Error(`proxy fail hook: ${r.status}`);
     },
     stop: () => new Promise((ok) => {

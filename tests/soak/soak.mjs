@@ -203,10 +203,8 @@ async function main() {
       await new Promise((ok) => setTimeout(ok, CLEAN_EVERY_MS));
       if (!cleaning) break;
       try {
-        const r = await fetch(`${edge.url}/__scheduled?cron=${encodeURIComponent('17 * * * *')}`);
-        await r.arrayBuffer();
-        if (r.status === 200) figures.cleanups += 1;
-        else fail(`the clean-up answered ${r.status}`);
+        await edge.scheduled();
+        figures.cleanups += 1;
       } catch (e) {
         fail(`the clean-up: ${e.message}`);
       }
