@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Refused, Result};
-use crate::harness::{self, codex, opencode};
+use crate::harness;
 
 /// What to check.
 pub struct RestoreCheckRequest {
@@ -104,13 +104,41 @@ pub struct RestoreCheckReport {
     pub resume: Vec<String>,
 }
 
-/// Runs the checks; `opencode` is the program asked about an OpenCode
-/// session.
+/// What a harness's check found of a restored session.
+pub struct Resumable {
+    /// The session log's absolute path, as the checkpoint records it
+    /// (`None` for a harness that keeps sessions in its own store).
+    pub rollout_path: Option<String>,
+    /// The model the log records, if any.
+    pub model: Option<String>,
+}
+
+/// Runs the checks of the checkpoint's harness (its adapter's
+/// [`harness::Adapter::restore_check`]); `opencode` is the program asked
+/// about an OpenCode session.
 pub fn restore_check(request: &RestoreCheckRequest, opencode: &Path) -> Result<RestoreCheckReport> {
     harness::check_id(request.kind, &request.thread_id)?;
-    if request.kind == HarnessKind::Opencode {
-        return check_opencode(request, opencode);
-    }
+    let adapter = harness::adapter(request.kind);
+    let found = adapter.restore_check(request, opencode)?;
+    Ok(RestoreCheckReport {
+        schema: "pillbox.checkpoint.restore-check/1",
+        ok: true,
+        harness: adapter.kind().as_str(),
+        thread_id: request.thread_id.clone(),
+        rollout_path: found.rollout_path,
+        model: found.model,
+        resume: adapter.resume(&request.thread_id),
+    })
+}
+
+/// The checks of a session log restored as a file: the checkpoint records
+/// its path, absolute, with the file name `well_named` accepts for the
+/// session, and it is a regular file on this machine. Returns the path
+/// and the path as recorded.
+pub fn restored_log(
+    request: &RestoreCheckRequest,
+    well_named: impl Fn(&str, &str) -> bool,
+) -> Result<(PathBuf, &str)> {
     let Some(raw) = request.rollout_path.as_deref().filter(|p| !p.is_empty()) else {
         return Err(Refused::CheckpointWithoutRolloutPath {}.into());
     };
@@ -124,11 +152,7 @@ pub fn restore_check(request: &RestoreCheckRequest, opencode: &Path) -> Result<R
     }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let id = &request.thread_id;
-    let well_named = match request.kind {
-        HarnessKind::Codex => codex::is_rollout_name(name, id),
-        HarnessKind::Claude | HarnessKind::Opencode => name == format!("{id}.jsonl"),
-    };
-    if !well_named {
+    if !well_named(name, id) {
         return Err(Refused::RolloutPathMisnamed {
             path,
             raw: raw.to_owned(),
@@ -137,90 +161,19 @@ pub fn restore_check(request: &RestoreCheckRequest, opencode: &Path) -> Result<R
         .into());
     }
     match fs::metadata(&path) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => {
-            return Err(Refused::RolloutNotARegularFile {
-                path,
-                raw: raw.to_owned(),
-            }
-            .into())
+        Ok(m) if m.is_file() => Ok((path, raw)),
+        Ok(_) => Err(Refused::RolloutNotARegularFile {
+            path,
+            raw: raw.to_owned(),
         }
-        Err(e) => {
-            return Err(Refused::RolloutNotOnThisMachine {
-                path,
-                raw: raw.to_owned(),
-                error: e.to_string(),
-            }
-            .into())
+        .into()),
+        Err(e) => Err(Refused::RolloutNotOnThisMachine {
+            path,
+            raw: raw.to_owned(),
+            error: e.to_string(),
         }
+        .into()),
     }
-    let (model, resume) = match request.kind {
-        HarnessKind::Codex => {
-            let meta = codex::read_rollout(&path).map_err(|_| Refused::RolloutNotCodex {
-                path: path.clone(),
-                raw: raw.to_owned(),
-            })?;
-            if meta.thread_id.as_deref() != Some(id) {
-                return Err(Refused::RestoredRolloutThreadMismatch {
-                    path,
-                    recorded: meta.thread_id.unwrap_or_default(),
-                    id: id.clone(),
-                }
-                .into());
-            }
-            (
-                meta.model,
-                vec!["codex".into(), "exec".into(), "resume".into(), id.clone()],
-            )
-        }
-        HarnessKind::Claude | HarnessKind::Opencode => {
-            (None, vec!["claude".into(), "--resume".into(), id.clone()])
-        }
-    };
-    Ok(RestoreCheckReport {
-        schema: "pillbox.checkpoint.restore-check/1",
-        ok: true,
-        harness: request.kind.as_str(),
-        thread_id: id.clone(),
-        rollout_path: Some(raw.to_owned()),
-        model,
-        resume,
-    })
-}
-
-/// OpenCode: the program runs, is no older than the exporter, and holds
-/// the session with the checkpoint's messages.
-fn check_opencode(request: &RestoreCheckRequest, program: &Path) -> Result<RestoreCheckReport> {
-    let id = &request.thread_id;
-    let facts = request.opencode.as_ref();
-    let cwd = facts
-        .and_then(|f| f.workspace.clone())
-        .filter(|w| w.is_dir())
-        .unwrap_or_else(|| PathBuf::from("."));
-    let local = opencode::version(program, &cwd)?;
-    opencode::check_not_older(program, &local, facts.and_then(|f| f.version.as_deref()))?;
-    let Some(session) = opencode::local_session(program, id, &cwd)? else {
-        return Err(Refused::OpencodeSessionAbsent { id: id.clone() }.into());
-    };
-    if let Some(f) = facts {
-        if !session.continues(f.messages, f.last_message.as_deref()) {
-            return Err(Refused::RestoredOpencodeSessionDiffers { id: id.clone() }.into());
-        }
-    }
-    Ok(RestoreCheckReport {
-        schema: "pillbox.checkpoint.restore-check/1",
-        ok: true,
-        harness: request.kind.as_str(),
-        thread_id: id.clone(),
-        rollout_path: None,
-        model: session.model,
-        resume: vec![
-            "opencode".into(),
-            "run".into(),
-            "--session".into(),
-            id.clone(),
-        ],
-    })
 }
 
 #[cfg(test)]
@@ -264,5 +217,18 @@ mod tests {
         .unwrap();
         let ok = check(Some(abs.to_str().unwrap())).unwrap();
         assert_eq!(ok.resume, ["codex", "exec", "resume", ID]);
+    }
+
+    #[test]
+    fn each_harness_resumes_with_its_own_program() {
+        for (kind, program) in [
+            (HarnessKind::Codex, "codex"),
+            (HarnessKind::Claude, "claude"),
+            (HarnessKind::Opencode, "opencode"),
+        ] {
+            let adapter = harness::adapter(kind);
+            assert_eq!(adapter.kind(), kind);
+            assert_eq!(adapter.resume("x")[0], program, "{kind:?}");
+        }
     }
 }

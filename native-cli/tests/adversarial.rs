@@ -23,7 +23,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{case_digest, checkpoint, s, snapshot, tmp, write, Node};
+use common::{case_digest, checkpoint, corpus_cases, corpus_dir, s, snapshot, tmp, write, Node};
 use serde_json::Value;
 
 struct Case {
@@ -38,16 +38,8 @@ struct Case {
     findings: Value,
 }
 
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/adversarial")
-}
-
 fn cases() -> Vec<Case> {
-    let table: Value =
-        serde_json::from_slice(&fs::read(corpus_dir().join("cases.json")).unwrap()).unwrap();
-    table["cases"]
-        .as_array()
-        .unwrap()
+    corpus_cases()
         .iter()
         .map(|row| Case {
             id: row["id"].as_str().unwrap().to_owned(),

@@ -23,7 +23,9 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{case_digest, checkpoint, ok, s, snapshot, tmp, write, Node};
+use common::{
+    case_digest, checkpoint, corpus_cases, corpus_dir, ok, s, snapshot, tmp, write, Node,
+};
 use packet_core::Digest;
 use serde_json::Value;
 
@@ -318,14 +320,9 @@ fn every_accepted_packet_reads_and_extracts_the_same_everywhere() {
         ));
     }
     // Accepted adversarial cases.
-    let table: Value =
-        serde_json::from_slice(&fs::read(repo().join("tests/adversarial/cases.json")).unwrap())
-            .unwrap();
-    for c in table["cases"].as_array().unwrap() {
+    for c in &corpus_cases() {
         if c["expect"]["outcome"] == "accept" {
-            let file = repo()
-                .join("tests/adversarial")
-                .join(c["file"].as_str().unwrap());
+            let file = corpus_dir().join(c["file"].as_str().unwrap());
             let digest = case_digest(c, &file);
             packets.push((format!("case {}", c["id"].as_str().unwrap()), file, digest));
         }

@@ -14,7 +14,13 @@ export const ROOT = resolve(import.meta.dirname, '../..');
 export const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(ROOT, 'target');
 /** wrangler on node 22 (scripts/wrangler.sh). */
 export const WRANGLER = join(ROOT, 'scripts/wrangler.sh');
-export const TOKEN = 'e2e-token-' + Math.random().toString(16).slice(2);
+/** A fresh bearer token named `id`: the name, then 24 random bytes in hex. */
+export function newToken(id) {
+  return `${id}-${randomBytes(24).toString('hex')}`;
+}
+
+/** The token with every scope (PILLBOX_TOKEN) of the test servers. */
+export const TOKEN = newToken('e2e-token');
 
 export function sha256(bytes) {
   return 'sha256:' + createHash('sha256').update(bytes).digest('hex');
@@ -100,7 +106,7 @@ function freePort() {
 export function scopedTokens(scopes) {
   const tokens = {};
   const entries = Object.entries(scopes).map(([id, list]) => {
-    tokens[id] = `${id}-${randomBytes(24).toString('hex')}`;
+    tokens[id] = newToken(id);
     return { id, sha256: createHash('sha256').update(tokens[id]).digest('hex'), scopes: list };
   });
   return { secret: JSON.stringify(entries), tokens };

@@ -114,8 +114,9 @@ function sources(dir) {
     });
 }
 
-/** Codes written where a refusal is made: `Problem::new(409, "code"`, `Problem::bad_request("code"`, ... */
+/** Codes written where a refusal is made: `Problem::new(409, "code"`, `Problem::bad_request("code"`, ..., and wire's table of them (`Name = "code", 409,`). */
 const CODE_SITES = [
+  /^\s+[A-Z]\w+ = "([a-z][a-z0-9_]*)", \d{3},/gm,
   /Problem::(?:new|bad_request|conflict|too_large)\(\s*(?:\d{3},\s*)?"([a-z][a-z0-9_]*)"/g,
   /\brefused\(\s*"([a-z][a-z0-9_]*)"/g,
   /\bcode:\s*"([a-z][a-z0-9_]*)"/g,

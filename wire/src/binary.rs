@@ -1,13 +1,15 @@
 //! What the binary bodies ([`crate::chunks`], [`crate::recipes`]) share:
-//! one table of refusals with their stable codes, and the reading of
+//! one table of refusals with their codes (in [`ApiCode`]), and the reading of
 //! fixed-size big-endian fields from input that arrives in pieces.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::codes::ApiCode;
+
 macro_rules! decode_errors {
-    ($($(#[$doc:meta])* $kind:ident => $code:literal,)*) => {
+    ($($(#[$doc:meta])* $kind:ident => $code:ident,)*) => {
         /// Why a binary body was refused.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum DecodeErrorKind {
@@ -18,11 +20,16 @@ macro_rules! decode_errors {
             /// Every kind, in the table's order.
             pub const ALL: &'static [DecodeErrorKind] = &[$(DecodeErrorKind::$kind,)*];
 
+            /// The API's code for it.
+            pub const fn api_code(self) -> ApiCode {
+                match self {
+                    $(DecodeErrorKind::$kind => ApiCode::$code,)*
+                }
+            }
+
             /// The stable code the API and the CLI show.
             pub const fn code(self) -> &'static str {
-                match self {
-                    $(DecodeErrorKind::$kind => $code,)*
-                }
+                self.api_code().as_str()
             }
         }
     };
@@ -30,36 +37,36 @@ macro_rules! decode_errors {
 
 decode_errors! {
     /// A chunk batch does not start with `PBCHUNK2`.
-    BatchMagic => "chunk_batch_magic",
+    BatchMagic => ChunkBatchMagic,
     /// More frames than the limit.
-    BatchFrames => "chunk_batch_frames",
+    BatchFrames => ChunkBatchFrames,
     /// A frame's raw size is 0 or over the limit.
-    BatchFrameSize => "chunk_batch_frame_size",
+    BatchFrameSize => ChunkBatchFrameSize,
     /// A frame's encoding is not one the format names.
-    BatchEncoding => "chunk_batch_encoding",
+    BatchEncoding => ChunkBatchEncoding,
     /// A frame's stored size does not fit its encoding (identity: the raw
     /// size; zstd: 1 to the raw size less one).
-    BatchStoredSize => "chunk_batch_stored_size",
+    BatchStoredSize => ChunkBatchStoredSize,
     /// The frames add up to more bytes (stored or raw) than the limit.
-    BatchSize => "chunk_batch_size",
+    BatchSize => ChunkBatchSize,
     /// The batch ended before its table or a frame did.
-    BatchTruncated => "chunk_batch_truncated",
+    BatchTruncated => ChunkBatchTruncated,
     /// Bytes follow the last frame.
-    BatchTrailing => "chunk_batch_trailing",
+    BatchTrailing => ChunkBatchTrailing,
     /// A recipes document or a push body does not start with its magic.
-    RecipesMagic => "recipes_magic",
+    RecipesMagic => RecipesMagic,
     /// A count of chunks, bodies or runs over its limit (or more than the
     /// bytes allowed could hold).
-    RecipesCount => "recipes_count",
+    RecipesCount => RecipesCount,
     /// A chunk of 0 bytes or over the largest chunk, a body of 0 bytes, or
     /// a copy of no chunks.
-    RecipesSize => "recipes_size",
+    RecipesSize => RecipesSize,
     /// A run whose kind is neither a chunk nor a copy.
-    RecipesRun => "recipes_run",
+    RecipesRun => RecipesRun,
     /// The recipes ended early.
-    RecipesTruncated => "recipes_truncated",
+    RecipesTruncated => RecipesTruncated,
     /// Bytes follow the end of a recipes document.
-    RecipesTrailing => "recipes_trailing",
+    RecipesTrailing => RecipesTrailing,
 }
 
 /// A refused binary body: what is wrong, at which byte.

@@ -44,6 +44,7 @@
 //! | [`recipes`] | recipes (`application/x-pillbox-recipes`) and a push's create body (`application/x-pillbox-push`), binary |
 //! | [`binary`] | the binary bodies' refusals and their codes |
 //! | [`problem`] | every refusal |
+//! | [`codes`] | the API's own refusal codes, with their statuses (the one table) |
 
 #![no_std]
 #![deny(missing_docs)]
@@ -53,6 +54,7 @@ extern crate alloc;
 pub mod binary;
 pub mod chunking;
 pub mod chunks;
+pub mod codes;
 pub mod info;
 pub mod packets;
 pub mod problem;
@@ -62,6 +64,7 @@ pub mod refs;
 pub mod search;
 pub mod uploads;
 
+pub use codes::ApiCode;
 pub use info::{Info, PartSizes, ReadAccess, API_VERSION, SERVICE, TRANSFER_DELTA, TRANSFER_WHOLE};
 pub use packets::{DigestMatches, DigestPrefix, Harness, Packet, PacketFacts, PacketList, Stored};
 pub use problem::{ErrorBody, Problem};

@@ -5,6 +5,8 @@ use alloc::vec::Vec;
 use packet_core::Refusal;
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::codes::ApiCode;
+
 /// The body of every refusal (schema `ErrorBody`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -40,6 +42,12 @@ impl Problem {
     /// The stable code.
     pub fn code(&self) -> &str {
         &self.refusal.code
+    }
+
+    /// The code, if it is one of the API's own (else it is packet-core's,
+    /// or one this CLI does not know yet).
+    pub fn api_code(&self) -> Option<ApiCode> {
+        ApiCode::from_str_code(self.code())
     }
 
     /// What was found.

@@ -1044,3 +1044,110 @@ fn the_checker_sees_a_field_the_document_lacks() {
         }
     }
 }
+
+// ---- the refusal codes ------------------------------------------------------
+
+/// The codes the document gives as values: `code` in an example body, a
+/// `code` property's `const`, and `code` in a response that narrows one.
+fn codes_given(node: &Value, found: &mut BTreeSet<String>) {
+    match node {
+        Value::Object(o) => {
+            for (key, value) in o {
+                if key == "code" {
+                    if let Some(c) = value.as_str().or_else(|| value["const"].as_str()) {
+                        found.insert(c.to_owned());
+                    }
+                }
+                codes_given(value, found);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| codes_given(v, found)),
+        _ => {}
+    }
+}
+
+/// `x-codes` of the document's `Problem.code` is the table [`ApiCode`],
+/// both ways and with each code's status; every code the document gives
+/// as a value is the API's or packet-core's (what reaches the API as-is);
+/// no code is both, so a code has one meaning; and the document's text
+/// says when each of the API's codes is answered (it names it in
+/// `backquotes`).
+#[test]
+fn the_documents_codes_are_the_api_code_table() {
+    let doc = document();
+    let listed = at(&doc, "/components/schemas/Problem/properties/code/x-codes")
+        .as_object()
+        .expect("x-codes maps each code to its status");
+    let documented: BTreeMap<&str, u64> = listed
+        .iter()
+        .map(|(code, status)| {
+            let status = status.as_u64();
+            (
+                code.as_str(),
+                status.unwrap_or_else(|| panic!("x-codes: {code}'s status is not a number")),
+            )
+        })
+        .collect();
+    let table: BTreeMap<&str, u64> = ApiCode::ALL
+        .iter()
+        .map(|c| (c.as_str(), u64::from(c.status())))
+        .collect();
+    let differ = |a: &BTreeMap<&str, u64>, b: &BTreeMap<&str, u64>| -> Vec<String> {
+        a.iter()
+            .filter(|(code, status)| b.get(*code) != Some(status))
+            .map(|(code, status)| format!("{code} ({status})"))
+            .collect()
+    };
+    assert_eq!(
+        differ(&table, &documented),
+        Vec::<String>::new(),
+        "codes of ApiCode that x-codes lacks, or lists with another status"
+    );
+    assert_eq!(
+        differ(&documented, &table),
+        Vec::<String>::new(),
+        "codes of x-codes that ApiCode lacks, or has with another status"
+    );
+
+    for code in ApiCode::ALL {
+        assert_eq!(
+            packet_core::ErrorCode::from_str_code(code.as_str()),
+            None,
+            "{code} is packet-core's too"
+        );
+    }
+    let mut given = BTreeSet::new();
+    codes_given(&doc, &mut given);
+    assert!(
+        given.contains("ref_conflict") && given.contains("member_digest_mismatch"),
+        "{given:?}"
+    );
+    let unknown: Vec<&String> = given
+        .iter()
+        .filter(|c| {
+            ApiCode::from_str_code(c).is_none()
+                && packet_core::ErrorCode::from_str_code(c).is_none()
+        })
+        .collect();
+    assert_eq!(
+        unknown,
+        Vec::<&String>::new(),
+        "codes the document gives that are neither the API's nor packet-core's"
+    );
+
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../proto/openapi.yaml"
+    ))
+    .unwrap();
+    let unsaid: Vec<&str> = ApiCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|c| !text.contains(&format!("`{c}`")))
+        .collect();
+    assert_eq!(
+        unsaid,
+        Vec::<&str>::new(),
+        "codes the document never says when it answers with"
+    );
+}

@@ -12,6 +12,7 @@
 //! `Authorization` header into a [`Grant`], and [`Grant::allows`] checks it.
 
 use packet_core::Digest;
+use pillbox_wire::ApiCode;
 use serde::Deserialize;
 
 use crate::problem::Problem;
@@ -204,8 +205,7 @@ impl Grant {
             Need::Admin => "may not use the operator's routes".into(),
         };
         Err(Problem::new(
-            403,
-            "scope_missing",
+            ApiCode::ScopeMissing,
             format!("the token {:?} {what}", self.id),
             format!(
                 "use a token whose scopes include {} (or admin); the store's operator sets them in PILLBOX_TOKENS",
@@ -316,8 +316,7 @@ impl Tokens {
             .ok_or_else(Problem::unauthorized)?;
         if self.configured.is_empty() {
             return Err(Problem::new(
-                403,
-                "token_not_configured",
+                ApiCode::TokenNotConfigured,
                 "the server has no tokens (neither PILLBOX_TOKENS nor PILLBOX_TOKEN is set), so it accepts none",
                 "set the secret: `wrangler secret put PILLBOX_TOKENS` (or PILLBOX_TOKENS=... in .dev.vars locally); docs/worker.md, \"Access\"",
             ));
@@ -338,8 +337,7 @@ impl Tokens {
 
 fn invalid(message: String) -> Problem {
     Problem::new(
-        500,
-        "tokens_invalid",
+        ApiCode::TokensInvalid,
         message,
         "the store's operator must fix the PILLBOX_TOKENS secret (docs/worker.md, \"Access\")",
     )

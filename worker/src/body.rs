@@ -11,6 +11,7 @@
 //! dropped as sent, or cancelled ([`caps::rest`]).
 
 use js_sys::Uint8Array;
+use pillbox_wire::ApiCode;
 use web_sys::ReadableStream;
 
 use crate::caps::{self, Caps, Meter, Rest};
@@ -21,9 +22,10 @@ use crate::timing::{self, Stage};
 fn unreadable(e: StoreError) -> Problem {
     match e {
         StoreError::Refused(e) => Problem::from_packet_error(&e),
-        StoreError::Failed(m) => {
-            Problem::bad_request("body_invalid", format!("the body could not be read: {m}"))
-        }
+        StoreError::Failed(m) => Problem::bad_request(
+            ApiCode::BodyInvalid,
+            format!("the body could not be read: {m}"),
+        ),
     }
 }
 

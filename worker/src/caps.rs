@@ -8,6 +8,7 @@
 //! `body` reads the bytes.
 
 use crate::problem::Problem;
+use pillbox_wire::ApiCode;
 
 /// After a refusal, the rest of a body is read and dropped, never decoded,
 /// while no more than this many bytes of it are left to come (the answer
@@ -38,8 +39,8 @@ impl Caps {
 
 /// 413 `body_too_large`: a body over its cap as sent.
 pub fn too_large(max: u64) -> Problem {
-    Problem::too_large(
-        "body_too_large",
+    Problem::new(
+        ApiCode::BodyTooLarge,
         format!("this body is over {} as sent", bytes(max)),
         format!(
             "send at most {} (proto/openapi.yaml gives each route's cap)",
@@ -146,7 +147,11 @@ mod tests {
     #[test]
     fn a_route_names_its_own_refusal() {
         fn part_too_large(most: u64) -> Problem {
-            Problem::too_large("part_too_large", format!("at most {most}"), "send less")
+            Problem::new(
+                ApiCode::PartTooLarge,
+                format!("at most {most}"),
+                "send less",
+            )
         }
         let mut m = Meter::new(Caps {
             sent: 10,

@@ -4,6 +4,7 @@
 //! natively.
 
 use packet_core::Digest;
+use pillbox_wire::ApiCode;
 
 use crate::problem::Problem;
 
@@ -46,14 +47,14 @@ pub enum RefWrite {
 pub fn ref_write(if_match: Option<&str>, if_none_match: Option<&str>) -> Result<RefWrite, Problem> {
     match (if_match, if_none_match) {
         (Some(_), Some(_)) => Err(Problem::bad_request(
-            "precondition_invalid",
+            ApiCode::PreconditionInvalid,
             "send If-Match or If-None-Match, not both",
         )),
         (Some(expected), None) => Ok(RefWrite::Move {
             expected: condition_digest(expected)?,
         }),
         (None, Some(v)) if v.trim() != "*" => Err(Problem::bad_request(
-            "precondition_invalid",
+            ApiCode::PreconditionInvalid,
             "If-None-Match on a ref must be *",
         )),
         (None, _) => Ok(RefWrite::Create),

@@ -3,6 +3,7 @@
 //! others in its refusal. Pure.
 
 use crate::problem::Problem;
+use pillbox_wire::ApiCode;
 
 /// How a request body is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,8 +31,7 @@ impl Encoding {
         match encoding {
             Some(e) if allowed.contains(&e) => Ok(e),
             _ => Err(Problem::new(
-                415,
-                "encoding_unsupported",
+                ApiCode::EncodingUnsupported,
                 format!(
                     "this request takes a body encoded as {}, not {:?}",
                     allowed

@@ -27,8 +27,7 @@ use crate::timing::{self, Counter, Stage};
 /// A refusal of the body's shape (422 with the codec's code).
 pub fn malformed(e: DecodeError) -> Problem {
     Problem::new(
-        422,
-        e.code(),
+        e.kind.api_code(),
         format!("{} (at byte {})", e.message, e.offset),
         "send the body as docs/transfer.md describes it (PBPUSH02 recipes, then a PBCHUNK2 chunk batch)",
     )

@@ -4,6 +4,7 @@
 //! any number of times.
 
 use crate::problem::Problem;
+use pillbox_wire::ApiCode;
 
 /// R2's (and S3's) smallest part, except the last.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -31,21 +32,21 @@ impl Plan {
     ) -> Result<Plan, Problem> {
         if size == 0 {
             return Err(Problem::bad_request(
-                "size_invalid",
+                ApiCode::SizeInvalid,
                 "a packet is never empty: `size` must be positive",
             ));
         }
         let part_size = requested.unwrap_or(default_part_size);
         if part_size < MIN_PART_SIZE || part_size > max_part_size {
             return Err(Problem::bad_request(
-                "part_size_invalid",
+                ApiCode::PartSizeInvalid,
                 format!("part_size must be between {MIN_PART_SIZE} and {max_part_size} bytes, not {part_size}"),
             ));
         }
         let plan = Plan { size, part_size };
         if plan.parts() > u64::from(MAX_PARTS) {
             return Err(Problem::bad_request(
-                "part_size_invalid",
+                ApiCode::PartSizeInvalid,
                 format!("{size} bytes in parts of {part_size} would need more than {MAX_PARTS} parts: use larger parts"),
             ));
         }
@@ -79,11 +80,11 @@ impl Plan {
     pub fn check_part(&self, number: u16, length: u64) -> Result<(), Problem> {
         match self.part_len(number) {
             None => Err(Problem::bad_request(
-                "part_number_invalid",
+                ApiCode::PartNumberInvalid,
                 format!("this upload has parts 1 to {}, not {number}", self.parts()),
             )),
             Some(expected) if expected != length => Err(Problem::bad_request(
-                "part_size_mismatch",
+                ApiCode::PartSizeMismatch,
                 format!("part {number} must be exactly {expected} bytes, this one is {length}"),
             )),
             Some(_) => Ok(()),

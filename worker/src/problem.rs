@@ -1,10 +1,11 @@
 //! The API's refusals: an HTTP status and the JSON body
 //! `{"error":{"code","path","offset","message","advice"}}`
 //! ([`pillbox_wire::ErrorBody`], packet-core's [`Refusal`] shape). Packet refusals carry packet-core's codes
-//! unchanged; the API's own codes are listed in `proto/openapi.yaml`.
+//! unchanged; the API's own codes, each with its status, are the table
+//! [`ApiCode`] (and `x-codes` in `proto/openapi.yaml`).
 
 use packet_core::{ErrorCode, Refusal};
-use pillbox_wire::ErrorBody;
+use pillbox_wire::{ApiCode, ErrorBody};
 
 /// packet-core's message of a wrong digest ("the bytes hash to X, the
 /// manifest says Y", "expected Y, the packet is X") without X, the digest
@@ -33,17 +34,26 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A refusal with a status, a code, a message and advice.
-    pub fn new(
-        status: u16,
-        code: &str,
+    /// A refusal with one of the API's codes (and the status the table
+    /// gives it), a message and advice.
+    pub fn new(code: ApiCode, message: impl Into<String>, advice: impl Into<String>) -> Problem {
+        Problem::with_status(code.status(), code.as_str(), message.into(), advice.into())
+    }
+
+    /// 413 with packet-core's code of the limit a packet is over.
+    pub fn over_limit(
+        code: ErrorCode,
         message: impl Into<String>,
         advice: impl Into<String>,
     ) -> Problem {
+        Problem::with_status(413, code.as_str(), message.into(), advice.into())
+    }
+
+    fn with_status(status: u16, code: &str, message: String, advice: String) -> Problem {
         Problem {
             status,
             error: pillbox_wire::Problem {
-                refusal: Refusal::new(code.to_string(), message.into(), advice.into()),
+                refusal: Refusal::new(code.to_string(), message, advice),
                 current: None,
                 missing: None,
             },
@@ -86,10 +96,11 @@ impl Problem {
         }
     }
 
-    /// 400 with the API's own code.
-    pub fn bad_request(code: &str, message: impl Into<String>) -> Problem {
+    /// A malformed request (`code` is one of the table's 400s), with the
+    /// advice every such refusal has.
+    pub fn bad_request(code: ApiCode, message: impl Into<String>) -> Problem {
+        debug_assert_eq!(code.status(), 400, "{code} is not a malformed request");
         Problem::new(
-            400,
             code,
             message,
             "fix the request as the message says; the API is described in proto/openapi.yaml",
@@ -99,8 +110,7 @@ impl Problem {
     /// 401: no bearer token.
     pub fn unauthorized() -> Problem {
         Problem::new(
-            401,
-            "unauthorized",
+            ApiCode::Unauthorized,
             "this request needs a bearer token (Authorization: Bearer <token>)",
             "send a token the store's operator gave you (PILLBOX_TOKENS or PILLBOX_TOKEN)",
         )
@@ -109,8 +119,7 @@ impl Problem {
     /// 403: a token that is none of the configured ones.
     pub fn forbidden() -> Problem {
         Problem::new(
-            403,
-            "forbidden",
+            ApiCode::Forbidden,
             "the bearer token is not accepted",
             "check the token: its SHA-256 must be one in the server's PILLBOX_TOKENS secret (or it must equal PILLBOX_TOKEN)",
         )
@@ -119,8 +128,7 @@ impl Problem {
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Problem {
         Problem::new(
-            404,
-            "not_found",
+            ApiCode::NotFound,
             message,
             "check the digest, name or path; GET /v1/packets lists what is stored",
         )
@@ -131,29 +139,17 @@ impl Problem {
         Problem {
             allow: Some(allowed.to_string()),
             ..Problem::new(
-                405,
-                "method_not_allowed",
+                ApiCode::MethodNotAllowed,
                 format!("this resource allows {allowed}"),
                 "use one of the allowed methods",
             )
         }
     }
 
-    /// 409 with a code.
-    pub fn conflict(code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
-        Problem::new(409, code, message, advice)
-    }
-
-    /// 413 with a code.
-    pub fn too_large(code: &str, message: impl Into<String>, advice: impl Into<String>) -> Problem {
-        Problem::new(413, code, message, advice)
-    }
-
     /// 500: a storage or runtime failure, described without secrets.
     pub fn internal(message: impl Into<String>) -> Problem {
         Problem::new(
-            500,
-            "internal",
+            ApiCode::Internal,
             message,
             "retry; if it persists, check the Worker's logs",
         )
@@ -238,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_ref_conflict_shows_the_current_digest_or_null() {
-        let mut p = Problem::conflict("ref_conflict", "m", "a");
+        let mut p = Problem::new(ApiCode::RefConflict, "m", "a");
         p.error.current = Some(None);
         let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert!(v["error"]["current"].is_null());

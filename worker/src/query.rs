@@ -3,6 +3,7 @@
 //! a 400. Pure, so it is tested natively.
 
 use packet_core::{Digest, HarnessKind};
+use pillbox_wire::ApiCode;
 
 use crate::problem::Problem;
 use crate::route::check_label;
@@ -73,7 +74,7 @@ impl Query {
             Some(v) => match v.parse::<u32>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
                 _ => Err(Problem::bad_request(
-                    "limit_invalid",
+                    ApiCode::LimitInvalid,
                     format!("limit is an integer from 1 to {MAX_PAGE}"),
                 )),
             },
@@ -86,7 +87,7 @@ impl Query {
             .map(|c| {
                 c.parse::<u64>().map_err(|_| {
                     Problem::bad_request(
-                        "cursor_invalid",
+                        ApiCode::CursorInvalid,
                         "pass back the next_cursor of the previous page unchanged",
                     )
                 })
@@ -105,7 +106,7 @@ impl Query {
         if let Some(h) = &harness {
             if HarnessKind::from_name(h).is_none() {
                 return Err(Problem::bad_request(
-                    "harness_invalid",
+                    ApiCode::HarnessFilterInvalid,
                     "harness is codex, claude or opencode",
                 ));
             }
@@ -136,7 +137,7 @@ impl Query {
                 Ok(SearchKey::Sha256(d.hex().to_string()))
             }
             _ => Err(Problem::bad_request(
-                "search_invalid",
+                ApiCode::SearchInvalid,
                 "give exactly one of path= or sha256=",
             )),
         }
@@ -148,7 +149,7 @@ impl Query {
 pub fn upload_labels(list: Vec<String>) -> Result<Vec<String>, Problem> {
     if list.len() > MAX_LABELS {
         return Err(Problem::bad_request(
-            "label_invalid",
+            ApiCode::LabelInvalid,
             "at most 32 labels per packet upload",
         ));
     }
@@ -217,7 +218,7 @@ mod tests {
         );
         assert_eq!(
             code(query("harness=x&cursor=y").packet_filter()),
-            "harness_invalid"
+            "harness_filter_invalid"
         );
         assert_eq!(
             code(query("cursor=y&limit=0").packet_filter()),
@@ -231,7 +232,7 @@ mod tests {
         }
         assert_eq!(
             code(query("harness=Codex").packet_filter()),
-            "harness_invalid"
+            "harness_filter_invalid"
         );
     }
 

@@ -3,6 +3,7 @@
 //! natively.
 
 use packet_core::Digest;
+use pillbox_wire::ApiCode;
 use pillbox_wire::DigestPrefix;
 
 use crate::problem::Problem;
@@ -313,7 +314,7 @@ pub fn parse_digest(segment: &str) -> Result<Digest, Problem> {
 /// otherwise.
 pub fn parse_prefix(segment: &str) -> Result<DigestPrefix, Problem> {
     let text = percent_decode(segment)?;
-    DigestPrefix::parse(&text).map_err(|m| Problem::bad_request("digest_prefix_invalid", m))
+    DigestPrefix::parse(&text).map_err(|m| Problem::bad_request(ApiCode::DigestPrefixInvalid, m))
 }
 
 /// Decodes `%XX` escapes; the result must be UTF-8.
@@ -329,7 +330,7 @@ pub fn percent_decode(input: &str) -> Result<String, Problem> {
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
                 .ok_or_else(|| {
                     Problem::bad_request(
-                        "bad_path",
+                        ApiCode::BadPath,
                         "a `%` escape in the URL path is not two hex digits",
                     )
                 })?;
@@ -340,8 +341,9 @@ pub fn percent_decode(input: &str) -> Result<String, Problem> {
             i += 1;
         }
     }
-    String::from_utf8(out)
-        .map_err(|_| Problem::bad_request("bad_path", "the URL path is not UTF-8 once decoded"))
+    String::from_utf8(out).map_err(|_| {
+        Problem::bad_request(ApiCode::BadPath, "the URL path is not UTF-8 once decoded")
+    })
 }
 
 /// Checks a ref name: 1 to 256 bytes, `/`-separated segments of ASCII
@@ -361,7 +363,7 @@ pub fn check_ref_name(name: &str) -> Result<(), Problem> {
         Ok(())
     } else {
         Err(Problem::bad_request(
-            "ref_name_invalid",
+            ApiCode::RefNameInvalid,
             "a ref name is 1 to 256 bytes of `/`-separated segments made of ASCII letters, digits, `.`, `_` and `-` (e.g. sessions/<name>/latest)",
         ))
     }
@@ -379,7 +381,7 @@ pub fn check_label(label: &str) -> Result<(), Problem> {
         Ok(())
     } else {
         Err(Problem::bad_request(
-            "label_invalid",
+            ApiCode::LabelInvalid,
             "a label is 1 to 128 bytes of ASCII letters, digits and `._:/=@+-` (e.g. host=ci-7)",
         ))
     }
@@ -402,7 +404,7 @@ fn parse_part_number(text: &str) -> Result<u16, Problem> {
     match text.parse::<u16>() {
         Ok(n) if (1..=crate::multipart::MAX_PARTS).contains(&n) && !text.starts_with('0') => Ok(n),
         _ => Err(Problem::bad_request(
-            "part_number_invalid",
+            ApiCode::PartNumberInvalid,
             "a part number is a decimal integer from 1 to 10000",
         )),
     }

@@ -6,6 +6,7 @@
 //! a next cursor.
 
 use packet_core::{Kind, Manifest, Member};
+use pillbox_wire::ApiCode;
 use pillbox_wire::SearchMatch;
 
 use crate::problem::Problem;
@@ -32,7 +33,7 @@ impl Cursor {
         match parsed {
             Some((seq, member)) => Ok(Cursor { seq, member }),
             None => Err(Problem::bad_request(
-                "cursor_invalid",
+                ApiCode::CursorInvalid,
                 "cursor is not one a previous page of this search gave",
             )),
         }

@@ -16,6 +16,7 @@ use super::{
     check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
 use crate::error::{Refused, Result};
+use crate::restore_check::{self, RestoreCheckRequest, Resumable};
 use crate::walk::{walk_tree, Planned, Walk};
 
 /// The Claude Code adapter.
@@ -87,6 +88,24 @@ pub fn project_folder(workspace: &Path) -> Result<String> {
 }
 
 impl Adapter for Claude {
+    fn kind(&self) -> HarnessKind {
+        HarnessKind::Claude
+    }
+
+    /// The transcript is a file named for the session.
+    fn restore_check(&self, request: &RestoreCheckRequest, _: &Path) -> Result<Resumable> {
+        let (_, raw) =
+            restore_check::restored_log(request, |name, id| name == format!("{id}.jsonl"))?;
+        Ok(Resumable {
+            rollout_path: Some(raw.to_owned()),
+            model: None,
+        })
+    }
+
+    fn resume(&self, id: &str) -> Vec<String> {
+        vec!["claude".into(), "--resume".into(), id.into()]
+    }
+
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let projects = request.home.join("projects");
         let file_name = format!("{}.jsonl", request.id);

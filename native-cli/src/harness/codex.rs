@@ -17,12 +17,44 @@ use super::{
 };
 use crate::error::{CliError, Refused, Result};
 use crate::pack::secrets::Found;
+use crate::restore_check::{self, RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
 
 /// The Codex adapter.
 pub struct Codex;
 
 impl Adapter for Codex {
+    fn kind(&self) -> HarnessKind {
+        HarnessKind::Codex
+    }
+
+    /// The rollout is a file named for the thread whose first line is
+    /// the thread's `session_meta`.
+    fn restore_check(&self, request: &RestoreCheckRequest, _: &Path) -> Result<Resumable> {
+        let (path, raw) = restore_check::restored_log(request, is_rollout_name)?;
+        let meta = read_rollout(&path).map_err(|_| Refused::RolloutNotCodex {
+            path: path.clone(),
+            raw: raw.to_owned(),
+        })?;
+        let id = &request.thread_id;
+        if meta.thread_id.as_deref() != Some(id) {
+            return Err(Refused::RestoredRolloutThreadMismatch {
+                path,
+                recorded: meta.thread_id.unwrap_or_default(),
+                id: id.clone(),
+            }
+            .into());
+        }
+        Ok(Resumable {
+            rollout_path: Some(raw.to_owned()),
+            model: meta.model,
+        })
+    }
+
+    fn resume(&self, id: &str) -> Vec<String> {
+        vec!["codex".into(), "exec".into(), "resume".into(), id.into()]
+    }
+
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let (relative, source) = find_rollout(request.home, request.id)?;
         let size = file_size(&source)?;

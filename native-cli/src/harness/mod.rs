@@ -14,6 +14,7 @@ use packet_core::{Harness, HarnessKind, Limits, Manifest};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
+use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, WalkOptions};
 
 /// Longest JSONL line read from a session log (a Codex `session_meta` line
@@ -90,8 +91,12 @@ impl RestorePlan {
     }
 }
 
-/// A harness whose session state can travel in a packet.
+/// A harness whose session state can travel in a packet: each adapter
+/// owns where its state lives, how it is packed and restored, how a
+/// restored session is checked and the command that resumes it.
 pub trait Adapter {
+    /// The harness this adapter is for.
+    fn kind(&self) -> HarnessKind;
     /// Finds the session log (and anything beside it) to pack.
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located>;
     /// Decides where the packet's harness members go under `home` for a
@@ -104,6 +109,13 @@ pub trait Adapter {
         manifest: &Manifest,
         workspace: &Path,
     ) -> Result<RestorePlan>;
+    /// Checks that a restored session can be resumed on this machine
+    /// (`pillbox checkpoint restore-check`; `program` is the harness's
+    /// program for one that is asked rather than read); its id is checked
+    /// already.
+    fn restore_check(&self, request: &RestoreCheckRequest, program: &Path) -> Result<Resumable>;
+    /// The command that resumes session `id` once it is restored.
+    fn resume(&self, id: &str) -> Vec<String>;
 }
 
 /// The adapter for a harness kind.

@@ -25,6 +25,7 @@ use serde::Deserialize;
 
 use super::{Adapter, LocateRequest, Located, RestorePlan};
 use crate::error::{CliError, Refused, Result};
+use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
 
 /// The OpenCode adapter.
@@ -78,6 +79,45 @@ fn member_of(session: &str) -> String {
 }
 
 impl Adapter for Opencode {
+    fn kind(&self) -> HarnessKind {
+        HarnessKind::Opencode
+    }
+
+    /// No file of its own: `program` runs, is no older than the OpenCode
+    /// that exported the session, and holds the session with the
+    /// checkpoint's messages.
+    fn restore_check(&self, request: &RestoreCheckRequest, program: &Path) -> Result<Resumable> {
+        let id = &request.thread_id;
+        let facts = request.opencode.as_ref();
+        let cwd = facts
+            .and_then(|f| f.workspace.clone())
+            .filter(|w| w.is_dir())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let local = version(program, &cwd)?;
+        check_not_older(program, &local, facts.and_then(|f| f.version.as_deref()))?;
+        let Some(session) = local_session(program, id, &cwd)? else {
+            return Err(Refused::OpencodeSessionAbsent { id: id.clone() }.into());
+        };
+        if let Some(f) = facts {
+            if !session.continues(f.messages, f.last_message.as_deref()) {
+                return Err(Refused::RestoredOpencodeSessionDiffers { id: id.clone() }.into());
+            }
+        }
+        Ok(Resumable {
+            rollout_path: None,
+            model: session.model,
+        })
+    }
+
+    fn resume(&self, id: &str) -> Vec<String> {
+        vec![
+            "opencode".into(),
+            "run".into(),
+            "--session".into(),
+            id.into(),
+        ]
+    }
+
     /// `request.home` is the `opencode` program.
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located> {
         let program = request.home;

@@ -25,7 +25,7 @@ use std::sync::{mpsc, Mutex};
 use packet_core::{Body, Digest, Manifest};
 use pillbox_wire::chunks::{self, BatchLimits};
 use pillbox_wire::recipes::{self as wire_recipes, BodyRecipe, ChunkName, Recipes, Run};
-use pillbox_wire::{ErrorBody, MissingChunks, PartReceived, Push, Stored};
+use pillbox_wire::{ApiCode, ErrorBody, MissingChunks, PartReceived, Push, Stored};
 use serde::Serialize;
 
 use super::bodies::Bodies;
@@ -448,8 +448,8 @@ impl<'r> Push2<'r> {
                             bad_answer(what, &format!("a 409 that is not a refusal: {e}"))
                         })?
                         .error;
-                    let lacking = match (&problem.missing, problem.code()) {
-                        (Some(m), "manifest_incomplete") => m,
+                    let lacking = match (&problem.missing, problem.api_code()) {
+                        (Some(m), Some(ApiCode::ManifestIncomplete)) => m,
                         _ => return Err(refusal(what, 409, problem)),
                     };
                     let before = manifest_frames.len();

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use packet_core::diff::Change;
 use packet_core::{Digest, Manifest};
-use pillbox_wire::{RefHistory, RefMove};
+use pillbox_wire::{ApiCode, RefHistory, RefMove};
 use serde::Serialize;
 
 use super::client::{read_answer, status_error, Remote};
@@ -247,7 +247,9 @@ fn read(
     });
     let parts = match parts::fetch(&fetcher, &digest, known.as_ref(), cache) {
         Ok(p) => p,
-        Err(CliError::Remote { code, .. }) if code == "not_found" => return Ok(None),
+        Err(CliError::Remote { code, .. }) if code == ApiCode::NotFound.as_str() => {
+            return Ok(None)
+        }
         Err(e) => return Err(e),
     };
     fetched.manifests += 1;

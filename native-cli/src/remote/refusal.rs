@@ -5,9 +5,17 @@
 //! refused by the store's packet-core keeps packet-core's code, path,
 //! offset, message and advice unchanged.
 
-use pillbox_wire::Problem;
+use packet_core::ErrorCode;
+use pillbox_wire::{ApiCode, Problem};
 
 use crate::error::{CliError, EXIT_IO, EXIT_REFUSED, EXIT_VERIFY};
+
+/// The code of a failure (5xx) whose body is not the API's (a proxy's
+/// page, say): the CLI's own, since the store named none.
+const REMOTE_FAILED: &str = "remote_failed";
+/// The code of a refusal whose body is not the API's and whose status
+/// names none of the API's codes.
+const REMOTE_REFUSED: &str = "remote_refused";
 
 /// Where a token is configured, for advice.
 const TOKEN_HOW: &str = "pass it with --token-file FILE or $PILLBOX_TOKEN";
@@ -138,17 +146,22 @@ fn percent_decode(s: &str) -> String {
 /// the body is the API's, its problem.
 pub fn refusal(what: &str, status: u16, problem: Option<Problem>) -> CliError {
     let subject = Subject::of(what);
-    let code = match &problem {
-        Some(p) => p.code().to_owned(),
+    // The API's code, or without the API's body the one its status means.
+    let api = match &problem {
+        Some(p) => p.api_code(),
         None => match status {
-            401 => "unauthorized",
-            403 => "forbidden",
-            404 => "not_found",
-            409 => "conflict",
-            500..=599 => "remote_failed",
-            _ => "remote_refused",
-        }
-        .to_owned(),
+            401 => Some(ApiCode::Unauthorized),
+            403 => Some(ApiCode::Forbidden),
+            404 => Some(ApiCode::NotFound),
+            500..=599 => Some(ApiCode::Internal),
+            _ => None,
+        },
+    };
+    let code = match (&problem, api) {
+        (Some(p), _) => p.code().to_owned(),
+        (None, _) if (500..=599).contains(&status) => REMOTE_FAILED.to_owned(),
+        (None, Some(api)) => api.as_str().to_owned(),
+        (None, None) => REMOTE_REFUSED.to_owned(),
     };
     let exit = match status {
         422 => EXIT_VERIFY,
@@ -163,7 +176,7 @@ pub fn refusal(what: &str, status: u16, problem: Option<Problem>) -> CliError {
     // A packet refused by the store's packet-core: its words unchanged.
     if status == 422 {
         if let Some(p) = &problem {
-            if packet_core::ErrorCode::from_str_code(p.code()).is_some() {
+            if ErrorCode::from_str_code(p.code()).is_some() {
                 return CliError::Remote {
                     code,
                     exit,
@@ -175,7 +188,14 @@ pub fn refusal(what: &str, status: u16, problem: Option<Problem>) -> CliError {
             }
         }
     }
-    let (message, advice) = words(&subject, &code, status, store_said.as_deref(), &problem);
+    let (message, advice) = words(
+        &subject,
+        api,
+        &code,
+        status,
+        store_said.as_deref(),
+        &problem,
+    );
     CliError::Remote {
         code,
         exit,
@@ -186,9 +206,12 @@ pub fn refusal(what: &str, status: u16, problem: Option<Problem>) -> CliError {
     }
 }
 
-/// The message and the advice for `code`.
+/// The message and the advice for `code`: by the API's code `api`, or
+/// packet-core's, or for a code this CLI does not know, by its status and
+/// its family.
 fn words(
     subject: &Subject,
+    api: Option<ApiCode>,
     code: &str,
     status: u16,
     store_said: Option<&str>,
@@ -196,35 +219,36 @@ fn words(
 ) -> (String, String) {
     let noun = subject.noun();
     let said = |default: String| store_said.map_or(default, str::to_owned);
-    match code {
-        "unauthorized" => (
+    use ApiCode::*;
+    match (api, ErrorCode::from_str_code(code)) {
+        (Some(Unauthorized), _) => (
             format!("the store needs a token for {noun}"),
             format!("get a token from the store's operator and {TOKEN_HOW}"),
         ),
-        "forbidden" if problem.is_none() => (
+        (Some(Forbidden), _) if problem.is_none() => (
             format!("the store refused the token for {noun}"),
             format!("the token is unknown to the store or its scopes lack {} (or admin): get a current one from the store's operator and {TOKEN_HOW}", subject.scope()),
         ),
-        "forbidden" => (
+        (Some(Forbidden), _) => (
             "the store does not know the token it was given".into(),
             format!("check the token (a revoked or mistyped one is refused); get a current one from the store's operator and {TOKEN_HOW}"),
         ),
-        "scope_missing" => {
+        (Some(ScopeMissing), _) => {
             let scope = subject.scope();
             (
                 said(format!("the token may not do this to {noun}")),
                 format!("this needs a token whose scopes include {scope} (or admin): ask the store's operator for one and {TOKEN_HOW}"),
             )
         }
-        "token_not_configured" => (
+        (Some(TokenNotConfigured), _) => (
             "the store has no tokens configured, so it refuses every request that needs one".into(),
             "the store's operator must set PILLBOX_TOKENS (docs/worker.md, \"Access\")".into(),
         ),
-        "tokens_invalid" => (
+        (Some(TokensInvalid), _) => (
             "the store's token configuration cannot be read".into(),
             "the store's operator must fix its PILLBOX_TOKENS secret; nothing on this machine can".into(),
         ),
-        "ref_conflict" => {
+        (Some(RefConflict), _) => {
             let current = problem.as_ref().and_then(|p| p.current.clone());
             match (subject, current) {
                 (Subject::Ref { name, .. }, Some(Some(held))) => (
@@ -241,7 +265,7 @@ fn words(
                 ),
             }
         }
-        "not_found" => match subject {
+        (Some(NotFound), _) => match subject {
             Subject::Ref { name, .. } => (
                 format!("the store has no ref {name}"),
                 format!("list the refs near it with `pillbox checkpoint refs {}` (names are case-sensitive), and check that --remote names the store it was pushed to; a packet can also be pulled by its digest (sha256:…)", parent(name)),
@@ -255,48 +279,48 @@ fn words(
                 "check that --remote is the base URL of a pillbox store (e.g. https://pillbox.example.workers.dev)".into(),
             ),
         },
-        "not_a_file" => (
+        (Some(NotAFile), _) => (
             said(format!("{noun}: not a file")),
             "only files have bytes; inspect the packet to see its directories and symlinks".into(),
         ),
-        "method_not_allowed" | "length_required" | "precondition_invalid" | "encoding_unsupported" => (
+        (Some(MethodNotAllowed | LengthRequired | PreconditionInvalid | EncodingUnsupported), _) => (
             said(format!("the store refused {noun}")),
             "this pillbox and the store do not speak the same API version: update pillbox, or ask the store's operator which version it runs".into(),
         ),
-        "ref_name_invalid" => (
+        (Some(RefNameInvalid), _) => (
             said(format!("{noun}: not a valid ref name")),
             "use /-separated segments of letters, digits, '.', '_' and '-', such as sessions/<name>/latest".into(),
         ),
-        "label_invalid" => (
+        (Some(LabelInvalid), _) => (
             said("a label is not valid".into()),
             "write labels as key=value with letters, digits, '.', '_', '-' and ':', e.g. --label host=ci-7".into(),
         ),
-        "digest_prefix_invalid" => (
+        (Some(DigestPrefixInvalid), _) => (
             said("a digest prefix is not valid".into()),
             "name a packet by sha256: and at least 8 lowercase hex digits of its digest (or all 64)".into(),
         ),
-        "digest_syntax" => (
+        (_, Some(ErrorCode::DigestSyntax)) => (
             said("a digest is not valid".into()),
             "write digests as sha256: and 64 lowercase hex digits".into(),
         ),
-        "part_size_invalid" => (
+        (Some(PartSizeInvalid), _) => (
             said("the part size is outside what the store takes".into()),
             "leave --part-size out to use the store's default, or choose one between its min and max".into(),
         ),
-        "limit_size" | "limit_members" | "limit_manifest" | "push_too_large" | "upload_too_large"
-        | "body_too_large" | "decoded_too_large" | "part_too_large" => (
+        (Some(PushTooLarge | UploadTooLarge | BodyTooLarge | PartTooLarge), _)
+        | (_, Some(ErrorCode::LimitSize | ErrorCode::LimitMembers | ErrorCode::LimitManifest)) => (
             said(format!("{noun} is larger than the store takes")),
             "leave large files out of the workspace with --exclude and pack again, or ask the store's operator for higher limits".into(),
         ),
-        "packet_referenced" => (
+        (Some(PacketReferenced), _) => (
             said(format!("refs point at {noun}")),
             "move those refs to another packet first".into(),
         ),
-        "whole_upload_required" => (
+        (Some(WholeUploadRequired), _) => (
             said(format!("{noun} must be sent whole")),
             "run the command again with --whole".into(),
         ),
-        "internal" | "remote_failed" => (
+        (Some(Internal), _) => (
             said(format!("the store failed while handling {noun}")),
             "run the command again in a moment (an interrupted push resumes where it stopped); if it keeps failing, the store's operator can read its logs".into(),
         ),
@@ -490,8 +514,8 @@ mod tests {
         assert!(r.details.message.ends_with("the store's words"));
     }
 
-    /// Every code the store's API document names gets advice in the CLI's
-    /// terms, not the store's.
+    /// Every code the store's API document names, and every code of the
+    /// API's table, gets advice in the CLI's terms, not the store's.
     #[test]
     fn every_store_code_is_advised_in_cli_terms() {
         let doc = include_str!("../../../proto/openapi.yaml");
@@ -505,8 +529,11 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert!(codes.contains(&"ref_conflict") && codes.contains(&"scope_missing"));
+        codes.extend(ApiCode::ALL.iter().map(|c| c.as_str()));
+        codes.sort_unstable();
+        codes.dedup();
         for code in codes {
-            if packet_core::ErrorCode::from_str_code(code).is_some() {
+            if ErrorCode::from_str_code(code).is_some() {
                 continue;
             }
             for status in [400, 403, 404, 409, 413, 422, 500] {

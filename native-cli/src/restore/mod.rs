@@ -19,7 +19,6 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use packet_core::Findings;
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
@@ -28,8 +27,7 @@ use crate::progress::Progress;
 use crate::record;
 use crate::remote::delta_pull::{self, DeltaPull};
 use crate::remote::{self, DeltaPullReport, PullSources, PullTarget, Remote};
-use crate::report::{HarnessReport, Totals};
-use crate::unpack::{self, Created, GitNeutralized, Placed, Target, UnpackReport, UnpackRequest};
+use crate::unpack::{self, Created, Placed, Target, UnpackReport, UnpackRequest};
 use crate::walk::FileId;
 use journal::{Journal, Toward};
 use recording::Recorder;
@@ -38,29 +36,11 @@ use recording::Recorder;
 /// what `pull` adds.
 #[derive(Debug, Serialize)]
 pub struct RestoreReport {
-    /// `pillbox.checkpoint.restore/1`.
-    pub schema: &'static str,
-    /// The packet's format id, which says what its digest is the SHA-256 of.
-    pub format: &'static str,
-    /// The packet digest (verified).
-    pub digest: String,
-    /// Always true: the digest is the one the store named.
-    pub digest_checked: bool,
-    /// Packet size in bytes.
-    pub size: u64,
-    /// Members after `packet.json`.
-    pub members: u64,
-    /// Manifest totals.
-    pub totals: Totals,
-    /// Absolute path of the restored workspace.
-    pub workspace: String,
-    /// Harness state in the packet and where it was restored.
-    pub harness: Option<HarnessReport>,
-    /// What the packet holds that a person should know before using the
-    /// restored workspace, as `unpack` reports it.
-    pub findings: Findings,
-    /// What `--neutralize-git` changed (`null` without it).
-    pub git: Option<GitNeutralized>,
+    /// What `unpack` reports, under the schema
+    /// `pillbox.checkpoint.restore/1` (the digest is always checked: it is
+    /// the one the store named).
+    #[serde(flatten)]
+    pub unpacked: UnpackReport,
     /// The store's base URL.
     pub remote: String,
     /// The ref it was restored from, if any.
@@ -160,20 +140,12 @@ pub fn restore(
             return Err(e);
         }
     };
-    let u = outcome.unpacked;
     let (written, removed, unchanged) = outcome.counts;
     Ok(RestoreReport {
-        schema: "pillbox.checkpoint.restore/1",
-        format: u.format,
-        digest: u.digest,
-        digest_checked: u.digest_checked,
-        size: u.size,
-        members: u.members,
-        totals: u.totals,
-        workspace: u.workspace,
-        harness: u.harness,
-        findings: u.findings,
-        git: u.git,
+        unpacked: UnpackReport {
+            schema: "pillbox.checkpoint.restore/1",
+            ..outcome.unpacked
+        },
         remote: store.base().to_owned(),
         ref_name: outcome.ref_name,
         mode: if outcome.delta.is_some() {

@@ -213,6 +213,18 @@ pub fn packet_name(bytes: &[u8]) -> String {
         .to_string()
 }
 
+/// The adversarial corpus's folder, tests/adversarial.
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/adversarial")
+}
+
+/// The rows of tests/adversarial/cases.json, in its order.
+pub fn corpus_cases() -> Vec<Value> {
+    let table: Value =
+        serde_json::from_slice(&fs::read(corpus_dir().join("cases.json")).unwrap()).unwrap();
+    table["cases"].as_array().unwrap().clone()
+}
+
 /// The digest a row of tests/adversarial/cases.json names its accepted
 /// packet by: its `digest`, or else the packet's name by its own rule.
 pub fn case_digest(row: &Value, packet: &Path) -> String {

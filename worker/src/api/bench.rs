@@ -6,6 +6,7 @@
 //! `GET /v1/bench/costs` answers what the isolate's requests have cost so
 //! far (docs/worker.md, "Costs"), for a benchmark to take differences of.
 
+use pillbox_wire::ApiCode;
 use worker::{Bucket, D1Database, Data, Request};
 
 use super::http::{content_length, internal, json_response, Answer};
@@ -27,7 +28,7 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
     let body = req
         .inner()
         .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "no body"))?;
+        .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "no body"))?;
     let key = format!("bench/{}", index::new_id(db).await.map_err(internal)?);
     let sink = FixedPut::new(length).map_err(super::packets::refusal)?;
     let put = bucket

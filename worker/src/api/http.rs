@@ -2,6 +2,7 @@
 //! refusals), CORS, and reading request headers and bodies (each held to
 //! its caps, [`crate::body`]).
 
+use pillbox_wire::ApiCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use worker::{Headers, Request, Response, ResponseBody};
@@ -79,8 +80,7 @@ pub fn streamed(body: ResponseBody, status: u16, headers: Headers) -> Answer {
 /// `416`: the range asked for is not inside the `what` of `size` bytes.
 pub fn range_not_satisfiable(what: &str, size: u64) -> Answer {
     let p = Problem::new(
-        416,
-        "range_not_satisfiable",
+        ApiCode::RangeNotSatisfiable,
         format!("the {what} has {size} bytes"),
         format!("ask for bytes inside the {what}"),
     );
@@ -173,8 +173,7 @@ pub fn content_length(req: &Request) -> Result<u64, Problem> {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .ok_or_else(|| {
             Problem::new(
-                411,
-                "length_required",
+                ApiCode::LengthRequired,
                 "the upload has no Content-Length",
                 "send the body with a Content-Length header (no chunked transfer encoding)",
             )
@@ -225,7 +224,7 @@ pub async fn read_json_up_to<T: DeserializeOwned>(
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
     serde_json::from_slice(bytes).map_err(|e| {
         Problem::bad_request(
-            "body_invalid",
+            ApiCode::BodyInvalid,
             format!("the JSON body does not match the API: {e}"),
         )
     })

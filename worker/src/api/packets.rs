@@ -5,6 +5,7 @@
 //! chunks decoded), its recipes and chunks for a delta pull, listing,
 //! finding digests by prefix, searching and deleting.
 
+use pillbox_wire::ApiCode;
 use std::rc::Rc;
 
 use packet_core::Digest;
@@ -66,8 +67,8 @@ pub(super) async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRo
 /// `limit_size`, refused before a byte is read).
 pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
     (size > config.limits.max_packet_bytes).then(|| {
-        Problem::too_large(
-            packet_core::ErrorCode::LimitSize.as_str(),
+        Problem::over_limit(
+            packet_core::ErrorCode::LimitSize,
             format!(
                 "the packet is {size} bytes, this server accepts at most {}",
                 config.limits.max_packet_bytes
@@ -134,8 +135,8 @@ pub async fn upload(
         return Err(p);
     }
     if size > config.max_single_upload_bytes {
-        return Err(Problem::too_large(
-            "upload_too_large",
+        return Err(Problem::new(
+            ApiCode::UploadTooLarge,
             format!(
                 "a single upload takes at most {} bytes, this one is {size}",
                 config.max_single_upload_bytes
@@ -146,7 +147,7 @@ pub async fn upload(
     let body = req
         .inner()
         .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "the upload has no body"))?;
+        .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "the upload has no body"))?;
     // A key of its own, never reused: the clean-up may still be deleting an
     // earlier object of the same packet.
     let key = keys::upload(&index::new_id(db).await.map_err(internal)?);
@@ -364,8 +365,7 @@ pub async fn member(
         .ok_or_else(|| Problem::not_found(format!("packet {digest} has no member {path:?}")))?;
     if member.kind() != packet_core::Kind::File {
         let mut p = Problem::new(
-            404,
-            "not_a_file",
+            ApiCode::NotAFile,
             format!("{path:?} is a {}, it has no bytes", member.kind().as_str()),
             "read the manifest for directories and symlink targets",
         );
@@ -418,8 +418,8 @@ pub async fn delete(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer 
     let row = indexed(db, &digest).await?;
     let refs = index::delete_packet(db, &digest).await.map_err(internal)?;
     if !refs.is_empty() {
-        return Err(Problem::conflict(
-            "packet_referenced",
+        return Err(Problem::new(
+            ApiCode::PacketReferenced,
             format!("refs point at {digest}: {}", refs.join(", ")),
             "move or delete those refs first",
         ));
@@ -508,7 +508,7 @@ pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest, query: &Q
     let bases = query.all("base");
     if bases.len() > 16 {
         return Err(Problem::bad_request(
-            "bases_invalid",
+            ApiCode::BasesInvalid,
             "name at most 16 bases",
         ));
     }
@@ -552,7 +552,7 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
             .and_then(|d| index.get(&d))
             .ok_or_else(|| {
                 Problem::bad_request(
-                    "chunk_unknown",
+                    ApiCode::ChunkUnknown,
                     format!("{hex:?} is not a chunk of packet {digest} (GET its recipes; a body of at most 1 MiB is one chunk)"),
                 )
             })?;
@@ -602,8 +602,8 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
 }
 
 fn too_many() -> Problem {
-    Problem::too_large(
-        "chunks_too_many",
+    Problem::new(
+        ApiCode::ChunksTooMany,
         "ask for at most 65,536 chunks and 64 MiB per request",
         "split the request",
     )

@@ -6,6 +6,7 @@
 //! logic ([`crate::push`]) and the storage ([`crate::storage`]), and
 //! answers.
 
+use pillbox_wire::ApiCode;
 use std::collections::{HashMap, HashSet};
 
 use packet_core::assembled::Assembly;
@@ -108,9 +109,8 @@ async fn load_bases(
     Ok((at_hand, used))
 }
 
-fn refused(code: &str, message: String) -> Problem {
+fn refused(code: ApiCode, message: String) -> Problem {
     Problem::new(
-        422,
         code,
         message,
         "send only chunks this push needs, each once, named by the sha256 of its raw bytes (GET the push to see them)",
@@ -127,7 +127,7 @@ fn check_wanted(
     for (i, f) in frames.iter().enumerate() {
         if !seen.insert(f.sha256) {
             return Err(refused(
-                "chunk_not_needed",
+                ApiCode::ChunkNotNeeded,
                 format!("frame {i} ({}) is sent twice", f.sha256.hex()),
             ));
         }
@@ -137,7 +137,7 @@ fn check_wanted(
         match wanted.get(&f.sha256) {
             None => {
                 return Err(refused(
-                    "chunk_not_needed",
+                    ApiCode::ChunkNotNeeded,
                     format!(
                         "frame {i} ({}) is not a chunk this push needs",
                         f.sha256.hex()
@@ -146,7 +146,7 @@ fn check_wanted(
             }
             Some(&size) if size != u64::from(f.raw_size) => {
                 return Err(refused(
-                    "chunk_size_mismatch",
+                    ApiCode::ChunkSizeMismatch,
                     format!(
                         "frame {i} ({}) has {} bytes, the chunk has {size}",
                         f.sha256.hex(),
@@ -405,7 +405,7 @@ pub async fn create(
         .filter(|&s| s > 0)
         .ok_or_else(|| {
             Problem::bad_request(
-                "size_invalid",
+                ApiCode::SizeInvalid,
                 "size= is the packet's size in bytes, a positive integer",
             )
         })?;
@@ -413,7 +413,7 @@ pub async fn create(
     let bases = query.all("base");
     if bases.len() > MAX_BASES {
         return Err(Problem::bad_request(
-            "bases_invalid",
+            ApiCode::BasesInvalid,
             format!("a push names at most {MAX_BASES} bases"),
         ));
     }
@@ -433,7 +433,10 @@ pub async fn create(
     }
     content_length(req)?;
     if body.is_absent() {
-        return Err(Problem::bad_request("body_invalid", "the push has no body"));
+        return Err(Problem::bad_request(
+            ApiCode::BodyInvalid,
+            "the push has no body",
+        ));
     }
     let (at_hand, used) = if bases_readable {
         load_bases(bucket, db, &bases).await?
@@ -464,8 +467,8 @@ fn create_caps(config: &Config) -> Caps {
     Caps {
         sent: limits(config).max_body_bytes(),
         refuse: |most| {
-            Problem::too_large(
-                "push_too_large",
+            Problem::new(
+                ApiCode::PushTooLarge,
                 format!("a push's body has at most {} as sent", caps::bytes(most)),
                 "send fewer frames in the body and the rest as parts (the push's part_limits)",
             )
@@ -480,8 +483,8 @@ fn part_caps(config: &Config) -> Caps {
     Caps {
         sent: config.batch_limits().max_batch_bytes(),
         refuse: |most| {
-            Problem::too_large(
-                "part_too_large",
+            Problem::new(
+                ApiCode::PartTooLarge,
                 format!("a part has at most {most} bytes as sent"),
                 "send fewer chunks per part (part_limits.max_bytes)",
             )
@@ -525,15 +528,14 @@ impl Create<'_> {
         let total: u64 = recipes.manifest.iter().map(|c| u64::from(c.size)).sum();
         if recipes.manifest.is_empty() {
             return Err(Problem::new(
-                422,
-                "recipes_size",
+                ApiCode::RecipesSize,
                 "the push names no chunk of packet.json",
                 "send the manifest's recipe: its chunks in order",
             ));
         }
         if total > config.limits.max_manifest_bytes {
-            return Err(Problem::too_large(
-                ErrorCode::LimitManifest.as_str(),
+            return Err(Problem::over_limit(
+                ErrorCode::LimitManifest,
                 format!(
                     "packet.json is {total} bytes, at most {} are accepted",
                     config.limits.max_manifest_bytes
@@ -557,7 +559,7 @@ impl Create<'_> {
         if let Some(first_body) = is_manifest.iter().position(|m| !m) {
             if is_manifest[first_body..].contains(&true) {
                 return Err(refused(
-                    "manifest_chunks_first",
+                    ApiCode::ManifestChunksFirst,
                     format!("frame {first_body} is a body's chunk and a chunk of packet.json follows it: the manifest's chunks come first"),
                 ));
             }
@@ -568,8 +570,8 @@ impl Create<'_> {
             .collect();
         let missing = manifest::missing(&recipes.manifest, |n| sent.contains(n), &at_hand);
         if !missing.is_empty() {
-            let mut p = Problem::conflict(
-                "manifest_incomplete",
+            let mut p = Problem::new(
+                ApiCode::ManifestIncomplete,
                 format!("{} chunks of packet.json are neither in this body nor in a base the store uses", missing.len()),
                 "send them (or every chunk of packet.json): the bases named may be unknown to the store or not readable by this token",
             );
@@ -605,7 +607,7 @@ impl Create<'_> {
             let expected = assembly.offsets().size();
             if expected != *size {
                 return Err(Problem::bad_request(
-                    "size_mismatch",
+                    ApiCode::SizeMismatch,
                     format!("this manifest makes a packet of {expected} bytes, size= says {size}"),
                 ));
             }
@@ -806,8 +808,8 @@ impl From<ReadError> for Stop {
 
 /// 409 `push_incomplete`, with the bodies and chunks still missing.
 fn incomplete(missing: &[Digest]) -> Problem {
-    let mut p = Problem::conflict(
-        "push_incomplete",
+    let mut p = Problem::new(
+        ApiCode::PushIncomplete,
         format!("{} bodies or chunks are still missing", missing.len()),
         "upload them (GET the push to see what is missing), then complete again",
     );
@@ -1145,8 +1147,7 @@ pub async fn recipes(
     let asked = Recipes::decode(&bytes, RecipeLimits::DEFAULT).map_err(ingest::malformed)?;
     if !asked.manifest.is_empty() {
         return Err(Problem::new(
-            422,
-            "recipe_not_needed",
+            ApiCode::RecipeNotNeeded,
             "these recipes name chunks of packet.json: the push has its manifest",
             "send only body recipes (an empty manifest recipe)",
         ));
@@ -1192,8 +1193,8 @@ pub async fn recipes(
             );
         }
         if attempt >= RECIPE_ATTEMPTS {
-            return Err(Problem::conflict(
-                "push_busy",
+            return Err(Problem::new(
+                ApiCode::PushBusy,
                 "the push's recipes changed while these were added",
                 "send the recipes again",
             ));
@@ -1225,7 +1226,10 @@ pub async fn part(
     let row = open_push(db, id, caller).await?;
     let state = read_state(bucket, db, row.clone()).await?;
     if body.is_absent() {
-        return Err(Problem::bad_request("body_invalid", "the part has no body"));
+        return Err(Problem::bad_request(
+            ApiCode::BodyInvalid,
+            "the part has no body",
+        ));
     }
     let answer = receive(&mut body, bucket, db, config, &state, number, reveal).await;
     if answer.is_err() {

@@ -5,6 +5,7 @@
 //! and by which token's id (docs/worker.md, "Ref history").
 
 use packet_core::Digest;
+use pillbox_wire::ApiCode;
 use pillbox_wire::PutRef;
 use worker::{D1Database, Request};
 
@@ -44,8 +45,8 @@ pub async fn list(db: &D1Database, query: &Query) -> Answer {
 /// null if it does not exist) so the writer can decide again.
 async fn conflict(db: &D1Database, name: &str, wanted: &str) -> Problem {
     let current = refs::get(db, name).await.ok().flatten().map(|r| r.digest);
-    let mut p = Problem::conflict(
-        "ref_conflict",
+    let mut p = Problem::new(
+        ApiCode::RefConflict,
         match &current {
             Some(d) => format!("ref {name:?} holds {d}, not {wanted}"),
             None => format!("ref {name:?} does not exist, so it does not hold {wanted}"),

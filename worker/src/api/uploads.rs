@@ -4,6 +4,7 @@
 //! index), abort; and the clean-up of uploads left unfinished.
 
 use packet_core::Digest;
+use pillbox_wire::ApiCode;
 use pillbox_wire::{CreateUpload, PartStored};
 use worker::{Bucket, D1Database, Request};
 
@@ -102,7 +103,7 @@ pub async fn part(
     let body = req
         .inner()
         .body()
-        .ok_or_else(|| Problem::bad_request("body_invalid", "the part has no body"))?;
+        .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "the part has no body"))?;
     let upload = bucket
         .resume_multipart_upload(keys::upload(id), &row.r2_upload_id)
         .map_err(internal)?;
@@ -206,8 +207,8 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
     let received: Vec<u16> = parts.iter().map(|p| p.number).collect();
     let missing = plan.missing(&received);
     if !missing.is_empty() {
-        return Err(Problem::conflict(
-            "upload_incomplete",
+        return Err(Problem::new(
+            ApiCode::UploadIncomplete,
             format!("parts still missing: {missing:?}"),
             "upload the missing parts (GET the upload to see them), then complete again",
         ));
@@ -227,8 +228,8 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         crate::timing::timed(crate::timing::Stage::R2Write, upload.complete(uploaded))
             .await
             .map_err(|e| {
-                Problem::conflict(
-                    "upload_not_assembled",
+                Problem::new(
+                    ApiCode::UploadNotAssembled,
                     format!("R2 could not assemble the parts: {e}"),
                     "upload the parts again (or start a new upload), then complete again",
                 )

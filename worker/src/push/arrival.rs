@@ -6,13 +6,13 @@
 use packet_core::secrets::Scanner;
 use packet_core::{BodyFindings, BodyScanner, Digest};
 use pillbox_wire::chunks::Frame;
+use pillbox_wire::ApiCode;
 
 use crate::problem::Problem;
 use crate::storage::frames;
 
-fn refused(code: &str, message: String) -> Problem {
+fn refused(code: ApiCode, message: String) -> Problem {
     Problem::new(
-        422,
         code,
         message,
         "send chunks named by the sha256 of their raw bytes, each zstd frame decoding to exactly its raw size",
@@ -33,7 +33,7 @@ pub fn check(index: usize, frame: &Frame, stored: &[u8], raw: &mut Vec<u8>) -> R
     // name's.
     if Digest::of(raw) != frame.sha256 {
         return Err(refused(
-            "chunk_digest_mismatch",
+            ApiCode::ChunkDigestMismatch,
             format!(
                 "frame {index} is named {} but its bytes do not hash to it",
                 frame.sha256.hex()

@@ -6,6 +6,7 @@
 //! names the packet; the store only says it is not that one). A /1 packet
 //! is named by its whole file: it is taken only whole.
 
+use pillbox_wire::ApiCode;
 use std::collections::HashMap;
 
 use packet_core::assembled::Assembly;
@@ -56,8 +57,7 @@ pub fn assemble(
 /// 422 `whole_upload_required`.
 fn whole_only() -> Problem {
     Problem::new(
-        422,
-        "whole_upload_required",
+        ApiCode::WholeUploadRequired,
         "a pillbox.session-packet/1 packet is named by the hash of its whole file: the store takes it only whole",
         "upload it whole: PUT /v1/packets/{digest}, or POST /v1/uploads for a large one",
     )

@@ -5,6 +5,7 @@
 //! has (each at most 1 MiB), one sha256 names one size across the packet,
 //! the recipes and the bases, and a recipe sent again is the same.
 
+use pillbox_wire::ApiCode;
 use std::collections::HashMap;
 
 use packet_core::{Body, Digest};
@@ -29,15 +30,14 @@ pub struct Resolved {
 
 fn invalid(message: String) -> Problem {
     Problem::new(
-        422,
-        "recipe_invalid",
+        ApiCode::RecipeInvalid,
         message,
         "send the body's chunks in order: each 1 byte to 1 MiB, their sizes adding up to the body's, copies of chunks a base body has",
     )
 }
 
 fn not_needed(message: String, advice: &str) -> Problem {
-    Problem::new(422, "recipe_not_needed", message, advice)
+    Problem::new(ApiCode::RecipeNotNeeded, message, advice)
 }
 
 /// Resolves one recipe against the bases.
@@ -211,8 +211,8 @@ impl RecipeBook {
                     continue;
                 }
                 Some(_) => {
-                    return Err(Problem::conflict(
-                        "recipe_conflict",
+                    return Err(Problem::new(
+                        ApiCode::RecipeConflict,
                         format!("another recipe for body {hex} was received"),
                         "send the recipe sent before (the same bytes always make the same chunks)",
                     ))

@@ -7,6 +7,7 @@
 
 use pillbox_wire::chunking::{keep_compressed, ZSTD_MAX_WINDOW};
 use pillbox_wire::chunks::Encoding;
+use pillbox_wire::ApiCode;
 use ruzstd::decoding::errors::FrameDecoderError;
 use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
@@ -14,14 +15,14 @@ use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameError {
     /// `chunk_frame_invalid` or `zstd_window_too_large`.
-    pub code: &'static str,
+    pub code: ApiCode,
     /// What was found.
     pub message: String,
 }
 
 fn invalid(message: impl Into<String>) -> FrameError {
     FrameError {
-        code: "chunk_frame_invalid",
+        code: ApiCode::ChunkFrameInvalid,
         message: message.into(),
     }
 }
@@ -58,7 +59,7 @@ fn decode_zstd(raw: u64, stored: &[u8], out: &mut Vec<u8>) -> Result<(), FrameEr
     let mut source = stored;
     d.reset(&mut source).map_err(|e| match e {
         FrameDecoderError::WindowSizeTooBig { requested, .. } => FrameError {
-            code: "zstd_window_too_large",
+            code: ApiCode::ZstdWindowTooLarge,
             message: format!(
                 "a zstd frame with a window of {requested} bytes, at most {ZSTD_MAX_WINDOW} are accepted"
             ),
@@ -157,7 +158,12 @@ mod tests {
     fn a_frame_that_lies_about_its_size_or_shape_is_refused() {
         let data = text(300_000);
         let z = zstd::bulk::compress(&data, 3).unwrap();
-        let code = |raw: u64, stored: &[u8]| decode(Encoding::Zstd, raw, stored).unwrap_err().code;
+        let code = |raw: u64, stored: &[u8]| {
+            decode(Encoding::Zstd, raw, stored)
+                .unwrap_err()
+                .code
+                .as_str()
+        };
         // The frame header names its content size: another raw size is refused.
         assert_eq!(code(data.len() as u64 - 1, &z), "chunk_frame_invalid");
         assert_eq!(code(data.len() as u64 + 1, &z), "chunk_frame_invalid");
@@ -188,7 +194,10 @@ mod tests {
             "chunk_frame_invalid"
         );
         assert_eq!(
-            decode(Encoding::Identity, 3, b"abcd").unwrap_err().code,
+            decode(Encoding::Identity, 3, b"abcd")
+                .unwrap_err()
+                .code
+                .as_str(),
             "chunk_frame_invalid"
         );
         // A window over the limit is refused before it is allocated.
@@ -211,7 +220,7 @@ mod tests {
         let bomb = enc.finish().unwrap();
         let mut out = Vec::new();
         let e = decode_into(Encoding::Zstd, 1 << 20, &bomb, &mut out).unwrap_err();
-        assert_eq!(e.code, "chunk_frame_invalid");
+        assert_eq!(e.code.as_str(), "chunk_frame_invalid");
         assert!(
             out.len() <= (1 << 20) + (128 << 10) + (1 << 20),
             "{}",
