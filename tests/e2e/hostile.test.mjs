@@ -3,8 +3,9 @@
 // --local`: duplicated digests, sizes that disagree, recipes and bases that
 // lie, bombs in every route that reads a body, oversized bodies, the
 // clean-up collecting packs an open push relies on (with the CLI resuming
-// such a push), concurrent completes, and tokens of every scope, another
-// token's push included. Every refusal must be a typed 4xx with its code,
+// such a push), the real clean-up run beside pushes, their compactions and
+// the DELETE of their base, concurrent completes, and tokens of every
+// scope, another token's push included. Every refusal must be a typed 4xx with its code,
 // leave nothing stored under the packet's digest (HEAD 404, no D1 row),
 // disclose nothing of a packet the request did not name, and the store
 // must answer `GET /v1` right after. The number of cases and how long each
@@ -756,7 +757,7 @@ describe('races with the clean-up and compaction', () => {
     // the CLI is under way, then the clean-up again and again until the
     // CLI is done.
     let runs = 0;
-    await deleteAndClean(base, 150);
+    await deleteAndClean(base);
     while (running) { await cleanUp(); runs += 1; }
     const code = await exited;
     seen.push({ name: 'the CLI pushing beside the clean-up', status: code, code: 'exit', ms: performance.now() - started, next: 0 });
