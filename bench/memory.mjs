@@ -25,11 +25,13 @@
 // With --inspector, the inspector page (inspector/dist, built by
 // inspector/build.sh) verifies each packet file in headless Chromium too:
 // its renderer process's VmHWM and the page's JS heap. --only inspector
-// measures pack, verify and the inspector alone.
+// measures pack, verify and the inspector alone; --only edge save and
+// restore alone.
 //
 // Usage: node bench/memory.mjs --dir TMPFS_DIR [--disk DIR] [--sizes 1,4,16]
-//        [--step-mib N] [--small N] [--inspector] [--only inspector]
-//        [--write-doc] [--from-json FILE]
+//        [--step-mib N] [--small N] [--inspector] [--only inspector|edge]
+//        [--write-doc] [--from-json FILE] [--merge-inspector FILE]
+//        [--merge-worker FILE]
 // A quick look: --sizes 0.0625,0.25. Prints the JSON on stdout.
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, writeSync } from 'node:fs';
@@ -137,17 +139,23 @@ function wasmPeak(entries, from) {
   return peak;
 }
 
-/** workerd's processes' peak resident memory (VmHWM), MiB, the largest and the sum. */
-function workerdHwm() {
+/**
+ * The peak resident memory (VmHWM), MiB, of the workerd processes of the
+ * process group `pgid` (this run's `wrangler dev`, not another one on the
+ * machine): the largest and the sum.
+ */
+function workerdHwm(pgid) {
   const hwm = [];
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     try {
       if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'workerd') continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) !== pgid) continue;
       const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
       if (m) hwm.push(Number(m[1]) / 1024);
     } catch { /* gone */ }
   }
-  return { max_mib: Math.max(0, ...hwm), sum_mib: hwm.reduce((a, b) => a + b, 0), processes: hwm.length };
+  return { max_mib: Math.max(0, ...hwm), sum_mib: hwm.reduce((a, b) => a + b, 0), processes: hwm.length, scope: 'process group' };
 }
 
 async function measureSize(gib, dir, disk, stepMib, small, inspector, only) {
@@ -171,29 +179,31 @@ async function measureSize(gib, dir, disk, stepMib, small, inspector, only) {
   };
 
   // pack, verify, unpack
-  const tar = join(at, 'packet.tar');
-  const pack = pillbox(at, ['pack', ws, '-o', '-'], {}, `dd of=${q(tar)} conv=sparse bs=4096 status=none`);
-  note('pack', pack);
-  out.packet = { size: pack.json.size, members: pack.json.members, digest: pack.json.digest };
-  note('verify', pillbox(at, ['verify', tar, '--digest', pack.json.digest]));
-  if (inspector) {
-    out.inspector = await inspectorMemory(tar);
-    log(`${gib} GiB inspector: renderer ${out.inspector.renderer_hwm_mib} MiB, JS heap ${out.inspector.js_heap_used_mib} MiB, ${out.inspector.seconds} s`);
-  }
-  if (only === 'inspector') {
-    rmSync(at, { recursive: true, force: true });
-    return out;
-  }
-  if (roomFor('unpack', shape.bytes)) {
-    const into = mkdtempSync(join(disk, 'pillbox-mem-unpack-'));
-    rmSync(into, { recursive: true });
-    try {
-      note('unpack', pillbox(at, ['unpack', tar, '--digest', pack.json.digest, '--into', into]));
-    } finally {
-      rmSync(into, { recursive: true, force: true });
+  if (only !== 'edge') {
+    const tar = join(at, 'packet.tar');
+    const pack = pillbox(at, ['pack', ws, '-o', '-'], {}, `dd of=${q(tar)} conv=sparse bs=4096 status=none`);
+    note('pack', pack);
+    out.packet = { size: pack.json.size, members: pack.json.members, digest: pack.json.digest };
+    note('verify', pillbox(at, ['verify', tar, '--digest', pack.json.digest]));
+    if (inspector) {
+      out.inspector = await inspectorMemory(tar);
+      log(`${gib} GiB inspector: renderer ${out.inspector.renderer_hwm_mib} MiB, JS heap ${out.inspector.js_heap_used_mib} MiB, ${out.inspector.seconds} s`);
     }
+    if (only === 'inspector') {
+      rmSync(at, { recursive: true, force: true });
+      return out;
+    }
+    if (roomFor('unpack', shape.bytes)) {
+      const into = mkdtempSync(join(disk, 'pillbox-mem-unpack-'));
+      rmSync(into, { recursive: true });
+      try {
+        note('unpack', pillbox(at, ['unpack', tar, '--digest', pack.json.digest, '--into', into]));
+      } finally {
+        rmSync(into, { recursive: true, force: true });
+      }
+    }
+    rmSync(tar, { force: true });
   }
-  rmSync(tar, { force: true });
 
   // save, restore: a fresh Worker per size
   const state = join(at, 'edge-state');
@@ -216,6 +226,7 @@ async function measureSize(gib, dir, disk, stepMib, small, inspector, only) {
   try {
     const s1 = await withWasm(() => pillbox(at, ['save', ws, ...remote, '--ref', ref], laptop));
     note('save', s1);
+    out.packet ??= { size: s1.json.size, members: s1.json.members, digest: s1.json.digest };
     out.save = { digest: s1.json.digest, delta: s1.json.delta ?? null };
     editWorkspace(ws, shape.large_file_bytes);
     const s2 = await withWasm(() => pillbox(at, ['save', ws, ...remote, '--ref', ref], laptop));
@@ -232,7 +243,7 @@ async function measureSize(gib, dir, disk, stepMib, small, inspector, only) {
         rmSync(into, { recursive: true, force: true });
       }
     }
-    out.worker = { wasm_mib: wasmPeak(await proxyLog(), 0) / MIB, workerd_hwm: workerdHwm() };
+    out.worker = { wasm_mib: wasmPeak(await proxyLog(), 0) / MIB, workerd_hwm: workerdHwm(edge.pid) };
     log(`${gib} GiB Worker: wasm ${out.worker.wasm_mib} MiB, workerd VmHWM ${out.worker.workerd_hwm.max_mib.toFixed(0)} MiB (largest process)`);
   } finally {
     await store.stop();
@@ -301,7 +312,13 @@ function docSection(results) {
   const head = `| peak | ${sizes.map((s) => `${(s.packet.size / GIB).toFixed(2)} GiB`).join(' | ')} |`;
   const rows = COMMANDS.map((c) => `| \`${c}\` RSS, MiB | ${sizes.map((s) => cell(s.commands[c]?.rss_mib, base.commands[c]?.rss_mib)).join(' | ')} |`);
   rows.push(`| Worker wasm memory, MiB | ${sizes.map((s) => cell(s.worker?.wasm_mib, base.worker?.wasm_mib)).join(' | ')} |`);
-  rows.push(`| workerd VmHWM (largest process), MiB | ${sizes.map((s) => cell(s.worker?.workerd_hwm.max_mib, base.worker?.workerd_hwm.max_mib)).join(' | ')} |`);
+  if (results.worker_argv) {
+    rows.push(`| Worker wasm memory, second run (below), MiB | ${sizes.map((s) => cell(s.worker_second_run?.wasm_mib, base.worker_second_run?.wasm_mib)).join(' | ')} |`);
+  }
+  // Only figures scoped to the run's own wrangler (process group).
+  if (sizes.every((s) => s.worker?.workerd_hwm?.scope)) {
+    rows.push(`| workerd VmHWM (largest process), MiB | ${sizes.map((s) => cell(s.worker.workerd_hwm.max_mib, base.worker.workerd_hwm.max_mib)).join(' | ')} |`);
+  }
   if (sizes.some((s) => s.inspector)) {
     rows.push(`| inspector: Chromium renderer VmHWM, MiB | ${sizes.map((s) => cell(s.inspector?.renderer_hwm_mib, base.inspector?.renderer_hwm_mib)).join(' | ')} |`);
     rows.push(`| inspector: page JS heap used after, MiB | ${sizes.map((s) => cell(s.inspector?.js_heap_used_mib, base.inspector?.js_heap_used_mib)).join(' | ')} |`);
@@ -320,6 +337,13 @@ function docSection(results) {
     'smallest size; bounded memory keeps it near 1 while the packet grows 16-fold. The packet file lies sparse on a',
     'tmpfs (`pack -o -` into `dd conv=sparse`); `unpack` and the restores write real bytes to the disk, into a',
     'temporary folder deleted after each.',
+    ...(sizes.some((s) => s.inspector) ? [
+      '',
+      'The inspector: inspector/dist in headless Chromium (a fresh browser per size) verifying the same packet file',
+      'chosen with its file input; the renderer process\'s VmHWM (the page, its verification worker, their JS heaps',
+      'and wasm memory) and the page\'s JS heap after the verdict (CDP `Performance.getMetrics`)' +
+        (results.inspector_argv ? `, measured by \`node bench/memory.mjs ${results.inspector_argv}\` beside the run above.` : '.'),
+    ] : []),
     '',
     head,
     `|---|${sizes.map(() => '---|').join('')}`,
@@ -392,6 +416,28 @@ async function main() {
     results.load_average_end = loadavg();
     results.seconds = (Date.now() - started) / 1000;
     writeFileSync(join(dir, 'memory.json'), JSON.stringify(results, null, 1));
+  }
+  // --merge-inspector FILE: the inspector figures of a run with --only
+  // inspector, into these results.
+  const merge = opt('merge-inspector', null);
+  if (merge) {
+    const other = JSON.parse(readFileSync(merge, 'utf8'));
+    for (const s of results.sizes) {
+      const o = other.sizes.find((x) => x.gib === s.gib);
+      if (o?.inspector) s.inspector = o.inspector;
+    }
+    results.inspector_argv = other.argv;
+  }
+  // --merge-worker FILE: the Worker's figures of a run with --only edge
+  // (after a change to the Worker), beside these.
+  const mergeWorker = opt('merge-worker', null);
+  if (mergeWorker) {
+    const other = JSON.parse(readFileSync(mergeWorker, 'utf8'));
+    for (const s of results.sizes) {
+      const o = other.sizes.find((x) => x.gib === s.gib);
+      if (o?.worker) s.worker_second_run = { ...o.worker, save_wasm_mib: o.commands.save?.worker_wasm_mib };
+    }
+    results.worker_argv = other.argv;
   }
   if (args.includes('--write-doc')) {
     writeDoc(docSection(results));

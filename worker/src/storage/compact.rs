@@ -242,7 +242,7 @@ mod tests {
         let p = plan(&refs, &[]).expect("forty small packs");
         assert!(p.size <= MAX_COPY, "{} bytes copied", p.size);
         let n = p.merged.len();
-        assert!(n >= MERGE_AT && n < 40, "{n} packs merged");
+        assert!((MERGE_AT..40).contains(&n), "{n} packs merged");
         // The smallest ones: slots 1..=n.
         assert_eq!(p.merged, (1..=n as u32).collect::<Vec<_>>());
         assert!(
