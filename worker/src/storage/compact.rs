@@ -12,6 +12,12 @@
 //! long as older packets use them. A chunk is copied again only while the
 //! pack holding it is small, so the copies of any stored packet add at most
 //! about [`SMALL_USE`] bytes beside it.
+//!
+//! The copies are held in the Worker's memory until the new pack is written,
+//! so one packet copies at most [`MAX_COPY`] bytes: when its small packs
+//! hold more (a packet of thousands of highly compressible parts), the
+//! smallest are merged up to that budget, and the packets stored after it
+//! merge the rest (its new pack is not small).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -22,6 +28,9 @@ use super::chunk::{ChunkRef, Name};
 pub const SMALL_USE: u64 = 1 << 20;
 /// A packet that would use this many small packs has them merged.
 pub const MERGE_AT: usize = 8;
+/// Most stored bytes one packet copies: the reads and the new pack are
+/// both in memory while it is stored.
+pub const MAX_COPY: u64 = 8 << 20;
 /// Chunks of one pack this close together are read in one range read.
 const GAP: u64 = 64 << 10;
 
@@ -67,12 +76,27 @@ pub fn plan(refs: &[ChunkRef], exclude: &[u32]) -> Option<Compaction> {
             distinct.push(*c);
         }
     }
-    let mut merged: Vec<u32> = used
+    let mut small: Vec<(u64, u32)> = used
         .iter()
         .filter(|(s, u)| **u < SMALL_USE && !exclude.contains(s))
-        .map(|(s, _)| *s)
+        .map(|(s, u)| (*u, *s))
         .collect();
-    if merged.len() < MERGE_AT {
+    if small.len() < MERGE_AT {
+        return None;
+    }
+    // The smallest first, within the budget: the most packs merged for the
+    // bytes copied.
+    small.sort_unstable();
+    let mut budget = MAX_COPY;
+    let mut merged: Vec<u32> = Vec::new();
+    for (u, s) in small {
+        if u > budget {
+            break;
+        }
+        budget -= u;
+        merged.push(s);
+    }
+    if merged.len() < 2 {
         return None;
     }
     merged.sort_unstable();
@@ -206,5 +230,24 @@ mod tests {
             refs.push(c(s, 0, size, s as u8));
         }
         assert!(plan(&refs, &[]).is_none());
+    }
+
+    #[test]
+    fn a_packet_copies_at_most_the_budget_smallest_packs_first() {
+        // Forty small packs of 900 kB: more than MAX_COPY together.
+        let mut refs = vec![c(0, 0, 2 << 20, 0)];
+        for s in 1..=40u32 {
+            refs.push(c(s, 0, 900_000 + u64::from(s), s as u8));
+        }
+        let p = plan(&refs, &[]).expect("forty small packs");
+        assert!(p.size <= MAX_COPY, "{} bytes copied", p.size);
+        let n = p.merged.len();
+        assert!((MERGE_AT..40).contains(&n), "{n} packs merged");
+        // The smallest ones: slots 1..=n.
+        assert_eq!(p.merged, (1..=n as u32).collect::<Vec<_>>());
+        assert!(
+            p.size + 900_000 + n as u64 + 1 > MAX_COPY,
+            "the budget is used"
+        );
     }
 }
