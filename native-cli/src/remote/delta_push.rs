@@ -1010,21 +1010,38 @@ fn cut_all(
 
 /// Groups `items` into parts within the store's limits, in order. Sizes
 /// as sent are known only once compressed: raw sizes count against the
-/// limit on bytes as sent too (a frame is never larger than its chunk).
+/// limit on bytes as sent too (a frame is never larger than its chunk). A
+/// large body's chunks are not split between parts when the part has
+/// other items before them: the part that carries them all, in order, has
+/// the body proven as they arrive, and `complete` reads none of it back.
 fn parts_of(items: &[Item], limits: &pillbox_wire::PartLimits) -> Vec<std::ops::Range<usize>> {
     let max_bytes = limits.max_bytes.min(limits.max_raw_bytes).min(PART_TARGET);
     let max_frames = (limits.max_frames as usize).min(BatchLimits::MAX_FRAMES as usize);
     let mut parts = Vec::new();
     let mut start = 0;
     let mut bytes = chunks::HEAD_BYTES as u64;
-    for (i, item) in items.iter().enumerate() {
-        let more = chunks::ENTRY_BYTES as u64 + u64::from(item.size);
+    let mut i = 0;
+    while i < items.len() {
+        let more = chunks::ENTRY_BYTES as u64 + u64::from(items[i].size);
         if i > start && (bytes + more > max_bytes || i - start >= max_frames) {
-            parts.push(start..i);
-            start = i;
+            let mut cut = i;
+            let body = items[i].index;
+            if body.is_some() && items[i].offset > 0 {
+                while cut > start && items[cut - 1].index == body {
+                    cut -= 1;
+                }
+                if cut == start {
+                    cut = i;
+                }
+            }
+            parts.push(start..cut);
+            start = cut;
+            i = cut;
             bytes = chunks::HEAD_BYTES as u64;
+            continue;
         }
         bytes += more;
+        i += 1;
     }
     if start < items.len() {
         parts.push(start..items.len());
@@ -1081,6 +1098,30 @@ mod tests {
         let big = vec![item(10), item(5000), item(10)];
         assert_eq!(parts_of(&big, &limits(1000, 100)), vec![0..1, 1..2, 2..3]);
         assert!(parts_of(&[], &limits(1000, 100)).is_empty());
+    }
+
+    #[test]
+    fn a_large_bodys_chunks_stay_in_one_part_when_they_can() {
+        let piece = |index: usize, offset: u64| Item {
+            index: Some(index),
+            offset,
+            size: 1000,
+            sha256: Digest::of(&(index as u64 * 7 + offset).to_be_bytes()),
+        };
+        // Two small bodies, a body of three chunks, one more small body.
+        let items = vec![
+            piece(0, 0),
+            piece(1, 0),
+            piece(2, 0),
+            piece(2, 1000),
+            piece(2, 2000),
+            piece(3, 0),
+        ];
+        let four = (chunks::HEAD_BYTES + 4 * (chunks::ENTRY_BYTES + 1000)) as u64;
+        assert_eq!(parts_of(&items, &limits(four, 100)), vec![0..2, 2..6]);
+        // A body larger than a part is split where it must be.
+        let two = (chunks::HEAD_BYTES + 2 * (chunks::ENTRY_BYTES + 1000)) as u64;
+        assert_eq!(parts_of(&items, &limits(two, 100)), vec![0..2, 2..4, 4..6]);
     }
 
     fn name(n: u32) -> ChunkName {

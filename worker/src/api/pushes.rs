@@ -28,6 +28,7 @@ use crate::problem::Problem;
 use crate::push::arrival;
 use crate::push::at_hand::AtHand;
 use crate::push::complete::{classes_of, Completion};
+use crate::push::in_order::{Arrived, InOrder};
 use crate::push::manifest;
 use crate::push::plan::{Plan, Source, Status};
 use crate::push::prove::ProveError;
@@ -234,6 +235,7 @@ struct State {
     at_hand: AtHand,
     book: RecipeBook,
     arrived: HashMap<BodyClass, BodyFindings>,
+    early: HashMap<Body, Vec<Arrived>>,
     parts: Vec<PushPartRow>,
 }
 
@@ -283,10 +285,33 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
     let gone = packs::gone(db, &named).await.map_err(internal)?;
     at_hand.forget_packs(&gone);
     let mut arrived = HashMap::new();
+    let mut early: HashMap<Body, Vec<Arrived>> = HashMap::new();
     for record in records {
         for (key, chunk) in record.located() {
             if !gone.iter().any(|g| g == key) {
                 at_hand.add_frame(key, chunk);
+            }
+        }
+        for e in &record.early {
+            let run = (e.first as usize)..(e.first + e.count) as usize;
+            // Where the chunks hashed lie, in the push's pack table; a
+            // body with a chunk in a pack collected is read, if at all.
+            let chunks: Option<Vec<ChunkRef>> = record.frames[run]
+                .iter()
+                .map(|c| {
+                    let key = record.packs.get(c.slot as usize)?;
+                    if gone.iter().any(|g| g == key) {
+                        return None;
+                    }
+                    Some(c.in_slot(at_hand.packs.find(key)?))
+                })
+                .collect();
+            if let Some(chunks) = chunks {
+                early.entry(e.body).or_default().push(Arrived {
+                    chunks,
+                    end: e.end.clone(),
+                    findings: e.findings.clone(),
+                });
             }
         }
         for (i, class, f) in record.findings {
@@ -315,6 +340,7 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
         at_hand,
         book,
         arrived,
+        early,
         parts,
     })
 }
@@ -716,6 +742,7 @@ impl Create<'_> {
                     at_hand: &at_hand,
                     plan: &plan,
                     arrived: &arrived,
+                    early: &HashMap::new(),
                     labels: &self.labels,
                     push_id: None,
                     frames_pack: Some((pack_key.as_str(), stored_rows(&record, &new))),
@@ -787,6 +814,8 @@ struct Finishing<'a> {
     at_hand: &'a AtHand,
     plan: &'a Plan,
     arrived: &'a HashMap<BodyClass, BodyFindings>,
+    /// The bodies proven as their chunks arrived.
+    early: &'a HashMap<Body, Vec<Arrived>>,
     labels: &'a [String],
     push_id: Option<&'a str>,
     /// A push completed in the request that started it: the pack its
@@ -877,7 +906,12 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
     let scanner = Scanner::new();
     let (mut completion, tasks) = match timing::timed_sync(Stage::Layout, || {
         Completion::start(
-            f.assembly, f.plan, f.at_hand, f.arrived, &kept_ends, &scanner,
+            f.assembly,
+            f.plan,
+            f.at_hand,
+            (f.arrived, f.early),
+            &kept_ends,
+            &scanner,
         )
     }) {
         Ok(x) => x,
@@ -1276,8 +1310,17 @@ async fn receive(
     let classes = classes_of(state.assembly.manifest());
     let scanner = Scanner::new();
     let mut findings = Vec::new();
+    let placed = record.frames.clone();
+    let mut in_order = InOrder::new(
+        &placed,
+        &new,
+        &state.assembly.unproven(),
+        &state.book,
+        &classes,
+        &scanner,
+    );
     let (frames_ref, new_ref, classes_ref, scanner_ref) = (&frames, &new, &classes, &scanner);
-    let (findings_ref, decoder_ref) = (&mut findings, &mut decoder);
+    let (findings_ref, decoder_ref, in_order_ref) = (&mut findings, &mut decoder, &mut in_order);
     let pumped = ingest::with_pack(bucket, &pack_key, pack_size, |sink| async move {
         let mut each = |index: usize, raw: &[u8]| -> Result<(), Problem> {
             let f = &frames_ref[index];
@@ -1290,6 +1333,9 @@ async fn receive(
                     findings_ref.push((index as u32, class, found));
                 }
             }
+            let since = timing::now();
+            in_order_ref.feed(index, raw);
+            timing::add(Stage::Hash, since);
             Ok(())
         };
         ingest::pump(
@@ -1308,6 +1354,7 @@ async fn receive(
         return Err(p);
     }
     record.findings = findings;
+    record.early = in_order.finish();
     let record_key = keys::push_record(id, number, &attempt);
     load::write_object(bucket, &record_key, record.encode()).await?;
     let row = PushPartRow {
@@ -1373,6 +1420,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) 
         json,
         at_hand,
         arrived,
+        early,
         ..
     } = state;
     let finished = finish(
@@ -1385,6 +1433,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) 
             at_hand: &at_hand,
             plan: &plan,
             arrived: &arrived,
+            early: &early,
             labels: &labels,
             push_id: Some(id),
             frames_pack: None,

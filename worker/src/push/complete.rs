@@ -2,18 +2,20 @@
 //! the plan, every body is given to the [`Gate`] with how it is proven, and
 //! the bodies that need reading are listed as tasks, each a [`Prover`] the
 //! caller feeds from R2 (only bodies nothing proved yet, and bodies of old
-//! bases to screen for findings; never a body a base holds to prove it).
+//! bases to screen for findings; never a body a base holds to prove it,
+//! nor one proven as its chunks arrived, [`Arrived`]).
 //! The findings of the packet follow from its bodies' findings (kept by the
 //! bases, found as frames arrived, found by the provers).
 
 use std::collections::HashMap;
 
-use packet_core::assembled::Assembly;
+use packet_core::assembled::{Assembly, Proof};
 use packet_core::secrets::Scanner;
 use packet_core::{scan_class, Body, BodyFindings, Error, Findings, VerifiedPacket};
 
 use super::at_hand::AtHand;
 use super::gate::Gate;
+use super::in_order::Arrived;
 use super::plan::{Plan, Source};
 use super::prove::{End, ProveError, Proven, Prover};
 use crate::storage::findings::{BodyClass, KeptFindings};
@@ -63,14 +65,18 @@ pub struct Completion {
 impl Completion {
     /// Starts completing the packet `assembly` checked, planned as `plan`
     /// over `at_hand`. `arrived` are the findings of bodies that arrived as
-    /// frames (screened then; a class not listed held nothing), `ends` the
-    /// kept end states of base bodies a body grew from. Returns the
-    /// completion and the bodies to read.
+    /// frames (screened then; a class not listed held nothing), `early`
+    /// the bodies proven as their chunks arrived, `ends` the kept end
+    /// states of base bodies a body grew from. Returns the completion and
+    /// the bodies to read.
     pub fn start(
         assembly: Assembly,
         plan: &Plan,
         at_hand: &AtHand,
-        arrived: &HashMap<BodyClass, BodyFindings>,
+        (arrived, early): (
+            &HashMap<BodyClass, BodyFindings>,
+            &HashMap<Body, Vec<Arrived>>,
+        ),
         ends: &HashMap<Body, End>,
         scanner: &Scanner,
     ) -> Result<(Completion, Vec<Task>), Error> {
@@ -78,6 +84,7 @@ impl Completion {
         let mut gate = Gate::new(assembly);
         let mut findings = HashMap::new();
         let mut tasks = Vec::new();
+        let mut hashed = Vec::new();
         let none = Vec::new();
         for (body, source) in &plan.bodies {
             let mine = classes.get(body).unwrap_or(&none);
@@ -116,6 +123,20 @@ impl Completion {
                     }
                 }
                 Source::Hash(h) => {
+                    let proven = early
+                        .get(body)
+                        .and_then(|list| list.iter().find(|a| a.proves(&h.chunks, mine)));
+                    if let Some(a) = proven {
+                        // Hashed from exactly these chunks as they arrived.
+                        hashed.push(Proven {
+                            body: *body,
+                            chunks: h.chunks.clone(),
+                            proof: Some(Proof::stored(*body)),
+                            end: Some(a.end.clone()),
+                            findings: a.findings.clone(),
+                        });
+                        continue;
+                    }
                     let grown = h.grown_from.as_ref().and_then(|from| {
                         let end = ends.get(&from.base)?;
                         Prover::grown(*body, h, from, end, &refs(mine), scanner)
@@ -131,15 +152,16 @@ impl Completion {
                 Source::Missing => {}
             }
         }
-        Ok((
-            Completion {
-                gate,
-                classes,
-                findings,
-                ends: Vec::new(),
-            },
-            tasks,
-        ))
+        let mut completion = Completion {
+            gate,
+            classes,
+            findings,
+            ends: Vec::new(),
+        };
+        for p in hashed {
+            completion.done(p)?;
+        }
+        Ok((completion, tasks))
     }
 
     /// A prover to start again from scratch: `prover` found its base's tail

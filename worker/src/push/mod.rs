@@ -6,6 +6,7 @@
 //! | [`at_hand`] | what the push may use: its bases' bodies and chunks, its own frames |
 //! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core |
 //! | [`arrival`] | a frame as it arrives: decoded, hashed, a whole body screened |
+//! | [`in_order`] | a large body proven as its chunks arrive in its recipe's order |
 //! | [`recipes`] | the recipes received, checked and resolved into chunks |
 //! | [`plan`] | where each body comes from, and what is missing |
 //! | [`prove`] | proving a body from its chunks (from a base version's end state when it grew) |
@@ -18,6 +19,7 @@ pub mod arrival;
 pub mod at_hand;
 pub mod complete;
 pub mod gate;
+pub mod in_order;
 pub mod manifest;
 pub mod plan;
 pub mod prove;

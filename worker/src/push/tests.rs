@@ -16,6 +16,7 @@ use pillbox_wire::recipes::{BodyRecipe, ChunkName, Recipes, Run};
 
 use super::at_hand::AtHand;
 use super::complete::{classes_of, Completion};
+use super::in_order::{Arrived, InOrder};
 use super::plan::{Plan, Source as From};
 use super::prove::{End, ProveError};
 use super::recipes::RecipeBook;
@@ -35,6 +36,8 @@ struct Store {
     packs: HashMap<String, Vec<u8>>,
     ends: HashMap<Body, End>,
     pushes: u32,
+    /// Whether large bodies whose chunks arrive in order are proven then.
+    in_order: bool,
 }
 
 /// What one push read and hashed.
@@ -224,6 +227,7 @@ fn edge(
     let mut pack = Vec::new();
     let mut raws: HashMap<(Digest, u64), Vec<u8>> = HashMap::new();
     let mut raw = Vec::new();
+    let mut placed = Vec::new();
     for (i, (f, stored)) in sent.frames.iter().enumerate() {
         if !f.stored_size_fits() || f.stored_size as usize != stored.len() {
             return Err("chunk_batch_stored_size".into());
@@ -237,6 +241,7 @@ fn edge(
             stored: stored.len() as u64,
             encoding: f.encoding,
         };
+        placed.push(c);
         pack.extend_from_slice(stored);
         raws.insert(c.name(), raw.clone());
     }
@@ -282,9 +287,33 @@ fn edge(
             }
         }
     }
-    let (mut completion, tasks) =
-        Completion::start(assembly, &plan, &at_hand, &arrived, &store.ends, &scanner)
-            .map_err(|e| e.code().as_str().to_string())?;
+    // The bodies proven as the frames were checked, in the order sent.
+    let mut early: HashMap<Body, Vec<Arrived>> = HashMap::new();
+    if store.in_order {
+        let new = vec![true; placed.len()];
+        let mut in_order = InOrder::new(&placed, &new, &bodies, &book, &classes, &scanner);
+        for (i, c) in placed.iter().enumerate() {
+            in_order.feed(i, &raws[&c.name()]);
+        }
+        for e in in_order.finish() {
+            let slot = at_hand.packs.find(&key).expect("the push's pack");
+            let run = e.first as usize..(e.first + e.count) as usize;
+            early.entry(e.body).or_default().push(Arrived {
+                chunks: placed[run].iter().map(|c| c.in_slot(slot)).collect(),
+                end: e.end,
+                findings: e.findings,
+            });
+        }
+    }
+    let (mut completion, tasks) = Completion::start(
+        assembly,
+        &plan,
+        &at_hand,
+        (&arrived, &early),
+        &store.ends,
+        &scanner,
+    )
+    .map_err(|e| e.code().as_str().to_string())?;
     for task in tasks {
         let mut prover = task.prover;
         let proven = loop {
@@ -455,6 +484,36 @@ fn a_first_push_then_an_appended_log_costs_the_new_bytes() {
         .find(|b| b.body.size == files[3].1.len() as u64)
         .unwrap();
     assert!(matches!(log_recipe.runs[0], Run::Copy { first: 0, .. }));
+}
+
+#[test]
+fn bodies_proven_as_they_arrive_need_no_read_and_end_as_a_read_would() {
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("workspace/a.txt", b"alpha\n".to_vec()),
+        ("workspace/blob.bin", noise(3, 700_000)),
+        ("workspace/log.jsonl", log(40_000)),
+    ];
+    let first = packet(&files);
+    let sent = client(&first, None);
+    let mut read = Store::default();
+    let (_, cost_read) = edge(&mut read, first.digest, &sent, &[]).unwrap();
+    assert!(cost_read.hashed > 1_000_000, "{cost_read:?}");
+    let mut early = Store {
+        in_order: true,
+        ..Store::default()
+    };
+    let (stored, cost) = edge(&mut early, first.digest, &sent, &[]).unwrap();
+    assert_eq!(early.serve(&stored), first.bytes);
+    assert_eq!(cost, Cost::default(), "nothing is read back");
+    assert_eq!(early.ends, read.ends, "the end states a read would keep");
+    // The log grows: proven from where it ended on arrival.
+    let mut grown = files.clone();
+    grown[2].1.extend_from_slice(b"{\"turn\":\"one more\"}\n");
+    let next = packet(&grown);
+    let sent = client(&next, Some(&stored));
+    let (again, cost) = edge(&mut early, next.digest, &sent, &[stored]).unwrap();
+    assert_eq!(early.serve(&again), next.bytes);
+    assert!(cost.read < 2 << 20, "{cost:?}");
 }
 
 #[test]
@@ -722,8 +781,9 @@ proptest::proptest! {
         grow in proptest::bool::ANY,
         edits in proptest::collection::vec((0usize..40, 0u8..4), 0..5),
         lie in lie(),
+        in_order in proptest::bool::ANY,
     ) {
-        let mut store = Store::default();
+        let mut store = Store { in_order, ..Store::default() };
         let mut files: Vec<(String, Vec<u8>)> = (0..small)
             .map(|i| (format!("workspace/s{i:03}.txt"), noise(seed + i as u64, 10 + (seed as usize + i * 37) % 3000)))
             .collect();
