@@ -42,8 +42,9 @@ use packet_core::{
 };
 use tempfile::NamedTempFile;
 
+use super::hash::{hash_file, ToHash};
+use super::open::{changed_size, read_more, Opener, Stamp};
 use super::secrets::Found;
-use super::{changed_size, hash_file, read_more, Opener, Stamp, ToHash};
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;

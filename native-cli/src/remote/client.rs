@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use ureq::http::Response;
 use ureq::{Body, SendBody};
 
-use super::TOKEN_ENV;
+use super::{packet_path, TOKEN_ENV};
 use crate::error::{CliError, Refused, Result, EXIT_IO};
 use crate::progress::Progress;
 
@@ -547,6 +547,17 @@ pub(super) fn store_info(remote: &Remote) -> Result<Settings> {
     };
     let _ = remote.settings.set(settings.clone());
     Ok(settings)
+}
+
+/// `HEAD /v1/packets/{digest}`: whether the store holds the packet.
+pub(super) fn is_stored(remote: &Remote, digest: &Digest) -> Result<bool> {
+    let what = format!("HEAD {}", packet_path(digest));
+    let r = remote.head(&what, &packet_path(digest))?;
+    match r.status().as_u16() {
+        200 => Ok(true),
+        404 => Ok(false),
+        _ => Err(status_error(&what, r)),
+    }
 }
 
 /// What `GET /v1` says (asked once per run).

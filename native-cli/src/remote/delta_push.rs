@@ -860,7 +860,7 @@ impl<'r> Push2<'r> {
             422 => Ok(Completed::Refused(status_error(&what, r))),
             // A retried complete whose first attempt succeeded finds the
             // push gone: the packet is there.
-            404 if super::push::is_stored(self.remote, &self.request.digest)? => {
+            404 if super::client::is_stored(self.remote, &self.request.digest)? => {
                 Ok(Completed::Stored(false))
             }
             _ => Err(status_error(&what, r)),

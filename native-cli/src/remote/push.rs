@@ -14,7 +14,9 @@ use pillbox_wire::{CreateUpload, PutRef, Upload};
 use serde::Serialize;
 
 use super::bodies::{Bodies, PacketBodies};
-use super::client::{bad_answer, read_answer, ref_digest, status_error, store_info, Remote};
+use super::client::{
+    bad_answer, is_stored, read_answer, ref_digest, status_error, store_info, Remote,
+};
 use super::delta_push::{delta_push, DeltaReport, DeltaRequest, KnownBase};
 use super::upload_state::{lock_file, state_file, StateLock, UploadState};
 use super::{label_query, packet_path, ref_path, upload_path};
@@ -323,16 +325,6 @@ fn upload_file(input: &PacketInput) -> Result<(PathBuf, Option<tempfile::TempPat
             io::copy(&mut from, &mut f).map_err(|e| CliError::io("write", &path, e))?;
             Ok((path.to_path_buf(), Some(path)))
         }
-    }
-}
-
-pub(super) fn is_stored(remote: &Remote, digest: &Digest) -> Result<bool> {
-    let what = format!("HEAD {}", packet_path(digest));
-    let r = remote.head(&what, &packet_path(digest))?;
-    match r.status().as_u16() {
-        200 => Ok(true),
-        404 => Ok(false),
-        _ => Err(status_error(&what, r)),
     }
 }
 
