@@ -200,18 +200,7 @@ mod tests {
             sha256: Digest::of(&all),
             size: all.len() as u64,
         };
-        let runs = bytes
-            .iter()
-            .map(|p| {
-                Run::Chunk(ChunkName {
-                    sha256: Digest::of(p),
-                    size: p.len() as u32,
-                })
-            })
-            .collect();
-        let mut book = RecipeBook::new();
-        book.add(&[BodyRecipe { body, runs }], &[body], &AtHand::new())
-            .unwrap();
+        let book = book_of(body, &bytes);
         (body, book, bytes)
     }
 
@@ -315,14 +304,9 @@ mod tests {
         assert!(proven(fake, &lying_book, &bytes, None).is_empty());
     }
 
-    /// A body named by other bytes' sha256, with the recipe of `pieces`.
-    fn lying(pieces: &[u8]) -> (Body, RecipeBook, Vec<Vec<u8>>) {
-        let (real, _, bytes) = body(pieces);
-        let fake = Body {
-            sha256: Digest::of(b"another body"),
-            size: real.size,
-        };
-        let runs = bytes
+    /// A recipe book holding `body` as the chunks `pieces`, in order.
+    fn book_of(body: Body, pieces: &[Vec<u8>]) -> RecipeBook {
+        let runs = pieces
             .iter()
             .map(|p| {
                 Run::Chunk(ChunkName {
@@ -332,8 +316,19 @@ mod tests {
             })
             .collect();
         let mut book = RecipeBook::new();
-        book.add(&[BodyRecipe { body: fake, runs }], &[fake], &AtHand::new())
+        book.add(&[BodyRecipe { body, runs }], &[body], &AtHand::new())
             .unwrap();
+        book
+    }
+
+    /// A body named by other bytes' sha256, with the recipe of `pieces`.
+    fn lying(pieces: &[u8]) -> (Body, RecipeBook, Vec<Vec<u8>>) {
+        let (real, _, bytes) = body(pieces);
+        let fake = Body {
+            sha256: Digest::of(b"another body"),
+            size: real.size,
+        };
+        let book = book_of(fake, &bytes);
         (fake, book, bytes)
     }
 
