@@ -32,12 +32,13 @@
 // docs/benchmarks.md and the JSON into docs/benchmarks-checkpoint.json;
 // --from-json FILE makes them from a run measured earlier.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
 import { ROOT, TARGET, TOKEN, buildRelease, buildWorker, client, startEdge } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
+import { THREAD, placeRollout } from './rollout.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => {
@@ -56,7 +57,6 @@ const copies = Number(opt('copies', '4'));
 const rolloutMib = Number(opt('rollout-mib', '200'));
 const only = opt('only', 'node_modules,copies,rollout').split(',');
 const PILLBOX = join(TARGET, 'release/pillbox');
-const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const KIB = 1024;
 const MAX_PACKET_BYTES = 4 * 2 ** 30;
 const log = (...a) => console.error('checkpoint bench:', ...a);
@@ -392,18 +392,11 @@ function copiesSeries() {
 }
 
 function rolloutSeries() {
-  const generated = join(dir, `rollout-${rolloutMib}.jsonl`);
-  if (!existsSync(generated)) {
-    log(`generating a ${rolloutMib} MiB rollout`);
-    run('python3', [join(ROOT, 'bench/genrollout.py'), generated, String(rolloutMib)]);
-  }
   const root = join(dir, 'rollout-ws');
   const home = join(dir, 'rollout-home');
   rmSync(root, { recursive: true, force: true });
   rmSync(home, { recursive: true, force: true });
-  const rollout = join(home, `sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`);
-  mkdirSync(join(rollout, '..'), { recursive: true });
-  cpSync(generated, rollout);
+  const rollout = placeRollout(dir, rolloutMib, home, log);
   cpSync(join(ROOT, 'native-cli/src'), join(root, 'src'), { recursive: true });
   return {
     name: `rollout ${rolloutMib} MiB`, key: 'rollout', root, paths: [root, home], flags: ['--harness', 'codex', '--thread', THREAD, '--codex-home', home],

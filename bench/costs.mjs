@@ -23,12 +23,13 @@
 // JSON on stdout; --write-doc puts the section into docs/benchmarks.md
 // ("Costs") and the JSON into docs/benchmarks-costs.json.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 
 import { ROOT, TOKEN, buildRelease, buildWorker, client, startEdge, PILLBOX } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
+import { ROLLOUT_MEMBER, THREAD, placeRollout } from './rollout.mjs';
 import { stateQuery } from '../tests/e2e/state.mjs';
 import { PRICES, dollars } from './prices.mjs';
 
@@ -44,7 +45,6 @@ const rolloutMib = Number(opt('rollout-mib', quick ? '16' : '200'));
 const only = opt('only', 'node_modules,rollout').split(',');
 const jsonOut = opt('json', join(dir, 'costs.json'));
 const mdOut = opt('md', join(dir, 'costs.md'));
-const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const log = (...a) => console.error('costs bench:', ...a);
 const work = join(dir, 'work');
 
@@ -157,17 +157,9 @@ function workspaces() {
     });
   }
   if (only.includes('rollout')) {
-    const generated = join(dir, `rollout-${rolloutMib}.jsonl`);
-    if (!existsSync(generated)) {
-      log(`generating a ${rolloutMib} MiB rollout`);
-      run('python3', [join(ROOT, 'bench/genrollout.py'), `${generated}.tmp`, String(rolloutMib)]);
-      run('mv', [`${generated}.tmp`, generated]);
-    }
     const path = join(work, 'rollout-ws');
     const home = join(work, 'rollout-codex-home');
-    const rollout = join(home, `sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`);
-    mkdirSync(join(rollout, '..'), { recursive: true });
-    cpSync(generated, rollout);
+    const rollout = placeRollout(dir, rolloutMib, home, log);
     sources(path, 20);
     list.push({
       name: 'rollout', path, member: 'src/m0.js',

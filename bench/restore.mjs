@@ -20,12 +20,13 @@
 // Usage: node bench/restore.mjs --workspace DIR --dir TMPFS_DIR [--reps N] [--rollout-mib N]
 // Prints one JSON object on stdout (progress on stderr).
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
 import { ROOT, TARGET, TOKEN, buildRelease, buildWorker, startEdge } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
+import { THREAD, placeRollout } from './rollout.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => {
@@ -38,7 +39,6 @@ if (!source || !dir) throw new Error('usage: node bench/restore.mjs --workspace 
 const reps = Number(opt('reps', '3'));
 const rolloutMib = Number(opt('rollout-mib', '200'));
 const PILLBOX = join(TARGET, 'release/pillbox');
-const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const log = (...a) => console.error('restore bench:', ...a);
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -218,13 +218,9 @@ async function main() {
     rmSync(resticTarget, { recursive: true, force: true });
 
     // ---- 3. a rollout that grew ---------------------------------------------
-    const generated = join(dir, `rollout-${rolloutMib}.jsonl`);
-    if (!existsSync(generated)) run('python3', [join(ROOT, 'bench/genrollout.py'), generated, String(rolloutMib)]);
     const rws = join(dir, 'rollout-ws');
     const home = join(dir, 'rollout-home');
-    const rollout = join(home, `sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`);
-    mkdirSync(join(rollout, '..'), { recursive: true });
-    cpSync(generated, rollout);
+    const rollout = placeRollout(dir, rolloutMib, home);
     cpSync(join(ROOT, 'native-cli/src'), join(rws, 'src'), { recursive: true });
     const harness = ['--harness', 'codex', '--thread', THREAD, '--codex-home', home];
     const rref = 'sessions/bench/rollout';

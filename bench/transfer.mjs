@@ -37,12 +37,13 @@
 // docs/benchmarks-transfer.json; --from-json FILE makes them from a run
 // measured earlier instead of measuring.
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 
 import { ROOT, TARGET, TOKEN, buildWorker, client, startEdge } from '../tests/e2e/edge.mjs';
 import { startProxy } from '../tests/e2e/proxy.mjs';
+import { ROLLOUT_MEMBER, THREAD, placeRollout } from './rollout.mjs';
 import { pushPacket } from '../tests/e2e/wire.mjs';
 
 const args = process.argv.slice(2);
@@ -64,7 +65,6 @@ const jsonOut = opt('json', join(dir, quick ? 'transfer-quick.json' : 'transfer.
 const mdOut = opt('md', join(dir, quick ? 'transfer-quick.md' : 'transfer.md'));
 const PILLBOX = join(TARGET, 'release/pillbox');
 const FIXTURES = join(TARGET, 'release/examples/worker_fixtures');
-const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
 const NPM_PACKAGES = ['next', 'jest', 'webpack', 'eslint', '@babel/core', 'react', 'react-dom'];
 // --quick: those of these packages that the node_modules holds (those of
 // this repository's own node_modules among them).
@@ -327,20 +327,12 @@ function workspaces() {
     });
   }
   if (only.includes('rollout')) {
-    const generated = join(dir, `rollout-${rolloutMib}.jsonl`);
-    if (!existsSync(generated)) {
-      log(`generating a ${rolloutMib} MiB rollout`);
-      run('python3', [join(ROOT, 'bench/genrollout.py'), `${generated}.tmp`, String(rolloutMib)]);
-      run('mv', [`${generated}.tmp`, generated]);
-    }
     const path = join(work, 'rollout-ws');
     const home = join(work, 'rollout-codex-home');
-    const rollout = join(home, `sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`);
-    mkdirSync(join(rollout, '..'), { recursive: true });
-    cpSync(generated, rollout);
+    const rollout = placeRollout(dir, rolloutMib, home, log);
     sources(path, 20);
     list.push({
-      name: 'rollout', path, rolloutMember: `harness/codex/sessions/2026/11/30/rollout-2026-11-30T01-02-03-${THREAD}.jsonl`,
+      name: 'rollout', path, rolloutMember: ROLLOUT_MEMBER,
       packFlags: ['--harness', 'codex', '--thread', THREAD, '--codex-home', home],
       restoreFlags: (into) => ['--codex-home', `${into}-codex-home`],
       edit: (turn, files) => {
