@@ -24,6 +24,7 @@ import { join } from 'node:path';
 
 import { corpusCases } from './corpus.mjs';
 import { TOKEN, buildWorker, client, startEdge, workerFixtures } from './edge.mjs';
+import { packetCount, tableCounts } from './store.mjs';
 import { cutsAndFrames, manifestFirst, pushBody } from './wire.mjs';
 
 const MIB = 1 << 20;
@@ -57,8 +58,7 @@ async function listed() {
 }
 
 function rowCounts() {
-  return edge.d1(`SELECT (SELECT count(*) FROM packets) AS packets, (SELECT count(*) FROM pack_users) AS packs,
-    (SELECT count(*) FROM labels) AS labels`)[0];
+  return tableCounts(edge, { packets: 'packets', packs: 'pack_users', labels: 'labels' })[0];
 }
 
 /** Sends the first `sendBytes` of a PUT body, then drops the connection. */
@@ -241,7 +241,7 @@ describe('upload faults', () => {
     assert.deepEqual(status.json.missing, []);
     assert.equal((await api.call('GET', `/v1/packets/${valid.digest}`)).status, 404);
     assert.deepEqual(await listed(), before);
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${valid.digest}'`), [{ n: 0 }]);
+    assert.deepEqual(packetCount(edge, valid.digest), [{ n: 0 }]);
     // The assembled parts are not the packet's object until complete verifies them.
     assert.deepEqual(edge.objectsFor(valid.digest), left);
   });

@@ -20,6 +20,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { TOKEN, buildWorker, client, fixtures, startEdge } from './edge.mjs';
 import { gzipBomb, rawSend, zstdBomb } from './raw.mjs';
+import { tableCounts } from './store.mjs';
 import {
   chunkBatch, cutsAndFrames, fixedCuts, frameOf, pushBody, rawOf, recipeSections, recipesDocument, sha, zstd,
 } from './wire.mjs';
@@ -102,7 +103,7 @@ async function storeAnswers(what) {
 /** Rows in every table of the index (the store's state, in D1). */
 const TABLES = ['packets', 'labels', 'refs', 'uploads', 'upload_parts', 'chunks', 'packs', 'pack_users', 'pushes', 'push_parts', 'body_ends'];
 function rowCounts() {
-  return edge.d1(`SELECT ${TABLES.map((t) => `(SELECT count(*) FROM ${t}) AS ${t}`).join(', ')}`)[0];
+  return tableCounts(edge, TABLES)[0];
 }
 
 /** Sends each case, checks its refusal, prints the times, then checks nothing was stored. */

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
+import { packsOfPacket, packsWithoutUsersCount, partPacks } from './store.mjs';
 import { chunkBatch, cutsAndFrames, pushBody } from './wire.mjs';
 
 let edge;
@@ -52,16 +53,16 @@ test('open pushes and unused packs go; what a stored packet uses stays', { timeo
   assert.equal(open.status, 202, JSON.stringify(open.json));
   const part = await api.call('PUT', `${open.json.location}/parts/1`, { body: chunkBatch(all.frames.filter((f) => !names.has(f.sha256.toString('hex'))).slice(0, 2)) });
   assert.equal(part.status, 200, JSON.stringify(part.json));
-  const openPacks = edge.d1(`SELECT pack FROM push_parts WHERE push_id = '${open.json.push_id}' AND pack IS NOT NULL`).map((r) => r.pack);
+  const openPacks = partPacks(edge, open.json.push_id);
   assert.ok(openPacks.length > 0);
   // The base goes; the packet built on it stays.
   assert.equal((await api.call('DELETE', `/v1/packets/${base.digest}`)).status, 204);
   await edge.scheduled();
   assert.equal((await api.call('GET', open.json.location)).status, 404, 'the open push is discarded');
   for (const key of openPacks) assert.equal(edge.r2Has(key), false, `${key} is collected`);
-  assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packs p WHERE NOT EXISTS (SELECT 1 FROM pack_users u WHERE u.pack = p.key)`), [{ n: 0 }],
+  assert.deepEqual(packsWithoutUsersCount(edge), [{ n: 0 }],
     'every pack left has a user');
-  for (const { pack } of edge.d1(`SELECT pack FROM pack_users WHERE owner = '${edited.digest}'`)) {
+  for (const pack of packsOfPacket(edge, edited.digest)) {
     assert.equal(edge.r2Has(pack), true, `${pack} is kept for the packet that uses it`);
   }
   const got = await api.call('GET', `/v1/packets/${edited.digest}`);

@@ -19,6 +19,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { assertMatchSchemas } from './cli-schemas.mjs';
 import { PILLBOX, TOKEN, buildRelease, buildWorker, client, sha256, startEdge } from './edge.mjs';
+import { countsAbout, packetObject, refCount } from './store.mjs';
 
 const MIB = 1 << 20;
 const LIMITS = {
@@ -188,8 +189,7 @@ function pull(target, output, extra = [], options) {
 }
 
 function storedCopies(digest) {
-  return edge.d1(`SELECT (SELECT count(*) FROM packets WHERE digest = '${digest}') AS packets,
-    (SELECT count(*) FROM uploads WHERE digest = '${digest}') AS uploads`)[0];
+  return countsAbout(edge, digest, ['packets', 'uploads'])[0];
 }
 
 const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
@@ -428,7 +428,7 @@ describe('push and pull', () => {
     }
     assert.ok(runs.some((r) => JSON.parse(r.out).uploaded), 'one client stored it');
     assert.deepEqual(storedCopies(s.digest), { packets: 1, uploads: 0 });
-    const [row] = edge.d1(`SELECT member_count, object_key FROM packets WHERE digest = '${s.digest}'`);
+    const [row] = packetObject(edge, s.digest);
     assert.equal(row.member_count, s.report.members);
     assert.equal(edge.r2Has(row.object_key), true);
     const out = fresh('concurrent-pulled.tar');
@@ -497,7 +497,7 @@ describe('refusals', () => {
     assert.equal(other.code, 5, other.stdout.toString());
     assert.equal(other.json.code, 'scope_missing');
     assert.ok(other.json.message.includes('sessions/y/latest'), other.json.message);
-    assert.deepEqual(edge.d1("SELECT count(*) AS n FROM refs WHERE name = 'sessions/y/latest'"), [{ n: 0 }]);
+    assert.deepEqual(refCount(edge, 'sessions/y/latest'), [{ n: 0 }]);
   });
 
   test('pulling what the store does not hold writes nothing', () => {

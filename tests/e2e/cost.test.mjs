@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 
 import { FIELDS, isolateTotals, meterBucket, meterDatabase, meterEnv, newMeter, readMeter, tableOf } from '../../worker/js/meter.mjs';
 import { ROOT, buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
+import { countsAbout } from './store.mjs';
 
 /** A D1 binding that answers every statement with `meta` rows of its own. */
 function fakeDatabase() {
@@ -183,7 +184,7 @@ test('a push answers what it cost, and the isolate\'s totals sum every request',
   assert.ok(cost.d1q >= cost.d1 && cost.d1 > 0, JSON.stringify(cost));
   assert.ok(cost.rw > 0, 'the packet is indexed');
   assert.ok(cost.r2a >= 1 && cost.put > 0, 'its pack is stored');
-  const packs = edge.d1(`SELECT count(*) AS n FROM packs WHERE packet = '${base.digest}'`)[0].n;
+  const packs = countsAbout(edge, base.digest, { n: 'packs' })[0].n;
   assert.ok(cost.r2a >= packs, `${cost.r2a} puts for ${packs} packs`);
   const got = await api.call('GET', `/v1/packets/${base.digest}`);
   assert.equal(got.status, 200);

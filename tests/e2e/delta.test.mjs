@@ -18,6 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import { assertMatchSchemas } from './cli-schemas.mjs';
 import { PILLBOX, TOKEN, buildRelease, buildWorker, client, sha256, startEdge } from './edge.mjs';
 import { startProxy } from './proxy.mjs';
+import { chunkCount, packsOfPacket, packsWrittenForAndUsed } from './store.mjs';
 
 const MIB = 1 << 20;
 const THREAD = '0199a213-81c0-7800-8aa1-bbab2a035a53';
@@ -477,13 +478,12 @@ describe('many turns', () => {
     for (let i = 0; i < 12; i += 1) write(join(ws, `src/f${i}.rs`), text(40, `many${i}`));
     const h = host('many');
     const ref = 'sessions/delta/many';
-    const packsOf = (digest) => edge.d1(`SELECT pack FROM pack_users WHERE owner = '${digest}'`).map((x) => x.pack);
     const saves = [];
     for (let turn = 0; turn < 2 * MERGE_AT + 2; turn += 1) {
       // Each turn adds a file of its own: every earlier pack stays in use.
       write(join(ws, `turns/t${turn}.rs`), text(20, `turn${turn}`));
       const s = ok(['save', ws, ...remote(), '--ref', ref], h);
-      saves.push({ digest: s.digest, packs: packsOf(s.digest), sent: s.bytes_sent });
+      saves.push({ digest: s.digest, packs: packsOfPacket(edge, s.digest), sent: s.bytes_sent });
     }
     const counts = saves.map((s) => s.packs.length);
     // A one-request save stores its turn's frames in one pack and its
@@ -500,9 +500,9 @@ describe('many turns', () => {
     // the copy that later packets use).
     const last = saves[2 * MERGE_AT - 2].digest;
     assert.equal(counts[2 * MERGE_AT - 2], 1, JSON.stringify(counts));
-    const merged = edge.d1(`SELECT key, chunks FROM packs WHERE packet = '${last}' AND key IN (SELECT pack FROM pack_users WHERE owner = '${last}')`)[0];
+    const merged = packsWrittenForAndUsed(edge, last)[0];
     assert.ok(merged.chunks > MERGE_AT, JSON.stringify(merged));
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM chunks WHERE pack = '${merged.key}'`), [{ n: merged.chunks }]);
+    assert.deepEqual(chunkCount(edge, merged.key), [{ n: merged.chunks }]);
     // Every packet of the series reads back as pack writes it: the merged
     // ones from their new pack, the older ones from theirs.
     const local = fresh('many-last.tar');

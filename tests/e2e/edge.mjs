@@ -9,6 +9,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
+import { objectsOf } from './store.mjs';
+
 export const ROOT = resolve(import.meta.dirname, '../..');
 /** Cargo's target directory (CARGO_TARGET_DIR is honoured). */
 export const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(ROOT, 'target');
@@ -198,8 +200,7 @@ export async function startEdge(vars = {}, options = {}) {
    * `users` counts the stored packets and open pushes using it and
    * `unused_check` is 1 when the clean-up is to look at it.
    */
-  const objectsFor = (digest) => d1(`SELECT key, (SELECT count(*) FROM pack_users u WHERE u.pack = packs.key) AS users,
-    unused_check FROM packs WHERE packet = '${digest}' ORDER BY key`).filter((r) => r2Has(r.key));
+  const objectsFor = (digest) => objectsOf({ d1 }, digest).filter((r) => r2Has(r.key));
   /**
    * Runs the scheduled clean-up now (`--test-scheduled`), on a connection
    * of its own; throws unless it answers 200.

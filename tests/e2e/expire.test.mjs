@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
+import { uploadCounts } from './store.mjs';
 
 const MIB = 1 << 20;
 // 0.002 h = 7.2 s: an upload made before the pause below has expired, one
@@ -29,8 +30,7 @@ after(async () => {
   await edge?.stop();
 });
 
-const rows = (id) => edge.d1(`SELECT (SELECT count(*) FROM uploads WHERE id = '${id}') AS uploads,
-  (SELECT count(*) FROM upload_parts WHERE upload_id = '${id}') AS parts`)[0];
+const rows = (id) => uploadCounts(edge, id)[0];
 
 async function runScheduled() {
   await edge.scheduled();

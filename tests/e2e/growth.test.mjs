@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { buildWorker, client, pushBodyExample, startEdge } from './edge.mjs';
+import { countsAbout, storedBytes } from './store.mjs';
 
 const MEMBERS = Number(process.env.PILLBOX_GROWTH_MEMBERS || 21_000);
 const SAVES = Number(process.env.PILLBOX_GROWTH_SAVES || 9);
@@ -52,36 +53,6 @@ function r2Bytes() {
   return readdirSync(dir).reduce((n, f) => n + statSync(join(dir, f)).size, 0);
 }
 
-// Every table and index the store writes: the bytes of their values
-// (integers as their decimal text), read from D1 itself.
-const TABLES = {
-  packets: ['digest', 'size', 'member_count', 'file_bytes', 'harness_kind', 'thread_id', 'model', 'manifest_offset',
-    'manifest_size', 'created', 'storage', 'object_key', 'layout_key', 'manifest_key', 'root', 'findings', 'findings_kept', 'seq'],
-  labels: ['digest', 'label'],
-  packs: ['key', 'size', 'chunks', 'packet', 'created', 'unused_check'],
-  pack_users: ['pack', 'owner'],
-  chunks: ['sha256', 'size', 'pack', 'offset', 'stored_size', 'encoding'],
-  body_ends: ['sha256', 'size', 'class', 'hash_state', 'scan'],
-  pushes: ['id', 'digest', 'size', 'bases', 'labels', 'created'],
-  push_parts: ['push_id', 'number', 'pack', 'record', 'frames', 'bytes', 'stored_bytes'],
-};
-const INDEXES = {
-  packets: [['thread_id', 'seq'], ['harness_kind', 'seq'], ['digest']],
-  labels: [['digest']],
-  packs: [['packet', 'key'], ['unused_check', 'created', 'key']],
-  pack_users: [['owner', 'pack']],
-  chunks: [['pack', 'sha256']],
-};
-
-function d1Bytes() {
-  const len = (cols) => cols.map((c) => `coalesce(length(CAST(${c} AS BLOB)), 0)`).join(' + ');
-  const parts = Object.entries(TABLES).map(([t, cols]) => {
-    const idx = (INDEXES[t] || []).map((cs) => ` + ${len(cs)}`).join('');
-    return `(SELECT coalesce(sum(${len(cols)}${idx}), 0) FROM ${t})`;
-  });
-  return edge.d1(`SELECT ${parts.join(' + ')} AS n`)[0].n;
-}
-
 function timing(r) {
   return Object.fromEntries((r.headers.get('pillbox-timing') || '').split(';').filter(Boolean)
     .map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
@@ -96,7 +67,7 @@ test(`a one-file save of a ${MEMBERS}-member workspace grows R2 + D1 by at most 
     const next = workspace(turn);
     const out = join(work, `push-${turn}.body`);
     const sent = example([next.file, out, prev.file]);
-    const [r2Before, d1Before] = [r2Bytes(), d1Bytes()];
+    const [r2Before, d1Before] = [r2Bytes(), storedBytes(edge)];
     const started = performance.now();
     const r = await api.call('POST', `/v1/pushes?digest=${next.entry.digest}&size=${next.entry.size}&base=${prev.entry.digest}`,
       { body: readFileSync(out), headers: { 'content-type': 'application/x-pillbox-push' } });
@@ -105,9 +76,9 @@ test(`a one-file save of a ${MEMBERS}-member workspace grows R2 + D1 by at most 
     const t = timing(r);
     const row = {
       turn, sent: sent.body_bytes, frames: sent.frames,
-      r2: r2Bytes() - r2Before, d1: d1Bytes() - d1Before,
+      r2: r2Bytes() - r2Before, d1: storedBytes(edge) - d1Before,
       wall_ms: Math.round(wall), edge_ms: t.total, r2_read: t.r2_read_bytes, hashed: t.hashed_bytes, written: t.r2_write_bytes,
-      packs: edge.d1(`SELECT count(*) AS n FROM pack_users WHERE owner = '${next.entry.digest}'`)[0].n,
+      packs: countsAbout(edge, next.entry.digest, { n: 'pack_users' })[0].n,
       stages_ms: { d1: t.d1, r2_write: t.r2_write, body: t.body, hash: t.hash, decode: t.decode },
     };
     rows.push(row);

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { buildWorker, client, fixtures, startEdge } from './edge.mjs';
+import { refHistory, refHistoryCount } from './store.mjs';
 
 const KEPT = 100;
 const NAME = 'sessions/h/latest';
@@ -55,7 +56,7 @@ test('every move is recorded with its token, the last 100 are kept, newest first
   // A second create and a move from a digest the ref does not hold are refused, and record nothing.
   assert.equal((await ci.call('PUT', `/v1/refs/${NAME}`, { body: { digest: b } })).status, 409);
   assert.equal((await ci.call('PUT', `/v1/refs/${NAME}`, { body: { digest: a }, headers: { 'if-match': `"${b}"` } })).status, 409);
-  assert.deepEqual(edge.d1(`SELECT digest, token_id FROM ref_history WHERE name = '${NAME}'`), [{ digest: a, token_id: 'ci' }]);
+  assert.deepEqual(refHistory(edge, NAME), [{ digest: a, token_id: 'ci' }]);
   // 104 moves, alternating: 105 changes in all, the last 100 kept.
   let held = a;
   for (let i = 0; i < 104; i++) {
@@ -64,7 +65,7 @@ test('every move is recorded with its token, the last 100 are kept, newest first
     assert.equal(moved.status, 200, JSON.stringify(moved.json));
     held = next;
   }
-  assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM ref_history WHERE name = '${NAME}'`), [{ n: KEPT }]);
+  assert.deepEqual(refHistoryCount(edge, NAME), [{ n: KEPT }]);
   const moves = await allMoves(as('reader'), NAME, 30);
   assert.equal(moves.length, KEPT);
   assert.equal(moves[0].digest, held, 'the newest move is what the ref names');
@@ -79,7 +80,7 @@ test('every move is recorded with its token, the last 100 are kept, newest first
   assert.equal(single.status, 200);
   const newest = await as('reader').call('GET', `/v1/ref-history/${NAME}?limit=1`);
   assert.deepEqual(newest.json.moves[0], { digest: a, at: single.json.updated, by: 'PILLBOX_TOKEN' });
-  assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM ref_history WHERE name = '${NAME}'`), [{ n: KEPT }]);
+  assert.deepEqual(refHistoryCount(edge, NAME), [{ n: KEPT }]);
 });
 
 test('deleting a ref deletes its history; a refused delete keeps it', async () => {
@@ -90,9 +91,9 @@ test('deleting a ref deletes its history; a refused delete keeps it', async () =
   assert.equal((await ci.call('PUT', `/v1/refs/${name}`, { body: { digest: b }, headers: { 'if-match': `"${a}"` } })).status, 200);
   const refused = await ci.call('DELETE', `/v1/refs/${name}`, { headers: { 'if-match': `"${a}"` } });
   assert.deepEqual([refused.status, code(refused)], [409, 'ref_conflict']);
-  assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM ref_history WHERE name = '${name}'`), [{ n: 2 }]);
+  assert.deepEqual(refHistoryCount(edge, name), [{ n: 2 }]);
   assert.equal((await ci.call('DELETE', `/v1/refs/${name}`, { headers: { 'if-match': `"${b}"` } })).status, 204);
-  assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM ref_history WHERE name = '${name}'`), [{ n: 0 }]);
+  assert.deepEqual(refHistoryCount(edge, name), [{ n: 0 }]);
   const gone = await as('reader').call('GET', `/v1/ref-history/${name}`);
   assert.deepEqual([gone.status, code(gone)], [404, 'not_found']);
   assert.equal((await ci.call('PUT', `/v1/refs/${name}`, { body: { digest: a } })).status, 201);

@@ -23,6 +23,10 @@ import { after, before, describe, test } from 'node:test';
 import { PILLBOX, TOKEN, buildRelease, buildWorker, client, fixtures, pushBodyExample, sha256, startEdge, workerFixtures } from './edge.mjs';
 import { startProxy } from './proxy.mjs';
 import { gzipBomb, rawSend, zstdBomb } from './raw.mjs';
+import {
+  agePacks, chunksIn, dropPushUses, packRows, packetCount, packetsAmong, packsAmong, packsOfPacket, packsOfPush, packsOnlyOfPush,
+  partRecord, unmarkedPacksWithoutUsers, usesOfMissingPacks,
+} from './store.mjs';
 import { MIB, chunkBatch, cutsAndFrames, fixedCuts, frameOf, pushBody, recipesDocument, sha } from './wire.mjs';
 
 const PUSH = { 'content-type': 'application/x-pillbox-push' };
@@ -94,8 +98,7 @@ async function notStored(digest, what) {
 
 /** No D1 row for any of `digests`. */
 function noRows(digests) {
-  const list = [...new Set(digests)].map((d) => `'${d}'`).join(', ');
-  assert.deepEqual(edge.d1(`SELECT digest FROM packets WHERE digest IN (${list})`), [], 'no packet row');
+  assert.deepEqual(packetsAmong(edge, digests), [], 'no packet row');
 }
 
 /**
@@ -321,9 +324,6 @@ describe('bombs and oversized bodies', () => {
   });
 });
 
-/** The packs a push uses. */
-const packsOf = (id) => edge.d1(`SELECT pack FROM pack_users WHERE owner = 'push:${id}' ORDER BY pack`).map((r) => r.pack);
-
 /**
  * What a clean-up racing push `id` leaves when it wins: the packs the push
  * found were taken before the push could use them. The race is made
@@ -333,15 +333,13 @@ const packsOf = (id) => edge.d1(`SELECT pack FROM pack_users WHERE owner = 'push
  * chunks that lay in the packs collected.
  */
 async function collectPacksOf(id) {
-  const packs = edge.d1(`SELECT pack FROM pack_users u WHERE owner = 'push:${id}'
-    AND NOT EXISTS (SELECT 1 FROM pack_users o WHERE o.pack = u.pack AND o.owner != u.owner)`).map((r) => r.pack);
+  const packs = packsOnlyOfPush(edge, id);
   assert.ok(packs.length > 0, 'the push has packs of its own');
-  const list = packs.map((k) => `'${k}'`).join(', ');
-  const lost = edge.d1(`SELECT DISTINCT sha256 FROM chunks WHERE pack IN (${list})`).map((r) => r.sha256);
-  edge.d1(`DELETE FROM pack_users WHERE owner = 'push:${id}' AND pack IN (${list})`);
-  edge.d1(`UPDATE packs SET created = '2000-01-01T00:00:00.000Z', unused_check = 1 WHERE key IN (${list})`);
+  const lost = [...new Set(chunksIn(edge, packs).map((r) => r.sha256))];
+  dropPushUses(edge, id, packs);
+  agePacks(edge, packs, { mark: true });
   await edge.scheduled();
-  const left = edge.d1(`SELECT key, unused_check, created, (SELECT group_concat(owner) FROM pack_users u WHERE u.pack = packs.key) AS users FROM packs WHERE key IN (${list})`);
+  const left = packRows(edge, packs);
   assert.deepEqual(left, [], 'the packs are collected');
   return { packs, lost };
 }
@@ -418,7 +416,7 @@ describe('races', () => {
     for (const r of answers.filter((x) => x.status !== 201)) {
       assert.ok(r.status === 200 || (r.status === 404 && code(r) === 'not_found'), `${r.status} ${JSON.stringify(r.json)}`);
     }
-    assert.equal(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${p.entry.digest}'`)[0].n, 1);
+    assert.equal(packetCount(edge, p.entry.digest)[0].n, 1);
     const got = await client(edge.url).call('GET', `/v1/packets/${p.entry.digest}`);
     assert.ok(got.bytes.equals(fx.read('harness')));
     assert.equal((await send('GET', '/v1', { as: null })).status, 200);
@@ -458,7 +456,7 @@ describe('tokens of every scope', () => {
     assert.deepEqual(still.json, mine.json, 'the push is as its creator left it');
 
     // A part sent again replaces its record: the one it replaced goes.
-    const recordOf = () => edge.d1(`SELECT record FROM push_parts WHERE push_id = '${open.id}' AND number = 1`)[0].record;
+    const recordOf = () => partRecord(edge, open.id, 1);
     const old = recordOf();
     assert.equal((await send('PUT', `${open.location}/parts/1`, { body: chunkBatch(first), headers: CHUNKS, as: 'pusher' })).status, 200);
     const now = recordOf();
@@ -484,24 +482,18 @@ async function cleanUp() {
 
 /** Dates packs `keys` past the TTL, so that the clean-up may take them once nothing uses them. */
 function age(keys) {
-  if (keys.length === 0) return;
-  edge.d1(`UPDATE packs SET created = '2000-01-01T00:00:00.000Z' WHERE key IN (${keys.map((k) => `'${k}'`).join(', ')})`);
+  agePacks(edge, keys);
 }
-
-/** The packs stored packet `digest` uses. */
-const packsOfPacket = (digest) => edge.d1(`SELECT pack FROM pack_users WHERE owner = '${digest}' ORDER BY pack`).map((r) => r.pack);
 
 /** Which of `keys` still have their row. */
 function present(keys) {
-  if (keys.length === 0) return new Set();
-  return new Set(edge.d1(`SELECT key FROM packs WHERE key IN (${keys.map((k) => `'${k}'`).join(', ')})`).map((r) => r.key));
+  return new Set(packsAmong(edge, keys));
 }
 
 /** The chunks (hex) lying in packs `keys`, by pack. */
-function chunksIn(keys) {
+function chunksByPack(keys) {
   const out = new Map(keys.map((k) => [k, []]));
-  if (keys.length === 0) return out;
-  for (const r of edge.d1(`SELECT pack, sha256 FROM chunks WHERE pack IN (${keys.map((k) => `'${k}'`).join(', ')})`)) out.get(r.pack).push(r.sha256);
+  for (const r of chunksIn(edge, keys)) out.get(r.pack).push(r.sha256);
   return out;
 }
 
@@ -511,10 +503,8 @@ function chunksIn(keys) {
  * its row and its object.
  */
 function noPackWithoutUsers(what) {
-  assert.deepEqual(edge.d1(`SELECT key FROM packs p WHERE unused_check = 0
-    AND NOT EXISTS (SELECT 1 FROM pack_users u WHERE u.pack = p.key)`), [], `${what}: a pack without users is marked for the clean-up`);
-  const dangling = edge.d1(`SELECT DISTINCT u.pack FROM pack_users u WHERE NOT EXISTS (SELECT 1 FROM packs p WHERE p.key = u.pack)
-    AND (u.owner NOT LIKE 'push:%' OR EXISTS (SELECT 1 FROM pushes WHERE 'push:' || id = u.owner))`);
+  assert.deepEqual(unmarkedPacksWithoutUsers(edge), [], `${what}: a pack without users is marked for the clean-up`);
+  const dangling = usesOfMissingPacks(edge);
   for (const { pack } of dangling) assert.ok(!edge.r2Has(pack), `${what}: ${pack}, without a row, has no object either`);
 }
 
@@ -639,7 +629,7 @@ describe('races with the clean-up and compaction', () => {
       const files = randomFiles(10, 40 << 10);
       const chain = [packed(`chain${round}-0`, files)];
       await saveWhole(chain[0]);
-      for (let i = 1; packsOfPacket(chain[chain.length - 1].entry.digest).length < 8; i++) {
+      for (let i = 1; packsOfPacket(edge, chain[chain.length - 1].entry.digest).length < 8; i++) {
         assert.ok(i < 20, 'the packs add up to a merge');
         files[`f${i % 10}.bin`] = randomBytes(40 << 10);
         const next = packed(`chain${round}-${i}`, files);
@@ -647,11 +637,11 @@ describe('races with the clean-up and compaction', () => {
         chain.push(next);
       }
       const top = chain[chain.length - 1];
-      const shared = packsOfPacket(top.entry.digest);
+      const shared = packsOfPacket(edge, top.entry.digest);
       // Only the packet on top uses them: the pushes race its DELETE.
       for (const p of chain.slice(0, -1)) assert.equal((await send('DELETE', `/v1/packets/${p.entry.digest}`)).status, 204);
       age(shared);
-      const lostBy = chunksIn(shared);
+      const lostBy = chunksByPack(shared);
       const q = packed(`q${round}`, { ...files, 'f0.bin': randomBytes(40 << 10), 'new.bin': randomBytes(8 << 10) });
       const r = packed(`r${round}`, { ...files, 'f1.bin': randomBytes(40 << 10) });
       const qPush = await openOn(q, top);
@@ -682,7 +672,7 @@ describe('races with the clean-up and compaction', () => {
       await servedExact(r, `round ${round}, r`);
       // Whatever the interleaving, the packets stored name only packs that are there.
       for (const p of [q, r]) {
-        const used = packsOfPacket(p.entry.digest);
+        const used = packsOfPacket(edge, p.entry.digest);
         assert.equal(present(used).size, used.length, `round ${round}: every pack ${p.tag} uses has its row`);
       }
       noPackWithoutUsers(`compaction race ${round}`);
@@ -706,9 +696,9 @@ describe('races with the clean-up and compaction', () => {
       await saveWhole(base);
       const child = packed(`child${i}`, { ...files, 'f0.bin': randomBytes(64 << 10), 'f1.bin': randomBytes(64 << 10), 'more.bin': randomBytes(30 << 10) });
       const open = await openOn(child, base);
-      const shared = packsOfPacket(base.entry.digest);
+      const shared = packsOfPacket(edge, base.entry.digest);
       age(shared);
-      const lostBy = chunksIn(shared);
+      const lostBy = chunksByPack(shared);
       const halves = [open.bodyFrames.slice(0, 1), open.bodyFrames.slice(1)];
       const part = (n) => send('PUT', `${open.location}/parts/${n}`, { body: chunkBatch(halves[n - 1]), headers: CHUNKS, as: 'sandbox' });
       let done;
@@ -740,7 +730,7 @@ describe('races with the clean-up and compaction', () => {
     const base = packed('cli-base', files);
     await saveWhole(base);
     const child = packed('cli-child', { ...files, 'f2.bin': randomBytes(64 << 10) });
-    age(packsOfPacket(base.entry.digest));
+    age(packsOfPacket(edge, base.entry.digest));
     const cli = spawn(PILLBOX, ['checkpoint', 'push', child.file, '--remote', edge.url, '--quiet'], { env: cliEnvOf(), stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     cli.stdout.on('data', (d) => { out += d; });
@@ -789,9 +779,9 @@ describe('races with the clean-up and compaction', () => {
       const part = g.bodyFrames.filter((f) => heldHex.has(f.sha256.toString('hex')));
       assert.equal(part.length, 4);
       assert.equal((await send('PUT', `${open.location}/parts/1`, { body: chunkBatch(part), headers: CHUNKS, as: 'sandbox' })).status, 200);
-      const openPacks = packsOf(open.id);
+      const openPacks = packsOfPush(edge, open.id);
       age(openPacks);
-      const lostBy = chunksIn(openPacks);
+      const lostBy = chunksByPack(openPacks);
       const [answer] = await Promise.all([
         send('POST', pushPath(p.entry), { body: pushBody(g.recipes, [...g.manifestFrames, ...g.bodyFrames]), headers: PUSH, as: 'sandbox' }),
         (async () => {

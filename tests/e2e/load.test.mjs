@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 
 import { corpusCases, vectorPackets } from './corpus.mjs';
 import { ROOT, TARGET, buildWorker, client, coreVerdict, sha256, startEdge } from './edge.mjs';
+import { tableCounts } from './store.mjs';
 
 const CONCURRENCY = Number(process.env.LOAD_CONCURRENCY ?? 8);
 const READS = Number(process.env.LOAD_READS ?? 600);
@@ -136,7 +137,7 @@ test('concurrent uploads, reads and range reads: no errors, everything still ver
     assert.equal(verdict.ok, true, `${p.name}: ${JSON.stringify(verdict)}`);
     verified += 1;
   }
-  const listedRows = edge.d1("SELECT count(*) AS n FROM packets");
+  const listedRows = tableCounts(edge, { n: 'packets' });
   assert.deepEqual(listedRows, [{ n: unique.length }]);
 
   const seconds = (ms) => ms / 1000;

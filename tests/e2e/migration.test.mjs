@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { ROOT, WRANGLER, buildWorker, client, fixtures, sha256, startEdge } from './edge.mjs';
+import { packetsInOrder, schemaObjectCount, tableCounts } from './store.mjs';
 import { bodiesOf, cutsAndFrames, manifestFirst, manifestOf, pushBody, readBatch, readRecipes, rawOf, sha } from './wire.mjs';
 
 const OLD = ['v1-small', 'v1-harness', 'v1-big'];
@@ -151,13 +152,13 @@ after(async () => {
 });
 
 test('the migrations keep every packet and drop the per-member index', () => {
-  const rows = edge.d1('SELECT digest, storage, object_key, findings_kept FROM packets ORDER BY seq');
+  const rows = packetsInOrder(edge);
   assert.deepEqual(rows, [
     ...OLD.map((n) => ({ digest: fx.index[n].digest, storage: 'whole', object_key: `packets/sha256/${fx.index[n].digest.slice(7)}`, findings_kept: 0 })),
     { digest: fx.index[PUSHED].digest, storage: 'chunked', object_key: null, findings_kept: 0 },
   ]);
-  assert.deepEqual(edge.d1("SELECT count(*) AS n FROM sqlite_master WHERE name = 'members'"), [{ n: 0 }]);
-  assert.deepEqual(edge.d1('SELECT count(*) AS n FROM pack_users'), [{ n: OLD.length + 1 }], 'each packet uses its own objects');
+  assert.deepEqual(schemaObjectCount(edge, 'members'), [{ n: 0 }]);
+  assert.deepEqual(tableCounts(edge, { n: 'pack_users' }), [{ n: OLD.length + 1 }], 'each packet uses its own objects');
 });
 
 test('every read answers as before the migrations', async () => {

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { buildWorker, client, fixtures, pushBodyExample, startEdge } from './edge.mjs';
+import { countsAbout, packetCount, packetStorage } from './store.mjs';
 import {
   chunkBatch, cutsAndFrames, frameOf, manifestFirst, pushBody, readBatch, readRecipes, rawOf,
   recipesDocument, sha,
@@ -55,9 +56,7 @@ function timing(r) {
 
 /** Nothing about `digest` is stored, indexed or left in R2. */
 function assertNothingStored(digest) {
-  const rows = edge.d1(`SELECT (SELECT count(*) FROM packets WHERE digest = '${digest}') AS packets,
-    (SELECT count(*) FROM pack_users WHERE owner = '${digest}') AS users,
-    (SELECT count(*) FROM pushes WHERE digest = '${digest}') AS pushes`);
+  const rows = countsAbout(edge, digest, { packets: 'packets', users: 'pack_users', pushes: 'pushes' });
   assert.deepEqual(rows, [{ packets: 0, users: 0, pushes: 0 }], 'D1 rows');
   assert.deepEqual(edge.objectsFor(digest), [], 'R2 objects');
 }
@@ -98,7 +97,7 @@ describe('a push completes in one request when everything is at hand', () => {
     assert.equal(r.status, 201, JSON.stringify(r.json));
     assert.equal(r.json.digest, entry.digest);
     assert.equal(r.headers.get('location'), `/v1/packets/${entry.digest}`);
-    assert.deepEqual(edge.d1(`SELECT storage FROM packets WHERE digest = '${entry.digest}'`), [{ storage: 'packed' }]);
+    assert.deepEqual(packetStorage(edge, entry.digest), [{ storage: 'packed' }]);
     await assertServes(entry, bytes);
     // Pushed again: stored already, nothing read.
     const again = await post(entry, Buffer.alloc(0));
@@ -301,7 +300,7 @@ describe('every refusal is typed and stores nothing', () => {
     assert.equal(r.status, 202, JSON.stringify(r.json));
     assert.ok(r.json.missing.includes(hex(readme.sha256)), 'missing, not reused');
     assert.equal((await api.call('DELETE', r.json.location)).status, 204);
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${digest}'`), [{ n: 0 }]);
+    assert.deepEqual(packetCount(edge, digest), [{ n: 0 }]);
   });
 
   test('a chunk request is bounded before it is read', async () => {

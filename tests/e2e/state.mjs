@@ -4,6 +4,8 @@
 // `mode=ro`), so the running server is never disturbed.
 import { spawnSync } from 'node:child_process';
 
+import { SQL } from './store.mjs';
+
 const SCRIPT = `
 import glob, json, sqlite3, sys
 state, kind, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
@@ -37,7 +39,7 @@ export function stateQuery(state, kind, queries) {
  * lost their index row (`packs`) or their R2 object.
  */
 export function packsInUse(state) {
-  const d1 = stateQuery(state, 'd1', ['SELECT DISTINCT pack FROM pack_users', 'SELECT key FROM packs']);
+  const d1 = stateQuery(state, 'd1', [SQL.usedPacks, SQL.packKeys]);
   const r2 = stateQuery(state, 'r2', ['SELECT key FROM _mf_objects']);
   const needed = d1.rows[0].map((r) => r[0]);
   const rows = new Set(d1.rows[1].map((r) => r[0]));

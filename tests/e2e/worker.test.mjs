@@ -8,6 +8,7 @@ import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
 import { TOKEN, buildWorker, client, coreVerdict, fixtures, sha256, startEdge } from './edge.mjs';
+import { countsAbout, packetCount, packetObject } from './store.mjs';
 
 const MIB = 1 << 20;
 const LIMITS = {
@@ -55,8 +56,7 @@ async function assertNothingStored(digest, { deleted = false } = {}) {
   } else {
     assert.deepEqual(objects, [], 'R2 objects');
   }
-  const rows = edge.d1(`SELECT (SELECT count(*) FROM packets WHERE digest = '${digest}') AS packets,
-    (SELECT count(*) FROM pack_users WHERE owner = '${digest}') AS packs`);
+  const rows = countsAbout(edge, digest, { packets: 'packets', packs: 'pack_users' });
   assert.deepEqual(rows, [{ packets: 0, packs: 0 }], 'D1 rows');
 }
 
@@ -177,8 +177,8 @@ describe('upload, read, name', () => {
     );
     for (const r of results) assert.ok([200, 201].includes(r.status), JSON.stringify(r.json));
     assert.ok(results.some((r) => r.status === 201));
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM packets WHERE digest = '${h.digest}'`), [{ n: 1 }]);
-    const [row] = edge.d1(`SELECT member_count, object_key FROM packets WHERE digest = '${h.digest}'`);
+    assert.deepEqual(packetCount(edge, h.digest), [{ n: 1 }]);
+    const [row] = packetObject(edge, h.digest);
     assert.equal(row.member_count, h.members.length);
     const got = await api.call('GET', packetPath(h.digest));
     assert.ok(got.bytes.equals(bytes), 'the bytes uploaded');
@@ -367,7 +367,7 @@ describe('upload, read, name', () => {
     const r = await api.call('DELETE', packetPath(h.digest));
     assert.equal(r.status, 204);
     await assertNothingStored(h.digest, { deleted: true });
-    assert.deepEqual(edge.d1(`SELECT count(*) AS n FROM labels WHERE digest = '${h.digest}'`), [{ n: 0 }]);
+    assert.deepEqual(countsAbout(edge, h.digest, { n: 'labels' }), [{ n: 0 }]);
   });
 });
 
@@ -435,7 +435,7 @@ describe('multipart uploads', () => {
     const member = await api.call('GET', `${packetPath(big.digest)}/members/${blob.path}`);
     assert.equal(sha256(member.bytes), blob.sha256);
     // The assembled object, verified by reading it once, is the packet's object.
-    const [row] = edge.d1(`SELECT object_key FROM packets WHERE digest = '${big.digest}'`);
+    const [row] = packetObject(edge, big.digest);
     assert.equal(row.object_key, `uploads/${upload.upload_id}`, 'the assembled object is kept, not copied');
     assert.equal(edge.r2Has(row.object_key), true);
     assert.equal((await api.call('GET', upload.location)).status, 404);
