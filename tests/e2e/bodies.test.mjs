@@ -336,9 +336,18 @@ describe('oversized bodies', () => {
     t.diagnostic(`1 GiB announced: closed after ${(result.sent / MIB).toFixed(0)} MiB written in ${result.ms.toFixed(0)} ms; answer: ${JSON.stringify(status)}`);
     assert.ok(result.sent < total, 'the store closed the connection before the body was sent');
     // The answer arrives when the client reads as it sends, unless the
-    // close overtakes it; if it arrives, it is the typed refusal.
-    if (status) assert.match(status, /^HTTP\/1\.1 413 /);
-    if (status) assert.match(result.got, /"code":"body_too_large"/);
+    // close overtakes it. The Worker's answer is the typed refusal; when
+    // the close overtakes it inside the local server (miniflare's entry
+    // worker, in front of ours), that server answers 500 itself: "Network
+    // connection lost", with no problem document of the Worker's.
+    const fromWorker = /"error":\{"code":/.test(result.got);
+    const lost = status.startsWith('HTTP/1.1 500 ') && !fromWorker && /Network connection lost/.test(result.got);
+    if (lost) {
+      t.diagnostic(`the local server's own answer to the closed connection: ${JSON.stringify(result.got.slice(0, 300))}`);
+    } else if (status) {
+      assert.match(status, /^HTTP\/1\.1 413 /);
+      assert.match(result.got, /"code":"body_too_large"/);
+    }
     t.diagnostic(`GET /v1 right after: ${(await storeAnswers('the cut-off body')).toFixed(0)} ms`);
   });
 });
