@@ -126,10 +126,9 @@ bash scripts/wrangler.sh deploy --dry-run --outdir "$dry" >"$dry/log" 2>&1 || { 
 rm -rf "$dry"
 
 step "end-to-end: the Worker on workerd (wrangler dev, local R2 + D1) with HTTP clients and the pillbox binary"
-# One file at a time: two side by side (each with its own wrangler dev)
-# cut this stage by a third, but a body cut off mid-stream was then
-# answered 500 instead of 413 now and then (not seen one at a time).
-node --test --test-concurrency=1 tests/e2e/
+# Two files at a time: each starts its own wrangler dev (own port, own
+# persisted state) and most of a file's time is waiting on it.
+node --test --test-concurrency=2 tests/e2e/
 
 step "harness state end to end: Codex, Claude Code and OpenCode (the real CLIs, offline against a mock model) carried between two homes"
 PILLBOX_BIN="$target/release/pillbox" node --test --test-concurrency=1 tests/harness/
