@@ -983,6 +983,15 @@ impl Scan<'_> {
                 self.mark_remote(tree)?;
             }
         }
+        // A commit the remote has is not local history, whatever the walk
+        // of local commits let through (it trusts commit times, as git's
+        // does: a parent stamped later than its child, as skewed clocks
+        // stamp them, can slip past the remote's side): what was found
+        // first in its tree is the remote's, and no finding.
+        self.hits.retain(|hit| match &hit.origin {
+            Origin::Commit { commit, .. } => !reached.contains(commit),
+            _ => true,
+        });
         for hit in &mut self.hits {
             hit.on_remote = self.remote.contains(&hit.object) || reached.contains(&hit.object);
         }
