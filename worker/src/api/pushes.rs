@@ -8,6 +8,7 @@
 
 use pillbox_wire::ApiCode;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use packet_core::assembled::Assembly;
 use packet_core::secrets::Scanner;
@@ -30,6 +31,7 @@ use crate::push::at_hand::AtHand;
 use crate::push::complete::{classes_of, Completion};
 use crate::push::in_order::{Arrived, InOrder};
 use crate::push::manifest;
+use crate::push::opened::{self, Opened};
 use crate::push::plan::{Plan, Source, Status};
 use crate::push::prove::ProveError;
 use crate::push::recipes::RecipeBook;
@@ -228,8 +230,8 @@ fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<chunks::NewChunk> {
 /// its frames' bodies hold.
 struct State {
     row: PushRow,
-    json: Vec<u8>,
-    assembly: Assembly,
+    json: Rc<Vec<u8>>,
+    assembly: Rc<Assembly>,
     recipes: Recipes,
     recipes_etag: String,
     at_hand: AtHand,
@@ -241,11 +243,24 @@ struct State {
 
 async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<State, Problem> {
     let id = row.id.clone();
-    let json = load::object_bytes(bucket, &keys::push_manifest(&id), None)
-        .await?
-        .ok_or_else(|| Problem::internal(format!("push {id} has no manifest")))?;
-    let assembly = Assembly::new(&json, None, &Limits::FORMAT)
-        .map_err(|e| Problem::internal(format!("the push's manifest: {e}")))?;
+    let Opened { json, assembly } = match opened::get(&id) {
+        Some(kept) => kept,
+        None => {
+            let json = load::object_bytes(bucket, &keys::push_manifest(&id), None)
+                .await?
+                .ok_or_else(|| Problem::internal(format!("push {id} has no manifest")))?;
+            let assembly = timing::timed_sync(Stage::Manifest, || {
+                Assembly::new(&json, None, &Limits::FORMAT)
+            })
+            .map_err(|e| Problem::internal(format!("the push's manifest: {e}")))?;
+            let read = Opened {
+                json: Rc::new(json),
+                assembly: Rc::new(assembly),
+            };
+            opened::keep(&id, &read);
+            read
+        }
+    };
     let object = bucket
         .get(keys::push_recipes(&id))
         .execute()
@@ -1129,6 +1144,7 @@ async fn delete_objects(bucket: &Bucket, db: &D1Database, id: &str) {
 
 /// Ends a push without storing anything.
 pub(super) async fn discard(bucket: &Bucket, db: &D1Database, id: &str) -> Result<(), Problem> {
+    opened::forget(id);
     delete_objects(bucket, db, id).await;
     pushes::discard(db, id).await.map_err(db_failed)
 }
@@ -1423,6 +1439,15 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) 
         early,
         ..
     } = state;
+    // The push ends here, stored or not: the assembly is taken whole (or
+    // parsed again while another request of it still holds one).
+    opened::forget(id);
+    let json = Rc::unwrap_or_clone(json);
+    let assembly = match Rc::try_unwrap(assembly) {
+        Ok(assembly) => assembly,
+        Err(_) => Assembly::new(&json, None, &Limits::FORMAT)
+            .map_err(|e| Problem::internal(format!("the push's manifest: {e}")))?,
+    };
     let finished = finish(
         bucket,
         db,

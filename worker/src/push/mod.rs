@@ -14,6 +14,7 @@
 //! | [`complete`] | from the plan to the gate: what to read, the findings |
 //! | [`storing`] | how a verified packet is written: its layout's chunks, compaction, its root |
 //! | [`records`] | what a request's frames left behind |
+//! | [`opened`] | the isolate's copy of the last push's manifest, parsed |
 
 pub mod arrival;
 pub mod at_hand;
@@ -21,6 +22,7 @@ pub mod complete;
 pub mod gate;
 pub mod in_order;
 pub mod manifest;
+pub mod opened;
 pub mod plan;
 pub mod prove;
 pub mod recipes;
