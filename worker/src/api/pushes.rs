@@ -280,12 +280,18 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
     let parts = pushes::parts(db, &id).await.map_err(internal)?;
     let mut records = Vec::with_capacity(parts.len());
     for part in &parts {
+        if let Some(kept) = opened::record(&id, &part.record) {
+            records.push(kept);
+            continue;
+        }
         // A record replaced (and deleted) since the parts were listed: its
         // frames count as missing until the next look.
         let Some(bytes) = load::object_bytes(bucket, &part.record, None).await? else {
             continue;
         };
-        records.push(PartRecord::decode(&bytes).map_err(corrupt)?);
+        let record = Rc::new(PartRecord::decode(&bytes).map_err(corrupt)?);
+        opened::keep_record(&id, &part.record, &record, bytes.len());
+        records.push(record);
     }
     // What lies in packs collected since it was found is missing: the
     // bases' packs and the records' are asked about at once, and a frame
@@ -329,17 +335,17 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
                 });
             }
         }
-        for (i, class, f) in record.findings {
-            if let Some(c) = record.frames.get(i as usize) {
+        for (i, class, f) in &record.findings {
+            if let Some(c) = record.frames.get(*i as usize) {
                 arrived.insert(
                     (
                         Body {
                             sha256: c.sha256,
                             size: c.raw,
                         },
-                        class,
+                        *class,
                     ),
-                    f,
+                    f.clone(),
                 );
             }
         }
