@@ -974,8 +974,10 @@ impl StagingWriter {
             }
             Kind::File => {
                 let in_workspace = !private;
-                let hook =
-                    in_workspace && neutralize && entry.mode == 0o755 && git::is_hook(relative);
+                let hook = in_workspace
+                    && neutralize
+                    && entry.mode == packet_core::Mode::EXECUTABLE.bits()
+                    && git::is_hook(relative);
                 let config = in_workspace && neutralize && git::is_repository_config(relative);
                 if config && entry.size > GIT_CONFIG_MAX {
                     return Err(Refused::GitConfigTooLarge { member: entry.path }.into());

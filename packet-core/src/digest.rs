@@ -23,6 +23,12 @@ impl Digest {
         HexDigest(&self.0)
     }
 
+    /// A digest written either as a packet digest (`sha256:<64 hex>`) or
+    /// as its bare hex: what a query string or a person may give.
+    pub fn parse_text_or_hex(s: &str) -> Result<Digest, Error> {
+        Digest::from_hex(s.strip_prefix("sha256:").unwrap_or(s))
+    }
+
     /// Parses 64 lowercase hex digits (no prefix).
     pub fn from_hex(s: &str) -> Result<Digest, Error> {
         let b = s.as_bytes();
@@ -304,6 +310,27 @@ impl fmt::Debug for HashState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_is_read_with_or_without_its_prefix_and_nothing_else() {
+        use alloc::string::ToString;
+        let d = Digest::of(b"x");
+        let text = d.to_string();
+        let hex = d.hex().to_string();
+        assert_eq!(Digest::parse_text_or_hex(&text).unwrap(), d);
+        assert_eq!(Digest::parse_text_or_hex(&hex).unwrap(), d);
+        for bad in [
+            "",
+            "sha256:",
+            "sha1:00",
+            "sha256:sha256:00",
+            &hex[1..],
+            &hex.to_uppercase(),
+        ] {
+            let e = Digest::parse_text_or_hex(bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::DigestSyntax, "{bad:?}");
+        }
+    }
 
     #[test]
     fn the_resumable_hasher_is_sha256_however_it_is_fed_and_resumed() {

@@ -126,14 +126,7 @@ impl Query {
         match (self.get("path"), self.get("sha256")) {
             (Some(p), None) if !p.is_empty() => Ok(SearchKey::Path(p.to_string())),
             (None, Some(s)) => {
-                let digest = if s.starts_with("sha256:") {
-                    s.to_string()
-                } else {
-                    format!("sha256:{s}")
-                };
-                let d = digest
-                    .parse::<Digest>()
-                    .map_err(Problem::from_packet_error_400)?;
+                let d = Digest::parse_text_or_hex(s).map_err(Problem::from_packet_error_400)?;
                 Ok(SearchKey::Sha256(d.hex().to_string()))
             }
             _ => Err(Problem::bad_request(
