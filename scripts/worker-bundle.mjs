@@ -14,7 +14,7 @@
 //  3. worker/js/shim.js, worker-build's entry with this crate's handlers
 //     and classes written out, is bundled with wasm-bindgen's glue by
 //     esbuild (--format=esm --bundle --minify, `./index_bg.wasm` and
-//     `cloudflare:*` external), its inline snippets included;
+//     `cloudflare:*` and `node:*` external), its inline snippets included;
 //  4. the glue's `import source` of the wasm becomes a plain `import`
 //     (wrangler loads `*.wasm` as a compiled module).
 // Before it bundles, it checks that the crate's `worker` and `wasm-bindgen`
@@ -38,7 +38,7 @@ export const SDK = { field: 'sdk', name: 'workers-rs', version: '0.8.7' };
 export const BINDGEN_FLAGS = ['--no-typescript', '--target', 'module', '--out-name', 'index',
   '--experimental-reset-state-function', '--force-enable-abort-handler'];
 /** esbuild's, likewise. */
-export const ESBUILD_FLAGS = ['--external:./index_bg.wasm', '--external:cloudflare:*', '--format=esm', '--bundle',
+export const ESBUILD_FLAGS = ['--external:./index_bg.wasm', '--external:cloudflare:*', '--external:node:*', '--format=esm', '--bundle',
   './shim.js', '--outfile=index.js', '--allow-overwrite', '--minify'];
 /** Glue exports the shim calls itself rather than wrapping as handlers. */
 export const SYSTEM_FNS = ['__wbg_reset_state', '__worker_init_state'];

@@ -21,6 +21,8 @@ export async function startEdge() {
     ],
     modulesRoot: path.dirname(script),
     compatibilityDate: '2026-04-20',
+    // wrangler.toml's: node:crypto and node:zlib (worker/src/platform.rs).
+    compatibilityFlags: ['nodejs_compat'],
     r2Buckets: ['PACKETS'],
     d1Databases: ['INDEX'],
     bindings: { READ_ACCESS: 'public', PILLBOX_TOKEN: TOKEN, CORS_ORIGIN: '*' },

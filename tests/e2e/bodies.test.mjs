@@ -57,7 +57,8 @@ const lyingFrame = (name, stored) => ({ sha256: name.sha256, raw: name.size, enc
 /**
  * A chunk batch whose table claims `count` zstd frames of 1 MiB raw and
  * 1 byte stored (more raw bytes than a request may carry once `count`
- * passes 64), and holds no frame bytes.
+ * MiB passes the push's `part_limits.max_raw_bytes`), and holds no frame
+ * bytes.
  */
 function tableOver(count) {
   const head = Buffer.alloc(12);
@@ -158,7 +159,7 @@ async function openPush() {
   const rec = await api.call('POST', `${create.json.location}/recipes`, { body: recipesDocument({ bodies: [p.recipe] }) });
   assert.equal(rec.status, 200, JSON.stringify(rec.json));
   assert.equal(rec.json.missing_chunks.length, p.chunks.length);
-  return { ...p, location: create.json.location };
+  return { ...p, location: create.json.location, limits: create.json.part_limits };
 }
 
 // ---- the tests ------------------------------------------------------------
@@ -243,6 +244,8 @@ describe('bombs', () => {
     const create = (stored) => pushBody({ manifest: edited.manifest, bodies: [edited.recipe] },
       [...edited.manifestFrames, lyingFrame(edited.chunks[0], stored)]);
     const part = (stored) => chunkBatch([lyingFrame(push.chunks[0], stored)]);
+    assert.equal(push.limits.max_raw_bytes % MIB, 0, JSON.stringify(push.limits));
+    const over = push.limits.max_raw_bytes / MIB + 1;
     const cases = [
       { name: 'a 10 GiB frame bomb, create body', method: 'POST', path: pushPath(edited.entry), options: { body: create(bomb), headers: PUSH }, status: 422, code: 'chunk_frame_invalid' },
       { name: 'a 10 GiB frame bomb, part', method: 'PUT', path: `${push.location}/parts/1`, options: { body: part(bomb), headers: CHUNKS }, status: 422, code: 'chunk_frame_invalid' },
@@ -250,12 +253,13 @@ describe('bombs', () => {
       { name: 'a 128 MiB window, part', method: 'PUT', path: `${push.location}/parts/1`, options: { body: part(wide), headers: CHUNKS }, status: 422, code: 'zstd_window_too_large' },
       { name: 'not zstd, create body', method: 'POST', path: pushPath(edited.entry), options: { body: create(garbage), headers: PUSH }, status: 422, code: 'chunk_frame_invalid' },
       { name: 'not zstd, part', method: 'PUT', path: `${push.location}/parts/1`, options: { body: part(garbage), headers: CHUNKS }, status: 422, code: 'chunk_frame_invalid' },
-      // 65 frames of 1 MiB raw: past the 64 MiB a request's frames may
-      // decode to, refused at the table before a frame is read.
+      // One frame of 1 MiB raw more than a request's frames may decode to
+      // (part_limits.max_raw_bytes), refused at the table before a frame
+      // is read.
       { name: 'a table past the raw cap, create body', method: 'POST', path: pushPath(edited.entry),
-        options: { body: Buffer.concat([Buffer.from('PBPUSH02'), recipeSections({ manifest: edited.manifest }), tableOver(65)]), headers: PUSH },
+        options: { body: Buffer.concat([Buffer.from('PBPUSH02'), recipeSections({ manifest: edited.manifest }), tableOver(over)]), headers: PUSH },
         status: 422, code: 'chunk_batch_size' },
-      { name: 'a table past the raw cap, part', method: 'PUT', path: `${push.location}/parts/1`, options: { body: tableOver(65), headers: CHUNKS }, status: 422, code: 'chunk_batch_size' },
+      { name: 'a table past the raw cap, part', method: 'PUT', path: `${push.location}/parts/1`, options: { body: tableOver(over), headers: CHUNKS }, status: 422, code: 'chunk_batch_size' },
     ];
     await refuseAll(t, cases, [edited.entry.digest, push.entry.digest]);
     const state = await api.call('GET', push.location);

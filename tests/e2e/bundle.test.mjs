@@ -82,11 +82,15 @@ test('the built wasm: its imports are what the glue provides, its exports what t
   assert.ok(SYSTEM_FNS.every((f) => glue.includes(`export function ${f}`)));
 });
 
-test('the bundle imports only the runtime and its wasm (as a compiled module), and exports the entry and the classes', () => {
+test('the bundle imports only the runtime (its node:crypto and node:zlib, which wrangler.toml\'s nodejs_compat gives) and its wasm (as a compiled module), and exports the entry and the classes', () => {
   const js = readFileSync(join(BUILD, 'index.js'), 'utf8');
   assert.ok(!js.includes('import source '), 'the wasm is a plain import');
   const from = [...js.matchAll(/import\s*(?:\{[^}]*\}|[A-Za-z_$][\w$]*)\s*from\s*"([^"]+)"/g)].map((m) => m[1]);
-  assert.deepEqual([...new Set(from)].sort(), ['./index_bg.wasm', 'cloudflare:workers']);
+  assert.deepEqual([...new Set(from)].sort(), ['./index_bg.wasm', 'cloudflare:workers', 'node:crypto', 'node:zlib']);
+  const toml = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
+  assert.match(toml, /^compatibility_flags = \["nodejs_compat"\]$/m, 'wrangler.toml turns on nodejs_compat');
+  const inspector = readFileSync(join(ROOT, 'inspector/tests/edge.mjs'), 'utf8');
+  assert.ok(inspector.includes("compatibilityFlags: ['nodejs_compat']"), 'inspector/tests/edge.mjs runs the Worker with the same flag');
   const tail = /export\s*\{([^}]*)\}\s*;?\s*$/.exec(js);
   assert.ok(tail, 'one export list at the end');
   const exported = tail[1].split(',').map((p) => p.trim().split(/\s+as\s+/).pop());

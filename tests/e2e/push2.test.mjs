@@ -315,7 +315,9 @@ describe('every refusal is typed and stores nothing', () => {
 describe('a push body over the limit', () => {
   test('is refused by its Content-Length before it is read', async () => {
     const entry = { digest: `sha256:${'5'.repeat(64)}`, size: 4096 };
-    const r = await post(entry, Buffer.alloc(52 << 20));
+    // Over PUSH_PART_BYTES (64 MiB), the largest chunk table and 16 MiB of
+    // recipes.
+    const r = await post(entry, Buffer.alloc(90 << 20));
     assert.deepEqual([r.status, r.json.error.code], [413, 'push_too_large']);
   });
 });

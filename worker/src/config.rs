@@ -58,7 +58,7 @@ pub struct Config {
     /// older than this (`UPLOAD_TTL_HOURS`, default 24, fractions allowed).
     pub upload_ttl_ms: u64,
     /// The most bytes of frames one push part (or a push's create body)
-    /// carries, as sent (`PUSH_PART_BYTES`, default 32 MiB, 1 MiB to
+    /// carries, as sent (`PUSH_PART_BYTES`, default 64 MiB, 1 MiB to
     /// 64 MiB).
     pub push_part_bytes: u64,
     /// Whether the benchmark routes and timings are on (`BENCH_ROUTES`,
@@ -103,7 +103,7 @@ impl Config {
                     (h * 3_600_000.0) as u64
                 }),
             push_part_bytes: number("PUSH_PART_BYTES")
-                .unwrap_or(32 << 20)
+                .unwrap_or(64 << 20)
                 .clamp(1 << 20, 64 << 20),
             bench_routes: var("BENCH_ROUTES").as_deref().map(str::trim) == Some("1"),
         }
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(c.allowed_origin(Some("https://example.com")), None);
         assert_eq!(c.packet_hasher, PacketHasher::Platform);
         assert_eq!(c.upload_ttl_ms, 24 * 3_600_000);
-        assert_eq!(c.push_part_bytes, 32 << 20);
+        assert_eq!(c.push_part_bytes, 64 << 20);
         assert!(!c.bench_routes);
     }
 

@@ -24,6 +24,7 @@
 //! | [`cost`] | what requests cost in D1 and R2: the counters, the `Pillbox-Cost` header (pure) |
 //! | [`encoding`] | a request body's `Content-Encoding` (pure) |
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
+//! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
 //! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
@@ -52,6 +53,7 @@ pub mod cost;
 pub mod encoding;
 pub mod findings;
 pub mod multipart;
+pub mod platform;
 pub mod problem;
 pub mod push;
 pub mod query;

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use packet_core::{Body, Digest, Manifest};
@@ -753,11 +753,12 @@ impl<'r> Push2<'r> {
 
     /// Uploads the items in parts, [`PARALLEL_PARTS`] at a time.
     fn upload(&mut self, session: &Push, items: &[Item], next_part: &mut u32) -> Result<()> {
-        let parts = parts_of(items, &session.part_limits);
+        let parts = parts_of(items, &session.part_limits, true);
         self.progress
             .phase("upload", items.iter().map(|i| u64::from(i.size)).sum());
         let first = *next_part;
-        *next_part += parts.len() as u32;
+        // Numbers for the parts a lone body's part is cut into again.
+        let spare = AtomicU32::new(first + parts.len() as u32);
         let (jobs_tx, jobs_rx) = mpsc::channel::<(u32, std::ops::Range<usize>)>();
         for (n, range) in parts.iter().enumerate() {
             let _ = jobs_tx.send((first + n as u32, range.clone()));
@@ -785,7 +786,7 @@ impl<'r> Push2<'r> {
                         break;
                     };
                     let part = &items[range];
-                    match this.send_part(session, number, part, zstd_ok) {
+                    match this.send_part(session, number, part, zstd_ok, &spare) {
                         Ok(sent) => {
                             chunks_sent.fetch_add(sent.chunks, Ordering::Relaxed);
                             raw.fetch_add(sent.raw, Ordering::Relaxed);
@@ -804,6 +805,7 @@ impl<'r> Push2<'r> {
                 });
             }
         });
+        *next_part = spare.into_inner();
         let n = sent_parts.into_inner();
         self.report.parts_sent += n;
         self.report.requests += n;
@@ -819,14 +821,42 @@ impl<'r> Push2<'r> {
     }
 
     /// Reads one part's chunks (each checked against its name), frames
-    /// each and `PUT`s the batch.
-    fn send_part(&self, session: &Push, number: u32, part: &[Item], zstd_ok: bool) -> Result<Sent> {
+    /// each and `PUT`s the batch. A lone body's part larger than the
+    /// store's limit once compressed is cut again and sent as parts
+    /// numbered from `spare`.
+    fn send_part(
+        &self,
+        session: &Push,
+        number: u32,
+        part: &[Item],
+        zstd_ok: bool,
+        spare: &AtomicU32,
+    ) -> Result<Sent> {
         let (batch, sent) = self.batch(part, zstd_ok)?;
+        if sent.stored > session.part_limits.max_bytes {
+            drop(batch);
+            let mut all = Sent::default();
+            for range in parts_of(part, &session.part_limits, false) {
+                let n = spare.fetch_add(1, Ordering::Relaxed);
+                let (batch, sent) = self.batch(&part[range.clone()], zstd_ok)?;
+                self.put_part(session, n, &part[range], &batch)?;
+                all.chunks += sent.chunks;
+                all.raw += sent.raw;
+                all.stored += sent.stored;
+            }
+            return Ok(all);
+        }
+        self.put_part(session, number, part, &batch)?;
+        Ok(sent)
+    }
+
+    /// `PUT`s one part's batch.
+    fn put_part(&self, session: &Push, number: u32, part: &[Item], batch: &[u8]) -> Result<()> {
         let path = format!("{}/parts/{number}", push_path(&session.push_id));
         let what = format!("PUT {path}");
         let r = self
             .remote
-            .send_bytes(&what, "PUT", &path, chunks::MEDIA_TYPE, &batch, &[])?;
+            .send_bytes(&what, "PUT", &path, chunks::MEDIA_TYPE, batch, &[])?;
         if r.status().as_u16() != 200 {
             return Err(status_error(&what, r));
         }
@@ -838,7 +868,7 @@ impl<'r> Push2<'r> {
                 &format!("part {} with {} frames", answer.number, answer.frames),
             ));
         }
-        Ok(sent)
+        Ok(())
     }
 
     /// `POST /v1/pushes/{id}/complete`: the store proves what is not
@@ -1014,16 +1044,33 @@ fn cut_all(
 /// large body's chunks are not split between parts when the part has
 /// other items before them: the part that carries them all, in order, has
 /// the body proven as they arrive, and `complete` reads none of it back.
-fn parts_of(items: &[Item], limits: &pillbox_wire::PartLimits) -> Vec<std::ops::Range<usize>> {
+/// With `lone`, a body too large for one such part starts a part of its
+/// own that may hold up to the store's raw limit of its chunks, to be cut
+/// again ([`parts_of`] without `lone`) if they are larger than the limit
+/// once compressed.
+fn parts_of(
+    items: &[Item],
+    limits: &pillbox_wire::PartLimits,
+    lone: bool,
+) -> Vec<std::ops::Range<usize>> {
     let max_bytes = limits.max_bytes.min(limits.max_raw_bytes).min(PART_TARGET);
+    let lone_bytes = limits.max_raw_bytes.max(max_bytes);
     let max_frames = (limits.max_frames as usize).min(BatchLimits::MAX_FRAMES as usize);
     let mut parts = Vec::new();
     let mut start = 0;
     let mut bytes = chunks::HEAD_BYTES as u64;
+    // Whether the part so far is one large body's chunks from its first.
+    let mut alone = false;
     let mut i = 0;
     while i < items.len() {
         let more = chunks::ENTRY_BYTES as u64 + u64::from(items[i].size);
-        if i > start && (bytes + more > max_bytes || i - start >= max_frames) {
+        if i == start {
+            alone = lone && items[i].index.is_some() && items[i].offset == 0;
+        } else {
+            alone = alone && items[i].index == items[start].index;
+        }
+        let cap = if alone { lone_bytes } else { max_bytes };
+        if i > start && (bytes + more > cap || i - start >= max_frames) {
             let mut cut = i;
             let body = items[i].index;
             if body.is_some() && items[i].offset > 0 {
@@ -1087,17 +1134,20 @@ mod tests {
         let items: Vec<Item> = (0..10).map(|_| item(1000)).collect();
         let three = (chunks::HEAD_BYTES + 3 * (chunks::ENTRY_BYTES + 1000)) as u64;
         assert_eq!(
-            parts_of(&items, &limits(three, 100)),
+            parts_of(&items, &limits(three, 100), true),
             vec![0..3, 3..6, 6..9, 9..10]
         );
         assert_eq!(
-            parts_of(&items, &limits(1 << 30, 4)),
+            parts_of(&items, &limits(1 << 30, 4), true),
             vec![0..4, 4..8, 8..10]
         );
         // A chunk larger than the limit still goes, alone.
         let big = vec![item(10), item(5000), item(10)];
-        assert_eq!(parts_of(&big, &limits(1000, 100)), vec![0..1, 1..2, 2..3]);
-        assert!(parts_of(&[], &limits(1000, 100)).is_empty());
+        assert_eq!(
+            parts_of(&big, &limits(1000, 100), true),
+            vec![0..1, 1..2, 2..3]
+        );
+        assert!(parts_of(&[], &limits(1000, 100), true).is_empty());
     }
 
     #[test]
@@ -1118,10 +1168,49 @@ mod tests {
             piece(3, 0),
         ];
         let four = (chunks::HEAD_BYTES + 4 * (chunks::ENTRY_BYTES + 1000)) as u64;
-        assert_eq!(parts_of(&items, &limits(four, 100)), vec![0..2, 2..6]);
+        assert_eq!(parts_of(&items, &limits(four, 100), true), vec![0..2, 2..6]);
         // A body larger than a part is split where it must be.
         let two = (chunks::HEAD_BYTES + 2 * (chunks::ENTRY_BYTES + 1000)) as u64;
-        assert_eq!(parts_of(&items, &limits(two, 100)), vec![0..2, 2..4, 4..6]);
+        assert_eq!(
+            parts_of(&items, &limits(two, 100), true),
+            vec![0..2, 2..4, 4..6]
+        );
+    }
+
+    #[test]
+    fn a_body_larger_than_a_part_has_a_part_of_its_own_up_to_the_raw_limit() {
+        let piece = |index: usize, offset: u64| Item {
+            index: Some(index),
+            offset,
+            size: 1000,
+            sha256: Digest::of(&(index as u64 * 7 + offset).to_be_bytes()),
+        };
+        // A small body, a body of six chunks, one more small body.
+        let mut items = vec![piece(0, 0)];
+        items.extend((0..6).map(|k| piece(1, k * 1000)));
+        items.push(piece(2, 0));
+        let entries = |n: usize| (chunks::HEAD_BYTES + n * (chunks::ENTRY_BYTES + 1000)) as u64;
+        let mut l = limits(entries(2), 100);
+        // Raw bytes may be twice those sent: the body's six chunks fit in
+        // two parts of four raw chunks' worth, each its own.
+        l.max_raw_bytes = entries(4);
+        assert_eq!(parts_of(&items, &l, true), vec![0..1, 1..5, 5..7, 7..8]);
+        // Cut again as an ordinary part, each is within the bytes sent.
+        assert_eq!(parts_of(&items[1..5], &l, false), vec![0..2, 2..4]);
+        assert_eq!(
+            parts_of(&items, &l, false),
+            vec![0..1, 1..3, 3..5, 5..7, 7..8]
+        );
+        // A body that does not start the part is not given one of its own
+        // mid-way: it starts the next.
+        let mut mid = vec![piece(0, 0)];
+        mid.extend((0..3).map(|k| piece(1, k * 1000)));
+        assert_eq!(parts_of(&mid, &l, true), vec![0..1, 1..4]);
+        // The frame limit holds.
+        assert_eq!(
+            parts_of(&items[1..7], &limits(1 << 30, 4), true),
+            vec![0..4, 4..6]
+        );
     }
 
     fn name(n: u32) -> ChunkName {

@@ -4,10 +4,11 @@
 //! then, for each class its members have, so the body is never read again.
 
 use packet_core::secrets::Scanner;
-use packet_core::{BodyFindings, BodyScanner, Digest};
+use packet_core::{BodyFindings, BodyScanner};
 use pillbox_wire::chunks::Frame;
 use pillbox_wire::ApiCode;
 
+use crate::platform;
 use crate::problem::Problem;
 use crate::storage::frames;
 
@@ -31,7 +32,7 @@ pub fn check(index: usize, frame: &Frame, stored: &[u8], raw: &mut Vec<u8>) -> R
     })?;
     // The digest the bytes have is not told: only that they are not the
     // name's.
-    if Digest::of(raw) != frame.sha256 {
+    if platform::sha256(raw) != frame.sha256 {
         return Err(refused(
             ApiCode::ChunkDigestMismatch,
             format!(

@@ -6,7 +6,7 @@
 //! the recipes and the bases, and a recipe sent again is the same.
 
 use pillbox_wire::ApiCode;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use packet_core::{Body, Digest};
 use pillbox_wire::chunking::{BODIES, MAX_CHUNK};
@@ -152,8 +152,12 @@ impl RecipeBook {
     /// collected) is dropped, and its body is missing with no recipe, so
     /// the push asks for it again.
     pub fn add_kept(&mut self, recipes: &[BodyRecipe], bodies: &[Body], at_hand: &AtHand) {
+        let mut known = Known::new(self, bodies);
         for r in recipes {
-            let _ = self.add(std::slice::from_ref(r), bodies, at_hand);
+            if let Ok(Some(resolved)) = self.check(r, &known, &[], at_hand) {
+                known.learn(&resolved);
+                self.insert(resolved);
+            }
         }
     }
 
@@ -167,79 +171,123 @@ impl RecipeBook {
         bodies: &[Body],
         at_hand: &AtHand,
     ) -> Result<Vec<Body>, Problem> {
+        let mut known = Known::new(self, bodies);
+        let mut added: Vec<Resolved> = Vec::new();
+        let mut named = Vec::new();
+        for recipe in recipes {
+            if let Some(resolved) = self.check(recipe, &known, &added, at_hand)? {
+                known.learn(&resolved);
+                added.push(resolved);
+            }
+            named.push(recipe.body);
+        }
+        for r in added {
+            self.insert(r);
+        }
+        Ok(named)
+    }
+
+    fn insert(&mut self, r: Resolved) {
+        self.order.push(r.recipe.body);
+        self.recipes.insert(r.recipe.body, r);
+    }
+
+    /// `recipe` checked against the packet's bodies and the chunk sizes
+    /// `known` has, this book and the recipes `added` before it: resolved,
+    /// or none when the same recipe was received already.
+    fn check(
+        &self,
+        recipe: &BodyRecipe,
+        known: &Known,
+        added: &[Resolved],
+        at_hand: &AtHand,
+    ) -> Result<Option<Resolved>, Problem> {
+        let body = recipe.body;
+        let hex = body.sha256.hex();
+        if !known.bodies.contains(&body) {
+            return Err(not_needed(
+                format!(
+                    "body {hex} of {} bytes is not a body of this packet",
+                    body.size
+                ),
+                "send recipes only for the push's missing bodies larger than the bodies' threshold",
+            ));
+        }
+        if BODIES.is_one_chunk(body.size) {
+            return Err(not_needed(
+                format!(
+                    "body {hex} has {} bytes: it is one chunk, with no recipe",
+                    body.size
+                ),
+                "send it as one frame named by its sha256",
+            ));
+        }
+        if at_hand.base_body(&body).is_some() {
+            return Err(not_needed(
+                format!("body {hex} is in a base of this push: nothing to send"),
+                "send recipes only for the push's missing bodies",
+            ));
+        }
+        let resolved = resolve(recipe, at_hand)?;
+        let earlier = self
+            .recipes
+            .get(&body)
+            .or_else(|| added.iter().find(|r| r.recipe.body == body));
+        match earlier {
+            Some(r) if r.chunks == resolved.chunks => return Ok(None),
+            Some(_) => {
+                return Err(Problem::new(
+                    ApiCode::RecipeConflict,
+                    format!("another recipe for body {hex} was received"),
+                    "send the recipe sent before (the same bytes always make the same chunks)",
+                ))
+            }
+            None => {}
+        }
+        // Its own chunks too: one sha256 named twice in it with two sizes.
+        let mut own: HashMap<Digest, u64> = HashMap::new();
+        for &(sha, size) in &resolved.chunks {
+            let other = own
+                .get(&sha)
+                .or_else(|| known.sizes.get(&sha))
+                .copied()
+                .or_else(|| at_hand.base_size(&sha));
+            if let Some(s) = other.filter(|s| *s != size) {
+                return Err(invalid(format!(
+                    "chunk {} is said to have {size} bytes in the recipe of body {hex}, and {s} elsewhere",
+                    sha.hex()
+                )));
+            }
+            own.insert(sha, size);
+        }
+        Ok(Some(resolved))
+    }
+}
+
+/// What recipes are checked against: the packet's bodies, and the size of
+/// every sha256 a body or a recipe's chunk has.
+struct Known {
+    bodies: HashSet<Body>,
+    sizes: HashMap<Digest, u64>,
+}
+
+impl Known {
+    fn new(book: &RecipeBook, bodies: &[Body]) -> Known {
         let mut sizes: HashMap<Digest, u64> = bodies.iter().map(|b| (b.sha256, b.size)).collect();
-        for r in self.recipes.values() {
+        for r in book.recipes.values() {
             for c in &r.chunks {
                 sizes.entry(c.0).or_insert(c.1);
             }
         }
-        let known: std::collections::HashSet<Body> = bodies.iter().copied().collect();
-        let mut added: Vec<Resolved> = Vec::new();
-        let mut named = Vec::new();
-        for recipe in recipes {
-            let body = recipe.body;
-            let hex = body.sha256.hex();
-            if !known.contains(&body) {
-                return Err(not_needed(
-                    format!("body {hex} of {} bytes is not a body of this packet", body.size),
-                    "send recipes only for the push's missing bodies larger than the bodies' threshold",
-                ));
-            }
-            if BODIES.is_one_chunk(body.size) {
-                return Err(not_needed(
-                    format!(
-                        "body {hex} has {} bytes: it is one chunk, with no recipe",
-                        body.size
-                    ),
-                    "send it as one frame named by its sha256",
-                ));
-            }
-            if at_hand.base_body(&body).is_some() {
-                return Err(not_needed(
-                    format!("body {hex} is in a base of this push: nothing to send"),
-                    "send recipes only for the push's missing bodies",
-                ));
-            }
-            let resolved = resolve(recipe, at_hand)?;
-            let earlier = self
-                .recipes
-                .get(&body)
-                .or_else(|| added.iter().find(|r| r.recipe.body == body));
-            match earlier {
-                Some(r) if r.chunks == resolved.chunks => {
-                    named.push(body);
-                    continue;
-                }
-                Some(_) => {
-                    return Err(Problem::new(
-                        ApiCode::RecipeConflict,
-                        format!("another recipe for body {hex} was received"),
-                        "send the recipe sent before (the same bytes always make the same chunks)",
-                    ))
-                }
-                None => {}
-            }
-            for &(sha, size) in &resolved.chunks {
-                let other = sizes.get(&sha).copied().or_else(|| at_hand.base_size(&sha));
-                match other {
-                    Some(s) if s != size => {
-                        return Err(invalid(format!(
-                            "chunk {} is said to have {size} bytes in the recipe of body {hex}, and {s} elsewhere",
-                            sha.hex()
-                        )))
-                    }
-                    _ => {
-                        sizes.insert(sha, size);
-                    }
-                }
-            }
-            named.push(body);
-            added.push(resolved);
+        Known {
+            bodies: bodies.iter().copied().collect(),
+            sizes,
         }
-        for r in added {
-            self.order.push(r.recipe.body);
-            self.recipes.insert(r.recipe.body, r);
+    }
+
+    fn learn(&mut self, r: &Resolved) {
+        for &(sha, size) in &r.chunks {
+            self.sizes.insert(sha, size);
         }
-        Ok(named)
     }
 }
