@@ -20,26 +20,22 @@ pub fn sha256(bytes: &[u8]) -> Digest {
 /// Decodes the zstd frame `frame` (its shape checked) into `out`, whose
 /// length it extends by exactly `raw` bytes, or says why not. Never
 /// decodes more than `raw` bytes and one zstd block (128 KiB).
-pub fn zstd_decode(
-    frame: &[u8],
-    raw: u64,
-    window_log: u32,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
-    imp::zstd_decode(frame, raw, window_log, out)
+pub fn zstd_decode(frame: &[u8], raw: u64, out: &mut Vec<u8>) -> Result<(), String> {
+    imp::zstd_decode(frame, raw, out)
 }
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use js_sys::{Object, Reflect, Uint8Array};
     use packet_core::Digest;
+    use pillbox_wire::chunking::ZSTD_WINDOW_LOG;
     use wasm_bindgen::prelude::*;
 
     #[wasm_bindgen(module = "node:crypto")]
     extern "C" {
         type Hash;
         #[wasm_bindgen(js_name = createHash)]
-        fn create_hash(algorithm: &str) -> Hash;
+        fn create_hash(algorithm: &JsValue) -> Hash;
         // `&[u8]` reaches JavaScript as a view of wasm's memory: no copy.
         #[wasm_bindgen(method)]
         fn update(this: &Hash, data: &[u8]) -> Hash;
@@ -58,38 +54,42 @@ mod imp {
     /// zstd's largest block.
     const BLOCK: u64 = 128 << 10;
 
+    thread_local! {
+        /// Made once: JavaScript strings and objects cost a call each.
+        static SHA256: JsValue = JsValue::from_str("sha256");
+        static MAX_OUTPUT: JsValue = JsValue::from_str("maxOutputLength");
+        static OPTIONS: Result<Object, String> = options();
+    }
+
+    /// `{ params: { [ZSTD_d_windowLogMax]: ZSTD_WINDOW_LOG } }`.
+    fn options() -> Result<Object, String> {
+        let text = |e: JsValue| crate::store::js_text(&e);
+        let options = Object::new();
+        let params = Object::new();
+        let key = CONSTANTS
+            .with(|c| Reflect::get(c, &JsValue::from_str("ZSTD_d_windowLogMax")))
+            .map_err(text)?;
+        Reflect::set(&params, &key, &JsValue::from(ZSTD_WINDOW_LOG)).map_err(text)?;
+        Reflect::set(&options, &JsValue::from_str("params"), &params).map_err(text)?;
+        Ok(options)
+    }
+
     pub fn sha256(bytes: &[u8]) -> Digest {
-        let h = create_hash("sha256");
+        let h = SHA256.with(create_hash);
         h.update(bytes);
         let mut d = [0u8; 32];
         h.digest().copy_to(&mut d);
         Digest(d)
     }
 
-    pub fn zstd_decode(
-        frame: &[u8],
-        raw: u64,
-        window_log: u32,
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        let options = Object::new();
-        let params = Object::new();
-        let set = |o: &Object, k: &JsValue, v: JsValue| {
-            Reflect::set(o, k, &v).map_err(|e| crate::store::js_text(&e))
-        };
-        let key = CONSTANTS
-            .with(|c| Reflect::get(c, &JsValue::from_str("ZSTD_d_windowLogMax")))
-            .map_err(|e| crate::store::js_text(&e))?;
-        set(&params, &key, JsValue::from(window_log))?;
-        set(&options, &JsValue::from_str("params"), params.into())?;
+    pub fn zstd_decode(frame: &[u8], raw: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        let options = OPTIONS.with(|o| o.clone())?;
         // The runtime checks its limit a block of output at a time: it
         // refuses a frame of exactly the limit's size unless a block (128
         // KiB) is allowed for; the exact size is checked below.
-        set(
-            &options,
-            &JsValue::from_str("maxOutputLength"),
-            JsValue::from((raw + BLOCK) as f64),
-        )?;
+        MAX_OUTPUT
+            .with(|k| Reflect::set(&options, k, &JsValue::from((raw + BLOCK) as f64)))
+            .map_err(|e| crate::store::js_text(&e))?;
         let decoded = zstd_decompress_sync(frame, &options).map_err(|e| {
             let text = crate::store::js_text(&e);
             if e.is_instance_of::<js_sys::RangeError>() {
@@ -114,21 +114,17 @@ mod imp {
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
     use packet_core::Digest;
+    use pillbox_wire::chunking::ZSTD_MAX_WINDOW;
     use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 
     pub fn sha256(bytes: &[u8]) -> Digest {
         Digest::of(bytes)
     }
 
-    pub fn zstd_decode(
-        frame: &[u8],
-        raw: u64,
-        window_log: u32,
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
+    pub fn zstd_decode(frame: &[u8], raw: u64, out: &mut Vec<u8>) -> Result<(), String> {
         let start = out.len();
         let mut d = FrameDecoder::new();
-        d.set_max_window_size(1 << window_log);
+        d.set_max_window_size(ZSTD_MAX_WINDOW);
         let mut source = frame;
         d.reset(&mut source)
             .map_err(|e| format!("not a zstd frame: {e}"))?;

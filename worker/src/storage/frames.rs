@@ -7,7 +7,7 @@
 //! wasm, `ruzstd`) and kept compressed only when that pays, as a client
 //! does.
 
-use pillbox_wire::chunking::{keep_compressed, ZSTD_MAX_WINDOW, ZSTD_WINDOW_LOG};
+use pillbox_wire::chunking::{keep_compressed, ZSTD_MAX_WINDOW};
 use pillbox_wire::chunks::Encoding;
 use pillbox_wire::ApiCode;
 
@@ -176,7 +176,7 @@ fn decode_zstd(raw: u64, stored: &[u8], out: &mut Vec<u8>) -> Result<(), FrameEr
         )));
     }
     let start = out.len();
-    let decoded = platform::zstd_decode(stored, raw, ZSTD_WINDOW_LOG, out);
+    let decoded = platform::zstd_decode(stored, raw, out);
     if decoded.is_err() {
         out.truncate(start);
     }
