@@ -571,6 +571,19 @@ impl<'r> Push2<'r> {
     /// Reads `items` (each checked against its name), frames each and
     /// encodes the batch; returns it and what it carries.
     fn batch(&self, items: &[Item], zstd_ok: bool) -> Result<(Vec<u8>, Sent)> {
+        self.batch_within(items, zstd_ok, u64::MAX)
+            .map(|b| b.unwrap_or_default())
+    }
+
+    /// [`Self::batch`], or none as soon as the frames come to more than
+    /// `limit` bytes as sent (what is held stays within the limit and one
+    /// frame).
+    fn batch_within(
+        &self,
+        items: &[Item],
+        zstd_ok: bool,
+        limit: u64,
+    ) -> Result<Option<(Vec<u8>, Sent)>> {
         let mut frames = Vec::with_capacity(items.len());
         let mut stored: Vec<Vec<u8>> = Vec::with_capacity(items.len());
         let mut sent = Sent::default();
@@ -580,6 +593,9 @@ impl<'r> Push2<'r> {
             sent.chunks += 1;
             sent.raw += u64::from(frame.raw_size);
             sent.stored += u64::from(frame.stored_size);
+            if sent.stored > limit {
+                return Ok(None);
+            }
             frames.push(frame);
             stored.push(s.into_owned());
         }
@@ -590,7 +606,7 @@ impl<'r> Push2<'r> {
         for s in &stored {
             batch.extend_from_slice(s);
         }
-        Ok((batch, sent))
+        Ok(Some((batch, sent)))
     }
 
     /// A chunk's bytes, checked against its name.
@@ -791,7 +807,7 @@ impl<'r> Push2<'r> {
                             chunks_sent.fetch_add(sent.chunks, Ordering::Relaxed);
                             raw.fetch_add(sent.raw, Ordering::Relaxed);
                             stored.fetch_add(sent.stored, Ordering::Relaxed);
-                            sent_parts.fetch_add(1, Ordering::Relaxed);
+                            sent_parts.fetch_add(sent.parts, Ordering::Relaxed);
                             this.progress.inc(sent.raw);
                         }
                         Err(e) => {
@@ -813,6 +829,7 @@ impl<'r> Push2<'r> {
             chunks: chunks_sent.into_inner(),
             raw: raw.into_inner(),
             stored: stored.into_inner(),
+            parts: n,
         });
         match failure.into_inner().ok().flatten() {
             Some(e) => Err(e),
@@ -832,9 +849,8 @@ impl<'r> Push2<'r> {
         zstd_ok: bool,
         spare: &AtomicU32,
     ) -> Result<Sent> {
-        let (batch, sent) = self.batch(part, zstd_ok)?;
-        if sent.stored > session.part_limits.max_bytes {
-            drop(batch);
+        let limit = session.part_limits.max_bytes;
+        let Some((batch, sent)) = self.batch_within(part, zstd_ok, limit)? else {
             let mut all = Sent::default();
             for range in parts_of(part, &session.part_limits, false) {
                 let n = spare.fetch_add(1, Ordering::Relaxed);
@@ -843,11 +859,12 @@ impl<'r> Push2<'r> {
                 all.chunks += sent.chunks;
                 all.raw += sent.raw;
                 all.stored += sent.stored;
+                all.parts += 1;
             }
             return Ok(all);
-        }
+        };
         self.put_part(session, number, part, &batch)?;
-        Ok(sent)
+        Ok(Sent { parts: 1, ..sent })
     }
 
     /// `PUT`s one part's batch.
@@ -914,6 +931,8 @@ struct Sent {
     chunks: u64,
     raw: u64,
     stored: u64,
+    /// Parts (`PUT`s) it took.
+    parts: u64,
 }
 
 /// A large body's recipe: runs of chunks it shares, in order, with the
