@@ -33,7 +33,7 @@ use rustix::fs::{
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, opencode, RestorePlan};
+use crate::harness::{self, Destination, Destinations, LocalCopy, PendingImport, RestorePlan};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::{HarnessReport, Totals};
@@ -44,16 +44,12 @@ pub struct UnpackRequest {
     pub into: PathBuf,
     /// The digest the packet must have; `None` only with `--trust-unverified`.
     pub expected: Option<Digest>,
-    /// Where to restore a Codex rollout.
-    pub codex_home: Option<PathBuf>,
-    /// Where to restore a Claude Code transcript.
-    pub claude_config_dir: Option<PathBuf>,
+    /// Where each harness's state goes (a harness without a destination
+    /// is verified, not restored).
+    pub harness: Destinations,
     /// Write git repositories without the settings and hooks that run
     /// programs.
     pub neutralize_git: bool,
-    /// The OpenCode program that imports an OpenCode session (`None`: the
-    /// export is verified, not imported).
-    pub opencode: Option<PathBuf>,
 }
 
 /// The `pillbox.checkpoint.unpack/1` object.
@@ -294,6 +290,7 @@ impl Drop for Staging {
 pub(crate) struct HarnessTarget {
     pub(crate) staging: Staging,
     pub(crate) plan: RestorePlan,
+    pub(crate) to: Destination,
 }
 
 /// What [`place`] established.
@@ -414,7 +411,6 @@ fn place(
             harness: harness_target,
             path: workspace,
         },
-        request,
         created,
         git,
     )
@@ -432,12 +428,11 @@ pub(crate) struct Staged {
     pub path: PathBuf,
 }
 
-/// Moves what a verified packet staged into place (then imports an
-/// OpenCode session), undoing the moves on failure.
+/// Moves what a verified packet staged into place (then hands a session
+/// to a harness restored by its program), undoing the moves on failure.
 pub(crate) fn finish_placing(
     read: VerifiedPacket,
     staged: Staged,
-    request: &UnpackRequest,
     created: &mut Created,
     git: Option<GitNeutralized>,
 ) -> Result<Placed> {
@@ -447,17 +442,20 @@ pub(crate) fn finish_placing(
         harness: harness_target,
         path: workspace,
     } = staged;
-    // Everything verified. An OpenCode session to import must not replace
-    // another copy of it on this machine.
-    let import = match (&harness_target, &request.opencode, &read.manifest.harness) {
-        (Some(t), Some(program), Some(h)) => match &t.plan.import {
-            Some(relative) => Some(opencode::PendingImport::prepare(
-                program,
-                &h.session_id,
-                t.staging.path.join(relative),
-                &workspace,
-            )?),
-            None => None,
+    // Everything verified. A session to import must not replace another
+    // copy of it on this machine.
+    let import = match (&harness_target, &read.manifest.harness) {
+        (Some(t), Some(h)) => match (&t.to, &t.plan.import) {
+            (Destination::Program { program, importer }, Some(relative)) => {
+                Some(PendingImport::prepare(
+                    (program, *importer),
+                    h,
+                    t.staging.path.join(relative),
+                    &workspace,
+                    LocalCopy::Refused,
+                )?)
+            }
+            _ => None,
         },
         _ => None,
     };
@@ -470,9 +468,9 @@ pub(crate) fn finish_placing(
         created,
         &mut moved,
     )
-    .and_then(|()| match (&import, &request.opencode) {
-        (Some(i), Some(program)) if !i.already_there => i.run(program, &workspace),
-        _ => Ok(()),
+    .and_then(|()| match &import {
+        Some(i) => i.run(&workspace),
+        None => Ok(()),
     });
     if let Err(e) = result {
         for m in moved.iter().rev() {
@@ -490,8 +488,7 @@ pub(crate) fn finish_placing(
                 .map(|p| p.display().to_string()),
         );
         if let Some(i) = &import {
-            r.messages = Some(i.summary.message_ids.len() as u64);
-            r.last_message = Some(i.summary.message_ids.last().cloned());
+            i.report(&mut r);
         }
         r
     });
@@ -506,7 +503,8 @@ pub(crate) fn finish_placing(
 /// Where a packet's harness state goes, decided from its manifest before
 /// any body is read (`None`: not restored): the home is created if
 /// missing, the destinations must not exist, and a staging folder is made
-/// in the home (an OpenCode export is staged in the temporary folder).
+/// in the home (for a harness restored by its program, which is checked
+/// first, in the temporary folder).
 pub(crate) fn prepare_harness(
     m: &packet_core::Manifest,
     request: &UnpackRequest,
@@ -516,31 +514,33 @@ pub(crate) fn prepare_harness(
     let Some(h) = &m.harness else {
         return Ok(None);
     };
-    let home = match h.kind {
-        packet_core::HarnessKind::Codex => request.codex_home.as_deref(),
-        packet_core::HarnessKind::Claude => request.claude_config_dir.as_deref(),
-        packet_core::HarnessKind::Opencode => None,
-    };
-    let (plan, staging) = if let Some(home) = home {
-        created.dir_all(home)?;
-        let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-        let plan = harness::adapter(h.kind).restore_plan(&home, h, m, workspace)?;
-        plan.refuse_existing()?;
-        (plan, Staging::create(&Target::harness_home(&home)?)?)
-    } else if let (packet_core::HarnessKind::Opencode, Some(program)) = (h.kind, &request.opencode)
-    {
-        // Before any byte is read: an OpenCode that cannot import the
-        // session is known now.
-        let local = opencode::version(program, workspace)?;
-        opencode::check_not_older(program, &local, h.version.as_deref())?;
-        let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
-        let plan = harness::adapter(h.kind).restore_plan(&staging.path, h, m, workspace)?;
-        (plan, staging)
-    } else {
+    let Some(to) = request.harness.get(h.kind) else {
         return Ok(None);
     };
+    let adapter = harness::adapter(h.kind);
+    let (plan, staging) = match to {
+        Destination::Dir(home) => {
+            created.dir_all(home)?;
+            let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+            let plan = adapter.restore_plan(&home, h, m, workspace)?;
+            plan.refuse_existing()?;
+            (plan, Staging::create(&Target::harness_home(&home)?)?)
+        }
+        Destination::Program { program, importer } => {
+            // Before any byte is read: a program that cannot take the
+            // session is known now.
+            importer.check(program, h, workspace)?;
+            let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
+            let plan = adapter.restore_plan(&staging.path, h, m, workspace)?;
+            (plan, staging)
+        }
+    };
     confine_harness_symlinks(m, h.kind, &plan)?;
-    Ok(Some(HarnessTarget { staging, plan }))
+    Ok(Some(HarnessTarget {
+        staging,
+        plan,
+        to: to.clone(),
+    }))
 }
 
 /// Refuses a harness symlink that would point out of the folder it is
@@ -1051,10 +1051,8 @@ mod tests {
         let request = UnpackRequest {
             into,
             expected,
-            codex_home: None,
-            claude_config_dir: None,
+            harness: Destinations::default(),
             neutralize_git: false,
-            opencode: None,
         };
         unpack(&Bytes(bytes), &request, &Progress::new(true))
     }

@@ -356,18 +356,14 @@ fn fresh(
                 ));
             }
         }
-        let homes = match (
-            &manifest.harness,
-            &request.codex_home,
-            &request.claude_config_dir,
-        ) {
-            (Some(h), Some(home), _) if h.kind == packet_core::HarnessKind::Codex => {
-                vec![(h.kind.as_str().to_owned(), home.clone())]
-            }
-            (Some(h), _, Some(home)) if h.kind == packet_core::HarnessKind::Claude => {
-                vec![(h.kind.as_str().to_owned(), home.clone())]
-            }
-            _ => Vec::new(),
+        // The home a harness restored as files went under, as given.
+        let homes = match &manifest.harness {
+            Some(h) => request
+                .harness
+                .dir(h.kind)
+                .map(|home| vec![(h.kind.as_str().to_owned(), home.to_path_buf())])
+                .unwrap_or_default(),
+            None => Vec::new(),
         };
         let next = recording::record_of(
             r,
