@@ -7,6 +7,7 @@
 //! | `codex`, `claude`, `opencode` | the adapters: flags and homes, pack, restore, restore-check, resume |
 //! | `flags` | the harness flags of the command line, made from the adapters' descriptions |
 //! | `zstd` | reading a compressed session log |
+//! | `schemas` | tests: the schemas' lists of harnesses are the adapters' |
 //!
 //! The rest of the CLI asks [`adapter`] for a packet's harness kind and
 //! never chooses by kind itself.
@@ -15,6 +16,8 @@ pub mod claude;
 pub mod codex;
 pub mod flags;
 pub mod opencode;
+#[cfg(test)]
+mod schemas;
 mod zstd;
 
 use std::fs::File;
