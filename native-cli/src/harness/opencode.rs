@@ -33,7 +33,7 @@ use crate::walk::{Planned, Walk};
 pub struct Opencode;
 
 /// The program run when no `--opencode-bin` names one.
-pub const DEFAULT_PROGRAM: &str = "opencode";
+const DEFAULT_PROGRAM: &str = "opencode";
 
 /// `--opencode-bin`, with what the program is run for.
 const fn program_flag(help: &'static str) -> ProgramFlag {
