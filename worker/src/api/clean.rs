@@ -8,8 +8,8 @@ use worker::Env;
 
 use super::http::internal;
 use super::{pushes, uploads};
-use crate::index;
 use crate::problem::Problem;
+use crate::storage::index::packs;
 
 /// Uploads, and pushes, discarded per run at most.
 const SESSIONS_PER_RUN: usize = 1000;
@@ -60,11 +60,11 @@ pub async fn clean(env: &Env, now_ms: f64) -> Result<Cleaned, Problem> {
         }
     }
     let mut packs = 0;
-    for key in index::packs_to_check(&db, &cutoff, PACKS_PER_RUN)
+    for key in packs::to_check(&db, &cutoff, PACKS_PER_RUN)
         .await
         .map_err(internal)?
     {
-        if index::collect_pack(&db, &key).await.map_err(internal)? {
+        if packs::collect(&db, &key).await.map_err(internal)? {
             // Its row is gone: nothing can start using it, so its bytes go.
             bucket.delete(key).await.map_err(internal)?;
             packs += 1;

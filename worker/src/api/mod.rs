@@ -1,9 +1,11 @@
 //! The HTTP API (`proto/openapi.yaml`): [`handle`] routes a request
 //! ([`crate::route`]), authorizes it and hands it to the one handler of its
-//! route. Handlers move streams between the request, packet-core
-//! ([`crate::store`]), R2 and D1 ([`crate::index`]); every rule about
-//! packets is packet-core's. Every JSON answer is a [`pillbox_wire`] type
-//! (built from index rows by [`crate::rows`]), every refusal a [`Problem`].
+//! route. Handlers parse, authorize, call and answer: streams into R2
+//! ([`crate::store`]) and the storage ([`crate::storage`]: reads, the D1
+//! tables) move the bytes and the rows, and every rule about packets is
+//! packet-core's.
+//! Every JSON answer is a [`pillbox_wire`] type (built from rows by their
+//! table's file in [`crate::storage::index`]), every refusal a [`Problem`].
 //!
 //! | module | holds |
 //! |---|---|
