@@ -25,7 +25,7 @@
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
-//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), reads (pure; its statements and reads are wasm) |
+//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), reads, the clean-up (pure; its statements, reads and clean-up are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
@@ -90,7 +90,7 @@ async fn fetch(
 #[worker::event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: worker::Env, _ctx: worker::ScheduleContext) {
     match api::clean(&env, event.schedule()).await {
-        Ok(api::Cleaned { uploads, pushes, packs }) => worker::console_log!(
+        Ok(storage::clean::Cleaned { uploads, pushes, packs }) => worker::console_log!(
             "clean-up: {uploads} unfinished upload(s) and {pushes} push(es) discarded, {packs} unused pack(s) deleted"
         ),
         Err(p) => worker::console_error!("clean-up: {}", p.to_json()),

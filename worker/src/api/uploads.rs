@@ -1,7 +1,8 @@
 //! Multipart uploads (`/v1/uploads/…`, docs/worker.md "Multipart
 //! uploads"): create, read, send parts, complete (assemble, verify by
 //! reading the assembled object once, which then is the packet's object,
-//! index), abort; and the clean-up of uploads left unfinished.
+//! index), abort. Discarding an upload, here and in the clean-up, is
+//! [`crate::storage::clean::discard_upload`].
 
 use packet_core::Digest;
 use pillbox_wire::ApiCode;
@@ -14,6 +15,7 @@ use crate::config::Config;
 use crate::multipart::Plan;
 use crate::problem::Problem;
 use crate::query::upload_labels;
+use crate::storage::clean::discard_upload;
 use crate::storage::findings::KeptFindings;
 use crate::storage::index::new_id;
 use crate::storage::index::packets::{self, NewPacket, NewStorage};
@@ -133,58 +135,10 @@ pub async fn part(
 /// `DELETE /v1/uploads/{id}`
 pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
     let row = in_progress(db, id).await?;
-    if !discard(bucket, db, &row).await? {
+    if !discard_upload(bucket, db, &row).await.map_err(internal)? {
         return Err(Problem::not_found(format!("no upload {id} is in progress")));
     }
     no_content()
-}
-
-/// Discards an upload: its rows first (claiming it, so that a `complete`
-/// finishing at the same moment either stored the packet before, and the
-/// staging object is the packet's, or stores nothing), then its R2
-/// multipart upload and staging object. Returns whether it was there.
-pub(super) async fn discard(
-    bucket: &Bucket,
-    db: &D1Database,
-    row: &UploadRow,
-) -> Result<bool, Problem> {
-    let key = keys::upload(&row.id);
-    if !uploads::claim(db, &row.id, &key, row.size)
-        .await
-        .map_err(internal)?
-    {
-        return Ok(false);
-    }
-    if let Ok(upload) = bucket.resume_multipart_upload(key.clone(), &row.r2_upload_id) {
-        // Already completed or aborted uploads fail here; the staging object goes below.
-        let _ = upload.abort().await;
-    }
-    bucket.delete(key).await.map_err(internal)?;
-    Ok(true)
-}
-
-/// Discards every multipart upload started before `cutoff` (RFC 3339), at
-/// most `limit`. Returns how many it discarded.
-pub async fn expire(
-    bucket: &Bucket,
-    db: &D1Database,
-    cutoff: &str,
-    limit: usize,
-) -> Result<usize, Problem> {
-    let mut discarded = 0;
-    while discarded < limit {
-        let rows = uploads::created_before(db, cutoff, 50)
-            .await
-            .map_err(internal)?;
-        if rows.is_empty() {
-            break;
-        }
-        for row in &rows {
-            discard(bucket, db, row).await?;
-            discarded += 1;
-        }
-    }
-    Ok(discarded)
 }
 
 /// `POST /v1/uploads/{id}/complete`: R2 assembles the parts into the
@@ -201,7 +155,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
     let staging = keys::upload(id);
     if let Some(existing) = packets::get(db, &digest).await.map_err(internal)? {
         // Another upload of the same packet finished first.
-        discard(bucket, db, &row).await?;
+        discard_upload(bucket, db, &row).await.map_err(internal)?;
         return already_stored(db, existing, &labels).await;
     }
     let parts = uploads::parts(db, id).await.map_err(internal)?;
@@ -249,7 +203,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         Ok(v) => v,
         Err(e @ StoreError::Refused(_)) => {
             // Refused: the staging object and the upload go.
-            discard(bucket, db, &row).await?;
+            discard_upload(bucket, db, &row).await.map_err(internal)?;
             return Err(refusal(e));
         }
         Err(e) => return Err(refusal(e)),

@@ -21,6 +21,7 @@
 //! | [`index`] | the D1 tables, one file each: the rows and the answers built from them (pure), the statements with named parameters (wasm) |
 //! | `load` | stored packets fetched from R2 and D1, kept in the isolate (wasm) |
 //! | `read` | chunks and packet bytes streamed out of R2 (wasm) |
+//! | `clean` | the scheduled clean-up: unfinished uploads and pushes discarded, unused packs deleted (wasm) |
 
 pub mod chunk;
 pub mod compact;
@@ -36,6 +37,8 @@ pub mod root;
 pub mod sql;
 pub mod stored;
 
+#[cfg(target_arch = "wasm32")]
+pub mod clean;
 #[cfg(target_arch = "wasm32")]
 pub mod load;
 #[cfg(target_arch = "wasm32")]
