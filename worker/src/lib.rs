@@ -25,12 +25,11 @@
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
-//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), reads, the clean-up (pure; its statements, reads and clean-up are wasm) |
+//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), streams into R2, reads, the clean-up (pure; its statements, streams, reads and clean-up are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `body` | a request body read as it arrives, held to its cap (wasm) |
-//! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
 //! | `meter` | the D1 and R2 bindings counted, when `BENCH_ROUTES` is `1` (wasm, with `js/meter.mjs`) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
@@ -68,8 +67,6 @@ mod body;
 mod ingest;
 #[cfg(target_arch = "wasm32")]
 mod meter;
-#[cfg(target_arch = "wasm32")]
-mod store;
 #[cfg(target_arch = "wasm32")]
 mod timing;
 

@@ -13,7 +13,7 @@ use super::http::{content_length, internal, json_response, Answer};
 use crate::config::Config;
 use crate::problem::Problem;
 use crate::storage::index::new_id;
-use crate::store::{ChunkReader, FixedPut};
+use crate::storage::stream::{ChunkReader, FixedPut};
 use crate::timing::{self, Stage};
 
 /// `POST /v1/bench/baseline`

@@ -1,9 +1,9 @@
 //! The HTTP API (`proto/openapi.yaml`): [`handle`] routes a request
 //! ([`crate::route`]), authorizes it and hands it to the one handler of its
-//! route. Handlers parse, authorize, call and answer: streams into R2
-//! ([`crate::store`]) and the storage ([`crate::storage`]: reads, the D1
-//! tables, the clean-up) move the bytes and the rows, and every rule about
-//! packets is packet-core's.
+//! route. Handlers parse, authorize, call and answer: the storage
+//! ([`crate::storage`]: streams into R2, reads, the D1 tables, the
+//! clean-up) moves the bytes and the rows, and every rule about packets is
+//! packet-core's.
 //! Every JSON answer is a [`pillbox_wire`] type (built from rows by their
 //! table's file in [`crate::storage::index`]), every refusal a [`Problem`].
 //!

@@ -32,7 +32,7 @@ use crate::storage::keys;
 use crate::storage::load;
 use crate::storage::read::{self, Output};
 use crate::storage::stored::Stored;
-use crate::store::{self, FixedPut, StoreError};
+use crate::storage::stream::{self, FixedPut, StoreError};
 
 /// Packets and members never change under their digest.
 const PACKET_TYPE: &str = "application/x-tar";
@@ -154,7 +154,7 @@ pub async fn upload(
     packs::insert(db, &key, size, 0, &digest.to_string())
         .await
         .map_err(internal)?;
-    let verified = match store::verify_into_bucket(
+    let verified = match stream::verify_into_bucket(
         bucket,
         &key,
         body,

@@ -21,7 +21,7 @@ use crate::storage::index::new_id;
 use crate::storage::index::packets::{self, NewPacket, NewStorage};
 use crate::storage::index::uploads::{self, PartRow, UploadRow};
 use crate::storage::keys;
-use crate::store::{self, StoreError};
+use crate::storage::stream::{self, StoreError};
 
 /// `POST /v1/uploads`: plans the parts and opens an R2 multipart upload,
 /// unless the packet is stored already (200, nothing to send).
@@ -190,7 +190,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
                 )
             })?;
     }
-    let verified = match store::verify_object(
+    let verified = match stream::verify_object(
         bucket,
         &staging,
         plan.size,
