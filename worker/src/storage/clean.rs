@@ -3,12 +3,13 @@
 //! longer than `UPLOAD_TTL_HOURS`, then deletes the packs no stored packet
 //! and no open push uses any more, older than the same TTL, with their
 //! chunks' rows. Each kind is bounded per run; the rest waits for the
-//! next. Also here: discarding one upload (an abort, a refused complete).
+//! next. Also here: discarding one upload (an abort, a refused complete)
+//! or one push.
 
 use worker::{Bucket, D1Database, Result};
 
 use super::index::packs;
-use super::index::pushes;
+use super::index::pushes::{self, PushRow};
 use super::index::uploads::{self, UploadRow};
 use super::keys;
 
@@ -32,8 +33,19 @@ pub struct Cleaned {
 /// One run of the clean-up: what was started or created before `cutoff`
 /// (RFC 3339, UTC) and left goes.
 pub async fn run(bucket: &Bucket, db: &D1Database, cutoff: &str) -> Result<Cleaned> {
-    let uploads = expire_uploads(bucket, db, cutoff, SESSIONS_PER_RUN).await?;
-    let pushes = expire_pushes(bucket, db, cutoff, SESSIONS_PER_RUN).await?;
+    let uploads = expire(
+        SESSIONS_PER_RUN,
+        async || uploads::created_before(db, cutoff, ROWS_PER_LOOK).await,
+        async |row: &UploadRow| discard_upload(bucket, db, row).await.map(drop),
+    )
+    .await?;
+    // A push goes however active it is.
+    let pushes = expire(
+        SESSIONS_PER_RUN,
+        async || pushes::created_before(db, cutoff, ROWS_PER_LOOK).await,
+        async |row: &PushRow| discard_push(bucket, db, &row.id).await,
+    )
+    .await?;
     let packs = collect_packs(bucket, db, cutoff, PACKS_PER_RUN).await?;
     Ok(Cleaned {
         uploads,
@@ -82,44 +94,21 @@ pub async fn discard_push(bucket: &Bucket, db: &D1Database, id: &str) -> Result<
     pushes::discard(db, id).await
 }
 
-/// Discards every multipart upload started before `cutoff`, at most
-/// `limit`. Returns how many it discarded.
-async fn expire_uploads(
-    bucket: &Bucket,
-    db: &D1Database,
-    cutoff: &str,
+/// Discards what `older` finds (a look at a time) with `discard`, until a
+/// look finds nothing or `limit` are discarded. Returns how many were.
+async fn expire<R>(
     limit: usize,
+    older: impl AsyncFn() -> Result<Vec<R>>,
+    discard: impl AsyncFn(&R) -> Result<()>,
 ) -> Result<usize> {
     let mut discarded = 0;
     while discarded < limit {
-        let rows = uploads::created_before(db, cutoff, ROWS_PER_LOOK).await?;
+        let rows = older().await?;
         if rows.is_empty() {
             break;
         }
         for row in &rows {
-            discard_upload(bucket, db, row).await?;
-            discarded += 1;
-        }
-    }
-    Ok(discarded)
-}
-
-/// Discards every push started before `cutoff`, however active, at most
-/// `limit`. Returns how many it discarded.
-async fn expire_pushes(
-    bucket: &Bucket,
-    db: &D1Database,
-    cutoff: &str,
-    limit: usize,
-) -> Result<usize> {
-    let mut discarded = 0;
-    while discarded < limit {
-        let rows = pushes::created_before(db, cutoff, ROWS_PER_LOOK).await?;
-        if rows.is_empty() {
-            break;
-        }
-        for row in &rows {
-            discard_push(bucket, db, &row.id).await?;
+            discard(row).await?;
             discarded += 1;
         }
     }

@@ -41,3 +41,17 @@ pub fn unhex(text: &str) -> Option<Vec<u8>> {
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
 }
+
+/// What the tests of the rows' answers share.
+#[cfg(test)]
+mod fixtures {
+    /// A packet's digest.
+    pub const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000abc";
+    /// A time.
+    pub const T: &str = "2026-12-01T09:00:00.000Z";
+
+    /// `value` as JSON.
+    pub fn json_of(value: impl serde::Serialize) -> serde_json::Value {
+        serde_json::to_value(value).unwrap()
+    }
+}

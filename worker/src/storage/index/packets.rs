@@ -464,10 +464,8 @@ mod statements {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::index::fixtures::{json_of, D, T};
     use serde_json::json;
-
-    const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000abc";
-    const T: &str = "2026-12-01T09:00:00.000Z";
 
     fn packet(harness: Option<(&str, &str, Option<&str>)>, labels: Option<&str>) -> PacketRow {
         PacketRow {
@@ -491,10 +489,6 @@ mod tests {
             findings: None,
             findings_kept: 1,
         }
-    }
-
-    fn json_of(value: impl serde::Serialize) -> serde_json::Value {
-        serde_json::to_value(value).unwrap()
     }
 
     #[test]

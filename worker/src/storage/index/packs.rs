@@ -8,6 +8,12 @@ use worker::{D1Database, D1PreparedStatement, Result};
 
 use super::{int, json, now, sql, text, Condition, Sql};
 
+/// A row of pack keys.
+#[derive(Deserialize)]
+struct KeyRow {
+    key: String,
+}
+
 /// The owner name of an open push in `pack_users`.
 pub fn push_owner(id: &str) -> String {
     format!("push:{id}")
@@ -107,17 +113,13 @@ pub fn release(db: &D1Database, owner: &str) -> Result<Vec<D1PreparedStatement>>
 
 /// Which of these packs still have their row.
 pub async fn existing(db: &D1Database, keys: &[String]) -> Result<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Key {
-        key: String,
-    }
     Ok(
         sql("SELECT key FROM packs WHERE key IN (SELECT value FROM json_each(:keys))")
             .bind("keys", json(&keys))
             .prepare(db)?
             .all()
             .await?
-            .results::<Key>()?
+            .results::<KeyRow>()?
             .into_iter()
             .map(|k| k.key)
             .collect(),
@@ -137,10 +139,6 @@ pub fn mark_if_unused(db: &D1Database, keys: &[String]) -> Result<D1PreparedStat
 /// Packs the clean-up should look at: marked, created before
 /// `created_before` (RFC 3339, UTC), oldest first.
 pub async fn to_check(db: &D1Database, created_before: &str, limit: u32) -> Result<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Key {
-        key: String,
-    }
     Ok(sql(
         "SELECT key FROM packs WHERE unused_check = 1 AND created < :before ORDER BY created LIMIT :limit",
     )
@@ -149,7 +147,7 @@ pub async fn to_check(db: &D1Database, created_before: &str, limit: u32) -> Resu
     .prepare(db)?
     .all()
     .await?
-    .results::<Key>()?
+    .results::<KeyRow>()?
     .into_iter()
     .map(|k| k.key)
     .collect())

@@ -329,14 +329,8 @@ mod statements {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::index::fixtures::{json_of, D, T};
     use serde_json::json;
-
-    const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000abc";
-    const T: &str = "2026-12-01T09:00:00.000Z";
-
-    fn json_of(value: impl serde::Serialize) -> serde_json::Value {
-        serde_json::to_value(value).unwrap()
-    }
 
     #[test]
     fn pages_carry_the_next_cursor_as_text_or_null() {

@@ -235,13 +235,8 @@ mod statements {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::index::fixtures::{json_of, D};
     use serde_json::json;
-
-    const D: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000abc";
-
-    fn json_of(value: impl serde::Serialize) -> serde_json::Value {
-        serde_json::to_value(value).unwrap()
-    }
 
     #[test]
     fn an_upload_shows_what_arrived_and_what_is_missing() {
