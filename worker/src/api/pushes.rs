@@ -23,7 +23,6 @@ use super::packets::{already_stored, indexed, stored, too_large};
 use crate::body::Body as RequestBody;
 use crate::caps::{self, Caps};
 use crate::config::Config;
-use crate::index::{self, NewPacket, NewStorage};
 use crate::ingest;
 use crate::problem::Problem;
 use crate::push::arrival;
@@ -38,10 +37,11 @@ use crate::push::recipes::RecipeBook;
 use crate::push::records::PartRecord;
 use crate::push::storing::Storing;
 use crate::query::{upload_labels, Query};
-use crate::rows::{PushPartRow, PushRow};
 use crate::storage::chunk::{ChunkRef, Name};
 use crate::storage::findings::BodyClass;
-use crate::storage::index::{chunks, ends, packs, pushes};
+use crate::storage::index::packets::{self, NewPacket, NewStorage};
+use crate::storage::index::pushes::{PushPartRow, PushRow};
+use crate::storage::index::{self, chunks, ends, packs, pushes};
 use crate::storage::keys;
 use crate::storage::load;
 use crate::storage::read::{self, ReadError};
@@ -101,7 +101,7 @@ async fn load_bases(
         if used.contains(&digest.to_string()) {
             continue;
         }
-        if let Some(row) = timing::timed(Stage::D1, index::packet(db, &digest))
+        if let Some(row) = timing::timed(Stage::D1, packets::get(db, &digest))
             .await
             .map_err(internal)?
         {
@@ -469,7 +469,7 @@ pub async fn create(
             .map_err(Problem::from_packet_error_400)?;
     }
     let mut body = super::http::body(req, create_caps(config))?;
-    if let Some(row) = timing::timed(Stage::D1, index::packet(db, &digest))
+    if let Some(row) = timing::timed(Stage::D1, packets::get(db, &digest))
         .await
         .map_err(internal)?
     {
@@ -789,7 +789,7 @@ impl Create<'_> {
             size: *size,
             bases: serde_json::to_string(&self.used).unwrap_or_else(|_| "[]".into()),
             labels: serde_json::to_string(&self.labels).unwrap_or_else(|_| "[]".into()),
-            created: packs::now(),
+            created: index::now(),
             owner: Some(self.caller.to_string()),
         };
         load::write_object(bucket, &keys::push_manifest(&id), json).await?;
@@ -1420,7 +1420,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) 
         .digest
         .parse::<Digest>()
         .map_err(|e| Problem::internal(e.to_string()))?;
-    if let Some(existing) = index::packet(db, &digest).await.map_err(internal)? {
+    if let Some(existing) = packets::get(db, &digest).await.map_err(internal)? {
         // Another push or upload of the same packet finished first.
         discard(bucket, db, id).await?;
         return already_stored(db, existing, &labels).await;
