@@ -40,6 +40,7 @@ use crate::push::storing::Storing;
 use crate::query::{upload_labels, Query};
 use crate::rows::{PushPartRow, PushRow};
 use crate::storage::chunk::{ChunkRef, Name};
+use crate::storage::compacting;
 use crate::storage::findings::BodyClass;
 use crate::storage::index::{chunks, ends, packs, pushes};
 use crate::storage::keys;
@@ -1008,7 +1009,7 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
     let storing = timing::timed_sync(Stage::Layout, || {
         Storing::new(layout, manifest_refs, &own_key, f.at_hand.layout_chunks())
     });
-    let laid = timing::timed(Stage::Layout, lay_out(bucket, storing)).await;
+    let laid = timing::timed(Stage::Layout, compacting::lay_out(bucket, storing)).await;
     if !laid.pack.is_empty() {
         let digest_text = digest.to_string();
         let size = laid.pack.len() as u64;
@@ -1096,44 +1097,6 @@ async fn finish(bucket: &Bucket, db: &D1Database, f: Finishing<'_>) -> Result<Fi
             .map(Finished::Answer)
     } else {
         json_response(200, &now.stored(false)).map(Finished::Answer)
-    }
-}
-
-/// The packet laid out, with its small packs merged when that is called
-/// for; a merge that cannot be made is skipped (logged), and the packet is
-/// stored with the packs it had.
-async fn lay_out(bucket: &Bucket, storing: Storing) -> crate::push::storing::Laid {
-    let reads = storing.reads();
-    let mut bytes = Vec::with_capacity(reads.len());
-    let mut failed = None;
-    for (key, range) in &reads {
-        match load::object_bytes(bucket, key, Some((range.start, range.end - range.start))).await {
-            Ok(Some(b)) if b.len() as u64 == range.end - range.start => bytes.push(b),
-            Ok(_) => {
-                failed = Some(format!("{key} is shorter than the packet's layout says"));
-                break;
-            }
-            Err(e) => {
-                failed = Some(e.error.message().to_string());
-                break;
-            }
-        }
-    }
-    let storing = match failed {
-        Some(why) => {
-            worker::console_warn!("{{\"event\":\"compaction_skipped\",\"why\":{why:?}}}");
-            storing.without_compaction()
-        }
-        None => storing,
-    };
-    let plain = storing.clone().without_compaction();
-    match storing.finish(&bytes) {
-        Ok(laid) => laid,
-        Err(e) => {
-            worker::console_warn!("{{\"event\":\"compaction_skipped\",\"why\":{:?}}}", e.0);
-            // Without compaction nothing is copied, so nothing can fail.
-            plain.finish(&[]).unwrap_or_else(|_| unreachable!())
-        }
     }
 }
 

@@ -17,6 +17,7 @@
 //! | [`cut`] | FastCDC at the edge, as clients cut (pure) |
 //! | [`compact`] | merging a new packet's small packs into its own (pure) |
 //! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
+//! | `compacting` | compaction's reads of a new packet's small packs, from R2 (wasm) |
 //! | `index` | the D1 tables, one file each, with named SQL parameters (wasm) |
 //! | `load` | stored packets fetched from R2 and D1, kept in the isolate (wasm) |
 //! | `read` | chunks and packet bytes streamed out of R2 (wasm) |
@@ -34,6 +35,8 @@ pub mod root;
 pub mod sql;
 pub mod stored;
 
+#[cfg(target_arch = "wasm32")]
+pub mod compacting;
 #[cfg(target_arch = "wasm32")]
 pub mod index;
 #[cfg(target_arch = "wasm32")]
