@@ -12,16 +12,15 @@ use std::rc::Rc;
 
 use packet_core::assembled::Assembly;
 use packet_core::secrets::Scanner;
-use packet_core::{Body, BodyFindings, Digest, ErrorCode, Limits};
+use packet_core::{Body, BodyFindings, Digest, Limits};
 use pillbox_wire::chunks::{Decoder, Frame};
-use pillbox_wire::recipes::{ChunkName, PushDecoder, PushLimits, RecipeLimits, Recipes};
+use pillbox_wire::recipes::{PushDecoder, RecipeLimits, Recipes};
 use pillbox_wire::{MissingChunks, PartReceived};
 use worker::{Bucket, Conditional, D1Database, Request};
 
 use super::http::{content_length, internal, json_response, no_content, Answer};
 use super::packets::{already_stored, indexed, stored, too_large};
 use crate::body::Body as RequestBody;
-use crate::caps::{self, Caps};
 use crate::config::Config;
 use crate::index::{self, NewPacket, NewStorage};
 use crate::ingest;
@@ -30,14 +29,19 @@ use crate::push::arrival;
 use crate::push::at_hand::AtHand;
 use crate::push::complete::{classes_of, Completion};
 use crate::push::in_order::{Arrived, InOrder};
-use crate::push::manifest;
+use crate::push::manifest::{self, Checked, CreateBody};
 use crate::push::opened::{self, Opened};
+use crate::push::parts::{self, Gathered, Held, Placed, StoredChunk, CREATE_PART};
 use crate::push::plan::{Plan, Source, Status};
 use crate::push::prove::ProveError;
-use crate::push::recipes::RecipeBook;
+use crate::push::recipes::{self as push_recipes, RecipeBook};
 use crate::push::records::PartRecord;
+use crate::push::request::{self, CreateQuery};
 use crate::push::storing::Storing;
-use crate::query::{upload_labels, Query};
+use crate::push::wanted::{
+    check_wanted, incomplete, manifest_frames, missing_list, status_of, wanted_of,
+};
+use crate::query::Query;
 use crate::rows::{PushPartRow, PushRow};
 use crate::storage::chunk::{ChunkRef, Name};
 use crate::storage::compacting;
@@ -49,20 +53,8 @@ use crate::storage::read::{self, ReadError};
 use crate::storage::stored::Stored;
 use crate::timing::{self, Counter, Stage};
 
-/// Bases a push may name.
-const MAX_BASES: usize = 16;
 /// Attempts at updating a push's recipes when they arrive concurrently.
 const RECIPE_ATTEMPTS: usize = 8;
-/// The part number of a create body's frames in `push_parts`.
-const CREATE_PART: u16 = 0;
-
-fn limits(config: &Config) -> PushLimits {
-    PushLimits {
-        recipes: RecipeLimits::DEFAULT,
-        batch: config.batch_limits(),
-    }
-}
-
 fn corrupt(e: crate::binary::Corrupt) -> Problem {
     Problem::internal(e.to_string())
 }
@@ -113,65 +105,9 @@ async fn load_bases(
     Ok((at_hand, used))
 }
 
-fn refused(code: ApiCode, message: String) -> Problem {
-    Problem::new(
-        code,
-        message,
-        "send only chunks this push needs, each once, named by the sha256 of its raw bytes (GET the push to see them)",
-    )
-}
-
-/// Checks a table's frames against what the push may upload.
-fn check_wanted(
-    frames: &[Frame],
-    skip: &[bool],
-    wanted: &HashMap<Digest, u64>,
-) -> Result<(), Problem> {
-    let mut seen = HashSet::new();
-    for (i, f) in frames.iter().enumerate() {
-        if !seen.insert(f.sha256) {
-            return Err(refused(
-                ApiCode::ChunkNotNeeded,
-                format!("frame {i} ({}) is sent twice", f.sha256.hex()),
-            ));
-        }
-        if skip.get(i).copied().unwrap_or(false) {
-            continue;
-        }
-        match wanted.get(&f.sha256) {
-            None => {
-                return Err(refused(
-                    ApiCode::ChunkNotNeeded,
-                    format!(
-                        "frame {i} ({}) is not a chunk this push needs",
-                        f.sha256.hex()
-                    ),
-                ))
-            }
-            Some(&size) if size != u64::from(f.raw_size) => {
-                return Err(refused(
-                    ApiCode::ChunkSizeMismatch,
-                    format!(
-                        "frame {i} ({}) has {} bytes, the chunk has {size}",
-                        f.sha256.hex(),
-                        f.raw_size
-                    ),
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
-}
-
 /// Where a request's frames will live: in its new pack (those the store
-/// does not hold) or where the store holds them. Returns the record, which
-/// frames are new, and the pack's size.
-async fn place(
-    db: &D1Database,
-    frames: &[Frame],
-    pack_key: &str,
-) -> Result<(PartRecord, Vec<bool>, u64), Problem> {
+/// does not hold) or where the store holds them ([`parts::place`]).
+async fn place(db: &D1Database, frames: &[Frame], pack_key: &str) -> Result<Placed, Problem> {
     let names: Vec<Name> = frames
         .iter()
         .map(|f| (f.sha256, u64::from(f.raw_size)))
@@ -179,52 +115,15 @@ async fn place(
     let held = timing::timed(Stage::D1, chunks::find(db, &names))
         .await
         .map_err(internal)?;
-    let mut record = PartRecord::default();
-    let mut new = Vec::with_capacity(frames.len());
-    let mut offset = 0u64;
-    for (f, name) in frames.iter().zip(&names) {
-        let chunk = match held.get(name) {
-            Some(h) => {
-                new.push(false);
-                let slot = record.pack(&h.pack);
-                ChunkRef {
-                    sha256: f.sha256,
-                    raw: name.1,
-                    slot,
-                    offset: h.offset,
-                    stored: h.stored,
-                    encoding: h.encoding,
-                }
-            }
-            None => {
-                new.push(true);
-                let slot = record.pack(pack_key);
-                let c = ChunkRef {
-                    sha256: f.sha256,
-                    raw: name.1,
-                    slot,
-                    offset,
-                    stored: u64::from(f.stored_size),
-                    encoding: f.encoding,
-                };
-                offset += u64::from(f.stored_size);
-                c
-            }
-        };
-        record.frames.push(chunk);
-    }
-    Ok((record, new, offset))
-}
-
-/// The rows for the chunks a request stored in its pack.
-fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<chunks::NewChunk> {
-    record
-        .frames
-        .iter()
-        .zip(new)
-        .filter(|(_, n)| **n)
-        .map(|(c, _)| (c.sha256, c.raw, c.offset, c.stored, c.encoding))
-        .collect()
+    let at = |name: &Name| {
+        held.get(name).map(|h| Held {
+            pack: &h.pack,
+            offset: h.offset,
+            stored: h.stored,
+            encoding: h.encoding,
+        })
+    };
+    Ok(parts::place(frames, at, pack_key))
 }
 
 /// A push as it stands: its packet, what is at hand, its recipes and what
@@ -298,59 +197,9 @@ async fn read_state(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<St
     // bases' packs and the records' are asked about at once, and a frame
     // in a pack that is gone is not at hand (a later part may bring it
     // again).
-    let mut named = at_hand.packs.keys();
-    for key in records.iter().flat_map(|r| &r.packs) {
-        if !named.contains(key) {
-            named.push(key.clone());
-        }
-    }
+    let named = parts::packs_named(&at_hand, &records);
     let gone = packs::gone(db, &named).await.map_err(internal)?;
-    at_hand.forget_packs(&gone);
-    let mut arrived = HashMap::new();
-    let mut early: HashMap<Body, Vec<Arrived>> = HashMap::new();
-    for record in records {
-        for (key, chunk) in record.located() {
-            if !gone.iter().any(|g| g == key) {
-                at_hand.add_frame(key, chunk);
-            }
-        }
-        for e in &record.early {
-            let run = (e.first as usize)..(e.first + e.count) as usize;
-            // Where the chunks hashed lie, in the push's pack table; a
-            // body with a chunk in a pack collected is read, if at all.
-            let chunks: Option<Vec<ChunkRef>> = record.frames[run]
-                .iter()
-                .map(|c| {
-                    let key = record.packs.get(c.slot as usize)?;
-                    if gone.iter().any(|g| g == key) {
-                        return None;
-                    }
-                    Some(c.in_slot(at_hand.packs.find(key)?))
-                })
-                .collect();
-            if let Some(chunks) = chunks {
-                early.entry(e.body).or_default().push(Arrived {
-                    chunks,
-                    end: e.end.clone(),
-                    findings: e.findings.clone(),
-                });
-            }
-        }
-        for (i, class, f) in &record.findings {
-            if let Some(c) = record.frames.get(*i as usize) {
-                arrived.insert(
-                    (
-                        Body {
-                            sha256: c.sha256,
-                            size: c.raw,
-                        },
-                        *class,
-                    ),
-                    f.clone(),
-                );
-            }
-        }
-    }
+    let Gathered { arrived, early } = parts::gather(&records, &gone, &mut at_hand);
     let mut book = RecipeBook::new();
     book.add_kept(&recipes.bodies, &assembly.unproven(), &at_hand);
     Ok(State {
@@ -381,53 +230,16 @@ impl State {
             &self.recipes.manifest,
         )
     }
-}
 
-/// The chunks of packet.json's recipe not at hand (a base's, or uploaded
-/// by the push), each once.
-fn lacking_manifest(recipe: &[ChunkName], at_hand: &AtHand) -> Vec<Name> {
-    let mut seen = HashSet::new();
-    recipe
-        .iter()
-        .map(|c| (c.sha256, u64::from(c.size)))
-        .filter(|n| at_hand.chunk(n).is_none() && seen.insert(*n))
-        .collect()
-}
-
-/// What a push lacks: its plan's missing bodies and chunks, and the
-/// chunks of packet.json that are no longer at hand (a pack collected).
-fn status_of(plan: &Plan, at_hand: &AtHand, book: &RecipeBook, manifest: &[ChunkName]) -> Status {
-    let mut status = plan.status(at_hand, book);
-    for (sha256, size) in lacking_manifest(manifest, at_hand) {
-        if !status.missing_chunks.contains(&sha256) {
-            status.missing_chunks.push(sha256);
-            status.missing_bytes += size;
-        }
+    /// The chunks a part of the push may carry, sha256 → size.
+    fn wanted(&self) -> HashMap<Digest, u64> {
+        wanted_of(
+            &self.plan(),
+            &self.at_hand,
+            &self.book,
+            &self.recipes.manifest,
+        )
     }
-    status
-}
-
-/// The chunks a push may upload: its plan's, and the chunks of
-/// packet.json no longer at hand.
-fn wanted_of(
-    plan: &Plan,
-    at_hand: &AtHand,
-    book: &RecipeBook,
-    manifest: &[ChunkName],
-) -> HashMap<Digest, u64> {
-    let mut wanted = plan.wanted(at_hand, book);
-    for (sha256, size) in lacking_manifest(manifest, at_hand) {
-        wanted.insert(sha256, size);
-    }
-    wanted
-}
-
-/// The list a 409 `push_incomplete` carries: the missing chunks, then the
-/// missing bodies.
-fn missing_list(status: &Status) -> Vec<Digest> {
-    let mut missing = status.missing_chunks.clone();
-    missing.extend(status.missing.iter().copied());
-    missing
 }
 
 /// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`. The bases are
@@ -442,34 +254,13 @@ pub async fn create(
     bases_readable: bool,
     caller: &str,
 ) -> Answer {
-    let digest = query
-        .get("digest")
-        .unwrap_or("")
-        .parse::<Digest>()
-        .map_err(Problem::from_packet_error_400)?;
-    let size = query
-        .get("size")
-        .and_then(|s| s.parse::<u64>().ok())
-        .filter(|&s| s > 0)
-        .ok_or_else(|| {
-            Problem::bad_request(
-                ApiCode::SizeInvalid,
-                "size= is the packet's size in bytes, a positive integer",
-            )
-        })?;
-    let labels = upload_labels(query.all("label"))?;
-    let bases = query.all("base");
-    if bases.len() > MAX_BASES {
-        return Err(Problem::bad_request(
-            ApiCode::BasesInvalid,
-            format!("a push names at most {MAX_BASES} bases"),
-        ));
-    }
-    for b in &bases {
-        b.parse::<Digest>()
-            .map_err(Problem::from_packet_error_400)?;
-    }
-    let mut body = super::http::body(req, create_caps(config))?;
+    let CreateQuery {
+        digest,
+        size,
+        labels,
+        bases,
+    } = CreateQuery::parse(query)?;
+    let mut body = super::http::body(req, request::create_caps(config))?;
     if let Some(row) = timing::timed(Stage::D1, index::packet(db, &digest))
         .await
         .map_err(internal)?
@@ -508,38 +299,6 @@ pub async fn create(
     answer
 }
 
-/// A push's create body: its recipes and a chunk batch, at most
-/// [`PushLimits::max_body_bytes`] as sent (413 `push_too_large`); what
-/// its frames decode to is held by the batch's limits.
-fn create_caps(config: &Config) -> Caps {
-    Caps {
-        sent: limits(config).max_body_bytes(),
-        refuse: |most| {
-            Problem::new(
-                ApiCode::PushTooLarge,
-                format!("a push's body has at most {} as sent", caps::bytes(most)),
-                "send fewer frames in the body and the rest as parts (the push's part_limits)",
-            )
-        },
-    }
-}
-
-/// A part: a chunk batch within the part limits, table included, as sent
-/// (413 `part_too_large`); what its frames decode to is held by the
-/// batch's limits.
-fn part_caps(config: &Config) -> Caps {
-    Caps {
-        sent: config.batch_limits().max_batch_bytes(),
-        refuse: |most| {
-            Problem::new(
-                ApiCode::PartTooLarge,
-                format!("a part has at most {most} bytes as sent"),
-                "send fewer chunks per part (part_limits.max_bytes)",
-            )
-        },
-    }
-}
-
 struct Create<'a> {
     bucket: &'a Bucket,
     db: &'a D1Database,
@@ -549,16 +308,6 @@ struct Create<'a> {
     labels: Vec<String>,
     used: Vec<String>,
     caller: &'a str,
-}
-
-/// Each body's scan classes, with the path of one member of each.
-type Classes = HashMap<Body, Vec<(u8, String)>>;
-
-/// What a create body's manifest turned out to be.
-struct Checked {
-    json: Vec<u8>,
-    assembly: Assembly,
-    book: RecipeBook,
 }
 
 impl Create<'_> {
@@ -571,67 +320,33 @@ impl Create<'_> {
             size,
             ..
         } = &self;
-        let mut decoder = PushDecoder::new(limits(config));
+        let mut decoder = PushDecoder::new(request::limits(config));
         let recipes = ingest::read_recipes(body, &mut decoder).await?;
-        let total: u64 = recipes.manifest.iter().map(|c| u64::from(c.size)).sum();
-        if recipes.manifest.is_empty() {
-            return Err(Problem::new(
-                ApiCode::RecipesSize,
-                "the push names no chunk of packet.json",
-                "send the manifest's recipe: its chunks in order",
-            ));
-        }
-        if total > config.limits.max_manifest_bytes {
-            return Err(Problem::over_limit(
-                ErrorCode::LimitManifest,
-                format!(
-                    "packet.json is {total} bytes, at most {} are accepted",
-                    config.limits.max_manifest_bytes
-                ),
-                ErrorCode::LimitManifest.advice(),
-            ));
-        }
+        manifest::check_recipe(&recipes.manifest, &config.limits)?;
         let batch = decoder
             .batch_mut()
             .ok_or_else(|| Problem::internal("the batch follows the recipes"))?;
         let frames = ingest::read_table(body, batch).await?;
-        let manifest_names: HashSet<Name> = recipes
-            .manifest
-            .iter()
-            .map(|c| (c.sha256, u64::from(c.size)))
-            .collect();
-        let is_manifest: Vec<bool> = frames
-            .iter()
-            .map(|f| manifest_names.contains(&(f.sha256, u64::from(f.raw_size))))
-            .collect();
-        if let Some(first_body) = is_manifest.iter().position(|m| !m) {
-            if is_manifest[first_body..].contains(&true) {
-                return Err(refused(
-                    ApiCode::ManifestChunksFirst,
-                    format!("frame {first_body} is a body's chunk and a chunk of packet.json follows it: the manifest's chunks come first"),
-                ));
-            }
-        }
+        let is_manifest = manifest_frames(&frames, &recipes.manifest)?;
         let sent: HashSet<Name> = frames
             .iter()
             .map(|f| (f.sha256, u64::from(f.raw_size)))
             .collect();
         let missing = manifest::missing(&recipes.manifest, |n| sent.contains(n), &at_hand);
         if !missing.is_empty() {
-            let mut p = Problem::new(
-                ApiCode::ManifestIncomplete,
-                format!("{} chunks of packet.json are neither in this body nor in a base the store uses", missing.len()),
-                "send them (or every chunk of packet.json): the bases named may be unknown to the store or not readable by this token",
-            );
-            p.error.missing = Some(missing.iter().map(|d| d.hex().to_string()).collect());
-            return Err(p);
+            return Err(manifest::incomplete(&missing));
         }
         let id = timing::timed(Stage::D1, index::new_id(db))
             .await
             .map_err(internal)?;
         let pack_key = keys::pack(&id);
-        let (record, new, pack_size) = place(db, &frames, &pack_key).await?;
-        let new_count = new.iter().filter(|n| **n).count() as u64;
+        let placed = place(db, &frames, &pack_key).await?;
+        let new_count = placed.new_count();
+        let Placed {
+            mut record,
+            new,
+            pack_size,
+        } = placed;
         if pack_size > 0 {
             timing::timed(
                 Stage::D1,
@@ -641,54 +356,31 @@ impl Create<'_> {
             .map_err(internal)?;
         }
         let manifest_frames = is_manifest.iter().filter(|m| **m).count();
+        let create_body = CreateBody {
+            recipes: &recipes,
+            frames: &frames,
+            is_manifest: &is_manifest,
+            digest: *digest,
+            size: *size,
+        };
         let scanner = Scanner::new();
         let mut raws: HashMap<Name, Vec<u8>> = HashMap::new();
         let mut checked: Option<Checked> = None;
-        let mut classes = HashMap::new();
         let mut findings: Vec<(u32, u8, BodyFindings)> = Vec::new();
-        let check = |raws: &HashMap<Name, Vec<u8>>,
-                     at_hand: &AtHand|
-         -> Result<(Checked, Classes), Problem> {
-            let json = manifest::assemble(&recipes.manifest, raws, at_hand)
-                .ok_or_else(|| Problem::internal("a manifest chunk went missing"))?;
-            let assembly = manifest::check(&json, *digest, &config.limits)?;
-            let expected = assembly.offsets().size();
-            if expected != *size {
-                return Err(Problem::bad_request(
-                    ApiCode::SizeMismatch,
-                    format!("this manifest makes a packet of {expected} bytes, size= says {size}"),
-                ));
-            }
-            let bodies = assembly.unproven();
-            let mut book = RecipeBook::new();
-            book.add(&recipes.bodies, &bodies, at_hand)?;
-            let wanted = Plan::new(&bodies, at_hand, &book).wanted(at_hand, &book);
-            check_wanted(&frames, &is_manifest, &wanted)?;
-            let classes = classes_of(assembly.manifest());
-            Ok((
-                Checked {
-                    json,
-                    assembly,
-                    book,
-                },
-                classes,
-            ))
-        };
         let finalize = |raws: &HashMap<Name, Vec<u8>>, at_hand: &AtHand| {
-            timing::timed_sync(Stage::Manifest, || check(raws, at_hand))
+            timing::timed_sync(Stage::Manifest, || {
+                create_body.check(raws, at_hand, &config.limits)
+            })
         };
         if manifest_frames == 0 {
-            let (c, k) = finalize(&raws, &at_hand)?;
-            checked = Some(c);
-            classes = k;
+            checked = Some(finalize(&raws, &at_hand)?);
         }
         let batch = decoder
             .batch_mut()
             .ok_or_else(|| Problem::internal("the batch follows the recipes"))?;
         let mut seen_manifest = 0;
         let (frames_ref, new_ref, at_hand_ref) = (&frames, &new, &at_hand);
-        let (raws_ref, checked_ref, classes_ref, findings_ref) =
-            (&mut raws, &mut checked, &mut classes, &mut findings);
+        let (raws_ref, checked_ref, findings_ref) = (&mut raws, &mut checked, &mut findings);
         let (is_manifest_ref, scanner_ref, finalize_ref) = (&is_manifest, &scanner, &finalize);
         let pumped = ingest::with_pack(bucket, &pack_key, pack_size, |sink| async move {
             let mut each = |index: usize, raw: &[u8]| -> Result<(), Problem> {
@@ -698,9 +390,7 @@ impl Create<'_> {
                     raws_ref.insert(name, raw.to_vec());
                     seen_manifest += 1;
                     if seen_manifest == manifest_frames {
-                        let (c, k) = finalize_ref(raws_ref, at_hand_ref)?;
-                        *checked_ref = Some(c);
-                        *classes_ref = k;
+                        *checked_ref = Some(finalize_ref(raws_ref, at_hand_ref)?);
                     }
                     return Ok(());
                 }
@@ -708,7 +398,8 @@ impl Create<'_> {
                     sha256: f.sha256,
                     size: name.1,
                 };
-                if let Some(list) = classes_ref.get(&body) {
+                let classes = checked_ref.as_ref().map(|c| &c.classes);
+                if let Some(list) = classes.and_then(|c| c.get(&body)) {
                     for (class, found) in arrival::screen(raw, list, scanner_ref) {
                         findings_ref.push((index as u32, class, found));
                     }
@@ -726,26 +417,15 @@ impl Create<'_> {
             json,
             assembly,
             book,
+            ..
         } = checked.ok_or_else(|| Problem::internal("the manifest was not checked"))?;
         for (key, chunk) in record.located() {
             at_hand.add_frame(key, chunk);
         }
         let bodies = assembly.unproven();
         let mut plan = timing::timed_sync(Stage::Manifest, || Plan::new(&bodies, &at_hand, &book));
-        let mut arrived = HashMap::new();
-        for (i, class, f) in &findings {
-            let c = record.frames[*i as usize];
-            arrived.insert(
-                (
-                    Body {
-                        sha256: c.sha256,
-                        size: c.raw,
-                    },
-                    *class,
-                ),
-                f.clone(),
-            );
-        }
+        record.findings = findings;
+        let arrived: HashMap<_, _> = parts::found(&record).collect();
         let mut json = json;
         if plan.is_complete() {
             let recipes_names: Vec<Name> = recipes
@@ -767,7 +447,7 @@ impl Create<'_> {
                     early: &HashMap::new(),
                     labels: &self.labels,
                     push_id: None,
-                    frames_pack: Some((pack_key.as_str(), stored_rows(&record, &new))),
+                    frames_pack: Some((pack_key.as_str(), parts::stored_rows(&record, &new))),
                 },
             )
             .await?;
@@ -800,8 +480,6 @@ impl Create<'_> {
         };
         load::write_object(bucket, &keys::push_recipes(&id), kept.encode()).await?;
         pushes::insert(db, &row).await.map_err(internal)?;
-        let mut record = record;
-        record.findings = findings;
         let record_key = keys::push_record(&id, CREATE_PART, &id);
         load::write_object(bucket, &record_key, record.encode()).await?;
         // A create's part is never replaced (parts are numbered from 1).
@@ -815,7 +493,13 @@ impl Create<'_> {
         };
         timing::timed(
             Stage::D1,
-            pushes::record_part(db, &id, &part, &stored_rows(&record, &new), &record.packs),
+            pushes::record_part(
+                db,
+                &id,
+                &part,
+                &parts::stored_rows(&record, &new),
+                &record.packs,
+            ),
         )
         .await
         .map_err(internal)?;
@@ -842,7 +526,7 @@ struct Finishing<'a> {
     push_id: Option<&'a str>,
     /// A push completed in the request that started it: the pack its
     /// frames went to and their rows (it has no push of its own).
-    frames_pack: Option<(&'a str, Vec<chunks::NewChunk>)>,
+    frames_pack: Option<(&'a str, Vec<StoredChunk>)>,
 }
 
 /// Why a body's proof stopped.
@@ -855,17 +539,6 @@ impl From<ReadError> for Stop {
     fn from(e: ReadError) -> Stop {
         Stop::Read(e)
     }
-}
-
-/// 409 `push_incomplete`, with the bodies and chunks still missing.
-fn incomplete(missing: &[Digest]) -> Problem {
-    let mut p = Problem::new(
-        ApiCode::PushIncomplete,
-        format!("{} bodies or chunks are still missing", missing.len()),
-        "upload them (GET the push to see what is missing), then complete again",
-    );
-    p.error.missing = Some(missing.iter().map(|d| d.hex().to_string()).collect());
-    p
 }
 
 /// How finishing a push ended.
@@ -1129,19 +802,8 @@ pub async fn get(
 ) -> Answer {
     let row = open_push(db, id, caller).await?;
     let state = read_state(bucket, db, row).await?;
-    let status = state.status();
-    let mut parts: Vec<PushPartRow> = state
-        .parts
-        .iter()
-        .filter(|p| p.number != CREATE_PART)
-        .cloned()
-        .collect();
-    if !reveal {
-        for p in &mut parts {
-            p.stored_bytes = p.bytes;
-        }
-    }
-    json_response(200, &state.row.view(&status, &parts, config))
+    let parts = parts::listed(&state.parts, reveal);
+    json_response(200, &state.row.view(&state.status(), &parts, config))
 }
 
 /// `DELETE /v1/pushes/{id}`
@@ -1159,18 +821,12 @@ pub async fn recipes(
     id: &str,
     caller: &str,
 ) -> Answer {
-    let body = super::http::body(req, Caps::bytes(RecipeLimits::DEFAULT.max_bytes))?;
+    let body = super::http::body(req, request::recipes_caps())?;
     content_length(req)?;
     let row = open_push(db, id, caller).await?;
     let bytes = body.read_all().await?;
     let asked = Recipes::decode(&bytes, RecipeLimits::DEFAULT).map_err(ingest::malformed)?;
-    if !asked.manifest.is_empty() {
-        return Err(Problem::new(
-            ApiCode::RecipeNotNeeded,
-            "these recipes name chunks of packet.json: the push has its manifest",
-            "send only body recipes (an empty manifest recipe)",
-        ));
-    }
+    push_recipes::bodies_only(&asked)?;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -1192,17 +848,7 @@ pub async fn recipes(
             .await
             .map_err(internal)?;
         if written.is_some() {
-            let mut seen = HashSet::new();
-            let mut missing = Vec::new();
-            for b in &named {
-                if let Some(r) = state.book.get(b) {
-                    for c in &r.chunks {
-                        if state.at_hand.chunk(c).is_none() && seen.insert(c.0) {
-                            missing.push(*c);
-                        }
-                    }
-                }
-            }
+            let missing = state.book.lacking(&named, &state.at_hand);
             return json_response(
                 200,
                 &MissingChunks {
@@ -1240,7 +886,7 @@ pub async fn part(
     caller: Caller<'_>,
 ) -> Answer {
     let Caller { id: caller, reveal } = caller;
-    let mut body = super::http::body(req, part_caps(config))?;
+    let mut body = super::http::body(req, request::part_caps(config))?;
     content_length(req)?;
     let row = open_push(db, id, caller).await?;
     let state = read_state(bucket, db, row.clone()).await?;
@@ -1269,17 +915,16 @@ async fn receive(
     let id = &state.row.id;
     let mut decoder = Decoder::new(config.batch_limits());
     let frames = ingest::read_table(body, &mut decoder).await?;
-    let wanted = wanted_of(
-        &state.plan(),
-        &state.at_hand,
-        &state.book,
-        &state.recipes.manifest,
-    );
-    check_wanted(&frames, &[], &wanted)?;
+    check_wanted(&frames, &[], &state.wanted())?;
     let attempt = index::new_id(db).await.map_err(internal)?;
     let pack_key = keys::pack(&attempt);
-    let (mut record, new, pack_size) = place(db, &frames, &pack_key).await?;
-    let new_count = new.iter().filter(|n| **n).count() as u64;
+    let placed = place(db, &frames, &pack_key).await?;
+    let new_count = placed.new_count();
+    let Placed {
+        mut record,
+        new,
+        pack_size,
+    } = placed;
     // The part's pack is the push's from now on: the clean-up leaves it.
     // (The packs holding chunks it found stored become the push's with its
     // record; one collected meanwhile is forgotten by the next look.)
@@ -1352,7 +997,13 @@ async fn receive(
     };
     let replaced = timing::timed(
         Stage::D1,
-        pushes::record_part(db, id, &row, &stored_rows(&record, &new), &record.packs),
+        pushes::record_part(
+            db,
+            id,
+            &row,
+            &parts::stored_rows(&record, &new),
+            &record.packs,
+        ),
     )
     .await
     .map_err(internal)?;
@@ -1370,7 +1021,7 @@ async fn receive(
             bytes: row.bytes,
             // Which bytes the store held already is news about other
             // packets: told only to a caller that may read them all.
-            stored_bytes: if reveal { row.stored_bytes } else { row.bytes },
+            stored_bytes: parts::stored_told(&row, reveal),
         },
     )
 }

@@ -3,8 +3,11 @@
 //!
 //! | module | holds |
 //! |---|---|
+//! | [`request`] | what a push's requests may carry: a create's query, the decoders' limits, the bodies' caps |
 //! | [`at_hand`] | what the push may use: its bases' bodies and chunks, its own frames |
-//! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core |
+//! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core; a create body checked once it is in |
+//! | [`wanted`] | what a push lacks (its status) and may be sent; a request's frames checked against it |
+//! | [`parts`] | a request's frames placed, the rows of what it stored, its records read again, the parts a look lists |
 //! | [`arrival`] | a frame as it arrives: decoded, hashed, a whole body screened |
 //! | [`in_order`] | a large body proven as its chunks arrive in its recipe's order |
 //! | [`recipes`] | the recipes received, checked and resolved into chunks |
@@ -23,11 +26,14 @@ pub mod gate;
 pub mod in_order;
 pub mod manifest;
 pub mod opened;
+pub mod parts;
 pub mod plan;
 pub mod prove;
 pub mod recipes;
 pub mod records;
+pub mod request;
 pub mod storing;
+pub mod wanted;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
