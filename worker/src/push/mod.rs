@@ -1,5 +1,7 @@
-//! A /2 push (docs/transfer.md, "Delta push"), pure, so that every
-//! decision about what a pushed packet is made of tests natively:
+//! A /2 push (docs/transfer.md, "Delta push"). Every decision about what a
+//! pushed packet is made of is pure and tests natively; the modules marked
+//! (wasm) move a push's bytes and rows between the request, R2 and D1 and
+//! call them, and `api/pushes.rs` answers:
 //!
 //! | module | holds |
 //! |---|---|
@@ -18,6 +20,10 @@
 //! | [`storing`] | how a verified packet is written: its layout's chunks, compaction, its root |
 //! | [`records`] | what a request's frames left behind |
 //! | [`opened`] | the isolate's copy of the last push's manifest, parsed |
+//! | `state` | an open push: found for its creator, read from R2 and D1, its recipes updated, discarded (wasm) |
+//! | `create` | `POST /v1/pushes`: the create body read, the push stored at once or left open (wasm) |
+//! | `receive` | a request's frames placed; a part read, packed and recorded (wasm) |
+//! | `finish` | `complete`: what is left proven, the packet laid out, stored and indexed (wasm) |
 
 pub mod arrival;
 pub mod at_hand;
@@ -35,5 +41,20 @@ pub mod request;
 pub mod storing;
 pub mod wanted;
 
+#[cfg(target_arch = "wasm32")]
+pub mod create;
+#[cfg(target_arch = "wasm32")]
+pub mod finish;
+#[cfg(target_arch = "wasm32")]
+pub mod receive;
+#[cfg(target_arch = "wasm32")]
+pub mod state;
+
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+
+/// A runtime failure (R2, D1) as a 500.
+#[cfg(target_arch = "wasm32")]
+fn internal(e: worker::Error) -> crate::problem::Problem {
+    crate::problem::Problem::internal(e.to_string())
+}
