@@ -27,7 +27,7 @@
 //! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
 //! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
-//! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
+//! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure; its flows through R2 and D1 are wasm) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `body` | a request body read as it arrives, held to its cap (wasm) |
