@@ -84,6 +84,13 @@ pub async fn discard_upload(bucket: &Bucket, db: &D1Database, row: &UploadRow) -
 /// left to a later run.
 pub async fn discard_push(bucket: &Bucket, db: &D1Database, id: &str) -> Result<()> {
     crate::push::opened::forget(id);
+    delete_push_objects(bucket, db, id).await;
+    pushes::discard(db, id).await
+}
+
+/// Deletes a push's own R2 objects (manifest, recipes, part records), as
+/// it ends either way; its packs go with the clean-up.
+pub async fn delete_push_objects(bucket: &Bucket, db: &D1Database, id: &str) {
     let parts = pushes::parts(db, id).await.unwrap_or_default();
     for key in [keys::push_manifest(id), keys::push_recipes(id)]
         .into_iter()
@@ -91,7 +98,6 @@ pub async fn discard_push(bucket: &Bucket, db: &D1Database, id: &str) -> Result<
     {
         let _ = bucket.delete(key).await;
     }
-    pushes::discard(db, id).await
 }
 
 /// Discards what `older` finds (a look at a time) with `discard`, until a

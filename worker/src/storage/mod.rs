@@ -19,6 +19,7 @@
 //! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
 //! | [`sql`] | named SQL parameters turned into D1's numbered ones (pure) |
 //! | [`index`] | the D1 tables, one file each: the rows and the answers built from them (pure), the statements with named parameters (wasm) |
+//! | `compacting` | compaction's reads of a new packet's small packs, from R2 (wasm) |
 //! | `stream` | how a packet's bytes reach R2: streams between requests, packet-core's reader and R2 puts (wasm) |
 //! | `load` | stored packets fetched from R2 and D1, kept in the isolate (wasm) |
 //! | `read` | chunks and packet bytes streamed out of R2 (wasm) |
@@ -40,6 +41,8 @@ pub mod stored;
 
 #[cfg(target_arch = "wasm32")]
 pub mod clean;
+#[cfg(target_arch = "wasm32")]
+pub mod compacting;
 #[cfg(target_arch = "wasm32")]
 pub mod load;
 #[cfg(target_arch = "wasm32")]
