@@ -33,11 +33,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use packet_core::{Digest, HarnessKind};
+use packet_core::Digest;
 use serde::Serialize;
 
 use error::{CliError, Result, EXIT_OK};
-use harness::HarnessArg;
+use harness::flags::{self as harness_flags, HarnessArg};
 use output::To as JsonTo;
 use packet_io::PacketInput;
 use progress::Progress;
@@ -48,11 +48,7 @@ use progress::Progress;
     name = "pillbox",
     version,
     about = "Move an AI coding agent's session between machines as one verified packet",
-    long_about = "pillbox moves an AI coding agent's session (its workspace and, optionally, its Codex, Claude Code \
-or OpenCode session log) between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
-holds credentials.\n\nOn a terminal every command prints a short summary; with --json, or when its output is not a terminal, \
-it prints exactly one JSON object instead (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
-3 the packet failed verification, 4 I/O error, 5 input refused.",
+    long_about = long_about(),
     after_help = "Round trip:\n  pillbox checkpoint pack ./project -o project.tar\n  pillbox checkpoint verify project.tar --digest sha256:…\n  pillbox checkpoint unpack project.tar --digest sha256:… --into ./restored\n\nAfter every turn, a host saves and restores through a packet store:\n  pillbox save . --remote $PILLBOX_REMOTE --ref sessions/demo/latest\n  pillbox restore sessions/demo/latest --remote $PILLBOX_REMOTE --into ./ws"
 )]
 struct Cli {
@@ -83,6 +79,18 @@ enum Command {
     /// Restore a saved session from a packet store: `pillbox checkpoint restore`, with the same flags.
     #[command(after_help = RESTORE_EXAMPLES)]
     Restore(RestoreArgs),
+}
+
+/// The long `--help` of `pillbox`, naming every harness.
+fn long_about() -> String {
+    format!(
+        "pillbox moves an AI coding agent's session (its workspace and, optionally, its {} session log) \
+between machines as one session packet: a deterministic, content-addressed POSIX ustar file that never \
+holds credentials.\n\nOn a terminal every command prints a short summary; with --json, or when its output is not a terminal, \
+it prints exactly one JSON object instead (see docs/cli.md). Exit codes: 0 ok, 2 usage, \
+3 the packet failed verification, 4 I/O error, 5 input refused.",
+        harness_flags::every_product()
+    )
 }
 
 /// `save`'s examples, for both of its names.
@@ -319,24 +327,9 @@ struct PackArgs {
 /// What to pack besides the workspace, and what to leave out (pack, save).
 #[derive(Debug, Args)]
 struct PackFlags {
-    /// Also carry an agent's session log: `codex` (needs --thread), `claude` or `opencode` (need --session).
-    #[arg(long, value_enum, value_name = "HARNESS")]
-    harness: Option<HarnessArg>,
-    /// Codex thread id (a lowercase UUID) whose rollout to carry.
-    #[arg(long, value_name = "UUID")]
-    thread: Option<String>,
-    /// Claude Code session id (a lowercase UUID) whose transcript to carry, or OpenCode session id (`ses_…`) to export.
-    #[arg(long, value_name = "ID")]
-    session: Option<String>,
-    /// Codex home to read the rollout from (pack, save) or restore it under (restore) [default: $CODEX_HOME, else $HOME/.codex].
-    #[arg(long, value_name = "DIR")]
-    codex_home: Option<PathBuf>,
-    /// Claude Code config dir to read the transcript from [default: $CLAUDE_CONFIG_DIR, else $HOME/.claude].
-    #[arg(long, value_name = "DIR")]
-    claude_config_dir: Option<PathBuf>,
-    /// The OpenCode program that exports the session [default: opencode on PATH].
-    #[arg(long, value_name = "FILE")]
-    opencode_bin: Option<PathBuf>,
+    // `--harness`, the session id, and each harness's home.
+    #[command(flatten)]
+    harness: harness_flags::PackFlags,
     /// Refuse unless the session log records this model.
     #[arg(long, value_name = "MODEL")]
     expect_model: Option<String>,
@@ -393,18 +386,12 @@ struct RestoreArgs {
     /// The workspace target: an empty or absent directory, or one holding the checkpoint its workspace record names (saved or restored there), which is restored over in place.
     #[arg(long, value_name = "DIR")]
     into: PathBuf,
-    /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
-    #[arg(long, value_name = "DIR")]
-    codex_home: Option<PathBuf>,
-    /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
-    #[arg(long, value_name = "DIR")]
-    claude_config_dir: Option<PathBuf>,
-    /// Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace).
-    #[arg(long)]
-    opencode_import: bool,
-    /// The OpenCode program that imports the session [default: opencode on PATH].
-    #[arg(long, value_name = "FILE")]
-    opencode_bin: Option<PathBuf>,
+    // The folder each harness restored as files goes under.
+    #[command(flatten)]
+    homes: harness_flags::RestoreHomes,
+    // Each harness restored by its own program.
+    #[command(flatten)]
+    imports: harness_flags::RestoreImports,
     /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
     #[arg(long)]
     neutralize_git: bool,
@@ -431,21 +418,15 @@ struct UnpackArgs {
     /// Unpack without an expected digest: the packet is still verified against its own manifest, but nothing proves it is the packet you meant.
     #[arg(long)]
     trust_unverified: bool,
-    /// Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place).
-    #[arg(long, value_name = "DIR")]
-    codex_home: Option<PathBuf>,
-    /// Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path.
-    #[arg(long, value_name = "DIR")]
-    claude_config_dir: Option<PathBuf>,
+    // The folder each harness restored as files goes under.
+    #[command(flatten)]
+    homes: harness_flags::RestoreHomes,
     /// Write restored git repositories without the settings that run programs (core.fsmonitor, filter.*, core.sshCommand...) and their hooks without the exec bit; the JSON says what changed.
     #[arg(long)]
     neutralize_git: bool,
-    /// Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace).
-    #[arg(long)]
-    opencode_import: bool,
-    /// The OpenCode program that imports the session [default: opencode on PATH].
-    #[arg(long, value_name = "FILE")]
-    opencode_bin: Option<PathBuf>,
+    // Each harness restored by its own program.
+    #[command(flatten)]
+    imports: harness_flags::RestoreImports,
     #[command(flatten)]
     common: Common,
 }
@@ -521,17 +502,17 @@ struct RestoreCheckArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["harness", "thread", "rollout_path"])]
     checkpoint: Option<PathBuf>,
     /// The harness, when giving the fields one by one.
-    #[arg(long, value_enum, default_value = "codex")]
+    #[arg(long, value_enum, default_value = harness_flags::default_harness())]
     harness: HarnessArg,
-    /// The thread (Codex) or session (Claude Code, OpenCode) id.
-    #[arg(long, value_name = "ID", required_unless_present = "checkpoint")]
+    // The thread or session id; its help names each harness's.
+    #[arg(long, value_name = "ID", required_unless_present = "checkpoint", help = harness_flags::check_id_help())]
     thread: Option<String>,
-    /// The session log's path as the checkpoint records it (must be absolute; not for OpenCode).
-    #[arg(long, value_name = "PATH")]
+    // The session log's path; its help names the harnesses without one.
+    #[arg(long, value_name = "PATH", help = harness_flags::rollout_path_help())]
     rollout_path: Option<String>,
-    /// The OpenCode program to ask for the session [default: opencode on PATH].
-    #[arg(long, value_name = "FILE")]
-    opencode_bin: Option<PathBuf>,
+    // The program restore-check asks, for each harness asked about its sessions.
+    #[command(flatten)]
+    programs: harness_flags::CheckFlags,
     #[command(flatten)]
     common: Common,
 }
@@ -663,91 +644,26 @@ fn parse_digest(d: Option<&str>) -> Result<Option<Digest>> {
 impl PackFlags {
     /// The pack request for `workspace` into `output`.
     fn request(self, workspace: PathBuf, output: PathBuf) -> Result<pack::PackRequest> {
-        let a = self;
-        let harness = match a.harness {
-            None => {
-                if a.thread.is_some() || a.session.is_some() {
-                    return Err(CliError::Usage(
-                        "--thread and --session need --harness codex, claude or opencode".into(),
-                    ));
-                }
-                None
-            }
-            Some(h) => {
-                let kind = h.kind();
-                let stray = match kind {
-                    HarnessKind::Codex => a
-                        .session
-                        .is_some()
-                        .then_some("--session belongs to --harness claude or opencode"),
-                    HarnessKind::Claude | HarnessKind::Opencode => a
-                        .thread
-                        .is_some()
-                        .then_some("--thread belongs to --harness codex"),
-                };
-                if let Some(message) = stray {
-                    return Err(CliError::Usage(message.into()));
-                }
-                let (id, home) = match kind {
-                    HarnessKind::Codex => (
-                        a.thread.clone().ok_or_else(|| {
-                            CliError::Usage("--harness codex needs --thread <uuid>".into())
-                        })?,
-                        harness::home_dir(a.codex_home.as_deref(), "CODEX_HOME", ".codex")?,
-                    ),
-                    HarnessKind::Claude => (
-                        a.session.clone().ok_or_else(|| {
-                            CliError::Usage("--harness claude needs --session <uuid>".into())
-                        })?,
-                        harness::home_dir(
-                            a.claude_config_dir.as_deref(),
-                            "CLAUDE_CONFIG_DIR",
-                            ".claude",
-                        )?,
-                    ),
-                    HarnessKind::Opencode => (
-                        a.session.clone().ok_or_else(|| {
-                            CliError::Usage("--harness opencode needs --session <ses_…>".into())
-                        })?,
-                        harness::opencode::program(a.opencode_bin.as_deref()),
-                    ),
-                };
-                let flag = match kind {
-                    HarnessKind::Codex => "--thread",
-                    _ => "--session",
-                };
-                Some(pack::HarnessRequest {
-                    kind,
-                    home,
-                    id: id_arg(kind, id, flag)?,
-                    expect_model: a.expect_model.clone(),
-                })
-            }
-        };
+        let harness = self.harness.chosen()?.map(|chosen| pack::HarnessRequest {
+            kind: chosen.kind,
+            home: chosen.home,
+            id: chosen.id,
+            expect_model: self.expect_model.clone(),
+        });
         Ok(pack::PackRequest {
             workspace,
             output,
             harness,
             walk: walk::WalkOptions {
-                excludes: a.exclude,
-                skip_escaping_symlinks: a.skip_escaping_symlinks,
+                excludes: self.exclude,
+                skip_escaping_symlinks: self.skip_escaping_symlinks,
             },
             secrets: pack::secrets::SecretPolicy {
-                mode: a.secrets,
-                allow: a.allow_secret,
+                mode: self.secrets,
+                allow: self.allow_secret,
             },
         })
     }
-}
-
-/// A thread or session id given on the command line: one of the harness's
-/// shape, or a usage error that shows the shape.
-fn id_arg(kind: HarnessKind, id: String, flag: &str) -> Result<String> {
-    if kind.accepts_session_id(&id) {
-        return Ok(id);
-    }
-    let (_, message, _) = error::Refused::InvalidId { kind, id }.describe();
-    Err(CliError::Usage(format!("{flag}: {message}")))
 }
 
 fn run_pack(a: PackArgs, to: JsonTo) -> Result<()> {
@@ -801,12 +717,8 @@ fn run_restore(a: RestoreArgs) -> Result<()> {
     let request = unpack::UnpackRequest {
         into: a.into,
         expected: None,
-        codex_home: a.codex_home,
-        claude_config_dir: a.claude_config_dir,
+        harness: harness_flags::destinations(&a.homes, &a.imports),
         neutralize_git: a.neutralize_git,
-        opencode: a
-            .opencode_import
-            .then(|| harness::opencode::program(a.opencode_bin.as_deref())),
     };
     let report = restore::restore(
         &store,
@@ -828,12 +740,8 @@ fn run_unpack(a: UnpackArgs) -> Result<()> {
     let request = unpack::UnpackRequest {
         into: a.into,
         expected,
-        codex_home: a.codex_home,
-        claude_config_dir: a.claude_config_dir,
+        harness: harness_flags::destinations(&a.homes, &a.imports),
         neutralize_git: a.neutralize_git,
-        opencode: a
-            .opencode_import
-            .then(|| harness::opencode::program(a.opencode_bin.as_deref())),
     };
     let report = unpack::unpack(&source, &request, &Progress::new(a.common.quiet))?;
     emit(&report, JsonTo::Stdout, None);
@@ -904,7 +812,7 @@ fn run_diff(a: DiffArgs) -> Result<u8> {
 }
 
 fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
-    let request = match &a.checkpoint {
+    let mut request = match &a.checkpoint {
         Some(file) => {
             let text = if file == Path::new("-") {
                 io::read_to_string(io::stdin())
@@ -916,17 +824,18 @@ fn run_restore_check(a: RestoreCheckArgs) -> Result<()> {
         }
         None => restore_check::RestoreCheckRequest {
             kind: a.harness.kind(),
-            thread_id: id_arg(
+            thread_id: harness_flags::checked_id(
                 a.harness.kind(),
                 a.thread.clone().unwrap_or_default(),
                 "--thread",
             )?,
             rollout_path: a.rollout_path.clone(),
-            opencode: None,
+            recorded: None,
+            program: None,
         },
     };
-    let program = harness::opencode::program(a.opencode_bin.as_deref());
-    let report = restore_check::restore_check(&request, &program)?;
+    request.program = a.programs.program(request.kind);
+    let report = restore_check::restore_check(&request)?;
     emit(&report, JsonTo::Stdout, None);
     Ok(())
 }
@@ -1009,4 +918,17 @@ fn run_pull(a: PullArgs, to: JsonTo) -> Result<()> {
     )?;
     emit(&report, to, None);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the command line: no flag declared twice (the
+    /// adapters' flags meet each other's and the commands' here), and
+    /// every argument a flag refers to exists.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }

@@ -233,10 +233,11 @@ refusals! {
     /// A thread or session id that is not the harness's shape.
     InvalidId { kind: packet_core::HarnessKind, id: String } => "invalid_thread_id",
         path: None,
-        message: match kind {
-            packet_core::HarnessKind::Opencode => format!("session id {id:?} is not an OpenCode session id (ses_ and letters and digits, such as ses_dceb97773ffeEbFZpPTlgwYItc)"),
-            _ => format!("{} {id:?} is not a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)", kind.session_id_name()),
-        },
+        message: format!(
+            "{} {id:?} is not {}",
+            kind.session_id_name(),
+            crate::harness::adapter(*kind).command_line().id.shape
+        ),
         advice: "pass the id exactly as the harness printed it";
     /// A session log that cannot fit in a packet beside the workspace.
     SessionLogTooLarge { source: PathBuf, size: u64, workspace_bytes: u64, limit: u64 } => "session_log_too_large",

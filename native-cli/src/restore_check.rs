@@ -27,13 +27,17 @@ pub struct RestoreCheckRequest {
     /// The session log's path as the checkpoint records it (`None`: the
     /// checkpoint carries none).
     pub rollout_path: Option<String>,
-    /// What an OpenCode checkpoint records of its session (`None` when the
+    /// What the checkpoint records of the session besides (`None` when the
     /// fields were given one by one).
-    pub opencode: Option<OpencodeCheckpoint>,
+    pub recorded: Option<Recorded>,
+    /// The harness's program, for a harness asked about its sessions
+    /// rather than read (its flag, else its default).
+    pub program: Option<PathBuf>,
 }
 
-/// What an unpack of an OpenCode export recorded.
-pub struct OpencodeCheckpoint {
+/// What an unpack recorded of a session beside its id and path (what an
+/// OpenCode import reports).
+pub struct Recorded {
     /// The exporting OpenCode's version.
     pub version: Option<String>,
     /// The restored workspace (the session's commands run from it).
@@ -69,17 +73,18 @@ impl RestoreCheckRequest {
             }
             .into());
         };
-        let opencode = (kind == HarnessKind::Opencode).then(|| OpencodeCheckpoint {
+        let recorded = Recorded {
             version: h["version"].as_str().map(str::to_owned),
             workspace: v["workspace"].as_str().map(PathBuf::from),
             messages: h["messages"].as_u64().unwrap_or(0),
             last_message: h["last_message"].as_str().map(str::to_owned),
-        });
+        };
         Ok(RestoreCheckRequest {
             kind,
             thread_id: thread.to_owned(),
             rollout_path: h["rollout_path"].as_str().map(str::to_owned),
-            opencode,
+            recorded: Some(recorded),
+            program: None,
         })
     }
 }
@@ -114,12 +119,11 @@ pub struct Resumable {
 }
 
 /// Runs the checks of the checkpoint's harness (its adapter's
-/// [`harness::Adapter::restore_check`]); `opencode` is the program asked
-/// about an OpenCode session.
-pub fn restore_check(request: &RestoreCheckRequest, opencode: &Path) -> Result<RestoreCheckReport> {
+/// [`harness::Adapter::restore_check`]).
+pub fn restore_check(request: &RestoreCheckRequest) -> Result<RestoreCheckReport> {
     harness::check_id(request.kind, &request.thread_id)?;
     let adapter = harness::adapter(request.kind);
-    let found = adapter.restore_check(request, opencode)?;
+    let found = adapter.restore_check(request)?;
     Ok(RestoreCheckReport {
         schema: "pillbox.checkpoint.restore-check/1",
         ok: true,
@@ -183,15 +187,13 @@ mod tests {
     const ID: &str = "0199a213-81c0-7800-8aa1-bbab2a035a53";
 
     fn check(path: Option<&str>) -> Result<RestoreCheckReport> {
-        restore_check(
-            &RestoreCheckRequest {
-                kind: HarnessKind::Codex,
-                thread_id: ID.into(),
-                rollout_path: path.map(str::to_owned),
-                opencode: None,
-            },
-            Path::new("opencode"),
-        )
+        restore_check(&RestoreCheckRequest {
+            kind: HarnessKind::Codex,
+            thread_id: ID.into(),
+            rollout_path: path.map(str::to_owned),
+            recorded: None,
+            program: None,
+        })
     }
 
     #[test]

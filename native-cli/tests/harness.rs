@@ -1,15 +1,18 @@
 //! Harness state: Codex rollouts (plain and zstd-compressed) and Claude
 //! Code transcripts (long project paths included) packed from fixture homes
 //! and restored into fresh ones; OpenCode sessions exported and imported
-//! through a stand-in `opencode` program; the packet limit checked before a
-//! session log is read; restore-check.
+//! through a stand-in `opencode` program, by unpack and by restore (fresh
+//! and in place); the packet limit checked before a session log is read;
+//! restore-check.
 
 mod common;
+mod store;
 
 use std::fs;
 
 use common::*;
 use serde_json::Value;
+use store::Store;
 
 const MODEL: &str = "gpt-5.1-codex";
 
@@ -1145,4 +1148,151 @@ fn opencode_pack_refusals_name_the_command() {
         2,
         "usage",
     );
+}
+
+/// `checkpoint ARGS` on the box `b` (its OpenCode data) whose state and
+/// cache folders are under `host`.
+fn on_box(b: &OpencodeBox, host: &std::path::Path, args: &[&str]) -> Run {
+    let mut cmd = pillbox();
+    cmd.env("XDG_STATE_HOME", host.join("state"))
+        .env("XDG_CACHE_HOME", host.join("cache"))
+        .env_remove("PILLBOX_REMOTE")
+        .arg("checkpoint")
+        .args(args);
+    with_box(&mut cmd, b)
+}
+
+#[test]
+fn restore_imports_an_opencode_session_fresh_and_in_place() {
+    let store = Store::start();
+    let t = tmp();
+    let bin = fake_opencode(t.path());
+    let session = |b: &OpencodeBox| b.data.join("sessions").join(format!("{OC_SESSION}.json"));
+    let (host_a, host_b) = (t.path().join("a"), t.path().join("b"));
+    let a = opencode_box(t.path(), "a");
+    let b = opencode_box(t.path(), "b");
+    let save = |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path| {
+        let r = on_box(
+            b,
+            host,
+            &[
+                "save",
+                s(ws),
+                "--remote",
+                &store.url,
+                "--ref",
+                "sessions/oc/latest",
+                "--quiet",
+                "--harness",
+                "opencode",
+                "--session",
+                OC_SESSION,
+                "--opencode-bin",
+                s(&bin),
+            ],
+        );
+        assert_eq!(r.code, 0, "save: {}", String::from_utf8_lossy(&r.stdout));
+    };
+    let restore =
+        |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path, extra: &[&str]| {
+            let mut args = vec![
+                "restore",
+                "sessions/oc/latest",
+                "--remote",
+                &store.url,
+                "--into",
+                s(ws),
+                "--quiet",
+                "--opencode-import",
+                "--opencode-bin",
+                s(&bin),
+            ];
+            args.extend_from_slice(extra);
+            on_box(b, host, &args)
+        };
+    // Turn 1 on A.
+    let ws_a = host_a.join("ws");
+    write(&ws_a.join("app.js"), "console.log(1)\n");
+    write(&session(&a), export_json(&["msg_1"]));
+    save(&a, &host_a, &ws_a);
+
+    // Turn 2 on B: restored fresh and imported from inside the workspace.
+    let ws_b = host_b.join("ws");
+    let r = restore(&b, &host_b, &ws_b, &[]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    let v = r.json();
+    assert_eq!(v["harness"]["restored"], true, "{v}");
+    assert_eq!(v["harness"]["rollout_path"], Value::Null);
+    assert_eq!(v["harness"]["messages"], 1);
+    assert_eq!(v["harness"]["last_message"], "msg_1");
+    assert_eq!(
+        fs::read_to_string(session(&b)).unwrap(),
+        export_json(&["msg_1"])
+    );
+    assert_eq!(
+        fs::read_to_string(b.data.join("import-cwd"))
+            .unwrap()
+            .trim(),
+        s(&fs::canonicalize(&ws_b).unwrap())
+    );
+    write(&ws_b.join("app.js"), "console.log(2)\n");
+    write(&session(&b), export_json(&["msg_1", "msg_2"]));
+    save(&b, &host_b, &ws_b);
+
+    // Turn 3 on A, in place: A's copy is the start of the checkpoint's,
+    // so the checkpoint's is imported over it.
+    let r = restore(&a, &host_a, &ws_a, &[]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    let v = r.json();
+    assert_eq!(v["harness"]["restored"], true, "{v}");
+    assert_eq!(v["harness"]["messages"], 2);
+    assert_eq!(v["harness"]["last_message"], "msg_2");
+    assert_eq!(
+        fs::read_to_string(ws_a.join("app.js")).unwrap(),
+        "console.log(2)\n"
+    );
+    assert_eq!(
+        fs::read_to_string(session(&a)).unwrap(),
+        export_json(&["msg_1", "msg_2"])
+    );
+
+    // Restored again with nothing new: A holds the same session, and
+    // nothing is imported.
+    fs::remove_file(a.data.join("import-cwd")).unwrap();
+    let r = restore(&a, &host_a, &ws_a, &[]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["harness"]["restored"], true);
+    assert!(!a.data.join("import-cwd").exists());
+
+    // A's copy went its own way: refused, and kept, unless --discard-local.
+    write(&session(&a), export_json(&["msg_1", "msg_x"]));
+    write(&ws_b.join("app.js"), "console.log(3)\n");
+    write(&session(&b), export_json(&["msg_1", "msg_2", "msg_3"]));
+    save(&b, &host_b, &ws_b);
+    let r = restore(&a, &host_a, &ws_a, &[]);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["code"], "opencode_session_conflict");
+    assert_eq!(
+        fs::read_to_string(session(&a)).unwrap(),
+        export_json(&["msg_1", "msg_x"])
+    );
+    assert_eq!(
+        fs::read_to_string(ws_a.join("app.js")).unwrap(),
+        "console.log(2)\n"
+    );
+    let r = restore(&a, &host_a, &ws_a, &["--discard-local"]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["harness"]["messages"], 3);
+    assert_eq!(
+        fs::read_to_string(session(&a)).unwrap(),
+        export_json(&["msg_1", "msg_2", "msg_3"])
+    );
+
+    // Into an empty folder, a copy with other messages is refused even
+    // when it is the start of the checkpoint's.
+    let c = opencode_box(t.path(), "c");
+    write(&session(&c), export_json(&["msg_1"]));
+    let r = restore(&c, &t.path().join("c"), &t.path().join("c/ws"), &[]);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["code"], "opencode_session_conflict");
 }

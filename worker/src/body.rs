@@ -16,7 +16,7 @@ use web_sys::ReadableStream;
 
 use crate::caps::{self, Caps, Meter, Rest};
 use crate::problem::Problem;
-use crate::store::{ChunkReader, StoreError};
+use crate::storage::stream::{ChunkReader, StoreError};
 use crate::timing::{self, Stage};
 
 fn unreadable(e: StoreError) -> Problem {

@@ -21,7 +21,7 @@ use worker::{Bucket, Data};
 use crate::body::Body;
 use crate::problem::Problem;
 use crate::push::arrival;
-use crate::store::{self, FixedPut, StoreError};
+use crate::storage::stream::{self, FixedPut, StoreError};
 use crate::timing::{self, Counter, Stage};
 
 /// A refusal of the body's shape (422 with the codec's code).
@@ -105,7 +105,7 @@ impl PackWrites<'_> {
         if let Some(write) = self.in_flight.take() {
             timing::timed(Stage::R2Write, write)
                 .await
-                .map_err(|e| failed(store::js_error("storing the pack", e)))?;
+                .map_err(|e| failed(stream::js_error("storing the pack", e)))?;
         }
         Ok(())
     }

@@ -16,7 +16,6 @@
 //! | [`query`] | query strings: pages, cursors, labels, filters (pure) |
 //! | [`conditions`] | ETags, `If-Match` / `If-None-Match` (pure) |
 //! | [`problem`] | refusals and their JSON bodies (pure) |
-//! | [`rows`] | the index's rows and the answers built from them (pure) |
 //! | [`auth`] | bearer tokens (hashed, constant-time), their scopes, what each route needs (pure) |
 //! | [`range`] | HTTP `Range` → `Content-Range` (pure) |
 //! | [`multipart`] | how an upload is cut into parts (pure) |
@@ -26,14 +25,12 @@
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
-//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, reads (pure; its D1 tables and R2 reads are wasm) |
-//! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure) |
+//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), streams into R2, reads, compaction, the clean-up (pure; its statements, streams, reads, compaction's reads and clean-up are wasm) |
+//! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure; its flows through R2 and D1 are wasm) |
 //! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
 //! | [`findings`] | the log line of a stored packet's findings (pure) |
 //! | `body` | a request body read as it arrives, held to its cap (wasm) |
-//! | `store` | streams between requests, packet-core's reader and R2 (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
-//! | `index` | the D1 queries of uploads, refs and listings (wasm) |
 //! | `meter` | the D1 and R2 bindings counted, when `BENCH_ROUTES` is `1` (wasm, with `js/meter.mjs`) |
 //! | `api` | the router and one handler per route, by resource (wasm) |
 //!
@@ -59,7 +56,6 @@ pub mod push;
 pub mod query;
 pub mod range;
 pub mod route;
-pub mod rows;
 pub mod search;
 pub mod storage;
 
@@ -68,13 +64,9 @@ mod api;
 #[cfg(target_arch = "wasm32")]
 mod body;
 #[cfg(target_arch = "wasm32")]
-mod index;
-#[cfg(target_arch = "wasm32")]
 mod ingest;
 #[cfg(target_arch = "wasm32")]
 mod meter;
-#[cfg(target_arch = "wasm32")]
-mod store;
 #[cfg(target_arch = "wasm32")]
 mod timing;
 
@@ -95,7 +87,7 @@ async fn fetch(
 #[worker::event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: worker::Env, _ctx: worker::ScheduleContext) {
     match api::clean(&env, event.schedule()).await {
-        Ok(api::Cleaned { uploads, pushes, packs }) => worker::console_log!(
+        Ok(storage::clean::Cleaned { uploads, pushes, packs }) => worker::console_log!(
             "clean-up: {uploads} unfinished upload(s) and {pushes} push(es) discarded, {packs} unused pack(s) deleted"
         ),
         Err(p) => worker::console_error!("clean-up: {}", p.to_json()),

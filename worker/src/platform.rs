@@ -63,7 +63,7 @@ mod imp {
 
     /// `{ params: { [ZSTD_d_windowLogMax]: ZSTD_WINDOW_LOG } }`.
     fn options() -> Result<Object, String> {
-        let text = |e: JsValue| crate::store::js_text(&e);
+        let text = |e: JsValue| crate::storage::stream::js_text(&e);
         let options = Object::new();
         let params = Object::new();
         let key = CONSTANTS
@@ -89,9 +89,9 @@ mod imp {
         // KiB) is allowed for; the exact size is checked below.
         MAX_OUTPUT
             .with(|k| Reflect::set(&options, k, &JsValue::from((raw + BLOCK) as f64)))
-            .map_err(|e| crate::store::js_text(&e))?;
+            .map_err(|e| crate::storage::stream::js_text(&e))?;
         let decoded = zstd_decompress_sync(frame, &options).map_err(|e| {
-            let text = crate::store::js_text(&e);
+            let text = crate::storage::stream::js_text(&e);
             if e.is_instance_of::<js_sys::RangeError>() {
                 format!("the zstd frame decodes to more than its {raw} bytes")
             } else {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
+use super::flags::{CommandLine, Home, IdFlag, PathFlag, Restore};
 use super::{
     check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
@@ -21,6 +22,35 @@ use crate::walk::{walk_tree, Planned, Walk};
 
 /// The Claude Code adapter.
 pub struct Claude;
+
+/// Claude Code on the command line: `--session`, and its config dir,
+/// `--claude-config-dir`, else `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+const COMMAND_LINE: CommandLine = CommandLine {
+    about: "Claude Code: the transcript of one session",
+    product: "Claude Code",
+    id: IdFlag {
+        long: "session",
+        value_name: "UUID",
+        placeholder: "<uuid>",
+        help: "Claude Code session id (a lowercase UUID) whose transcript to carry",
+        shape: "a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)",
+    },
+    pack: Home::Dir {
+        flag: PathFlag {
+            long: "claude-config-dir",
+            value_name: "DIR",
+            help: "Claude Code config dir to read the transcript from",
+        },
+        env: "CLAUDE_CONFIG_DIR",
+        default_dir: ".claude",
+    },
+    restore: Restore::Under(PathFlag {
+        long: "claude-config-dir",
+        value_name: "DIR",
+        help: "Restore a Claude Code transcript under this config dir, in the project folder of the new workspace path",
+    }),
+    check: None,
+};
 
 /// Where the packet keeps Claude Code's state.
 const ROOT: &str = HarnessKind::Claude.root();
@@ -92,8 +122,12 @@ impl Adapter for Claude {
         HarnessKind::Claude
     }
 
+    fn command_line(&self) -> &'static CommandLine {
+        &COMMAND_LINE
+    }
+
     /// The transcript is a file named for the session.
-    fn restore_check(&self, request: &RestoreCheckRequest, _: &Path) -> Result<Resumable> {
+    fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable> {
         let (_, raw) =
             restore_check::restored_log(request, |name, id| name == format!("{id}.jsonl"))?;
         Ok(Resumable {

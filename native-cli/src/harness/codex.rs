@@ -11,6 +11,7 @@ use packet_core::secrets::{Detector, Scanner};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
+use super::flags::{CommandLine, Home, IdFlag, PathFlag, Restore};
 use super::{
     ancestors, check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move,
     RestorePlan,
@@ -23,14 +24,47 @@ use crate::walk::{Planned, Walk};
 /// The Codex adapter.
 pub struct Codex;
 
+/// Codex on the command line: `--thread`, and its home, `--codex-home`,
+/// else `$CODEX_HOME`, else `~/.codex`.
+const COMMAND_LINE: CommandLine = CommandLine {
+    about: "OpenAI Codex CLI: the rollout of one thread",
+    product: "Codex",
+    id: IdFlag {
+        long: "thread",
+        value_name: "UUID",
+        placeholder: "<uuid>",
+        help: "Codex thread id (a lowercase UUID) whose rollout to carry",
+        shape: "a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)",
+    },
+    pack: Home::Dir {
+        flag: PathFlag {
+            long: "codex-home",
+            value_name: "DIR",
+            help: "Codex home to read the rollout from (pack, save) or restore it under (restore)",
+        },
+        env: "CODEX_HOME",
+        default_dir: ".codex",
+    },
+    restore: Restore::Under(PathFlag {
+        long: "codex-home",
+        value_name: "DIR",
+        help: "Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place)",
+    }),
+    check: None,
+};
+
 impl Adapter for Codex {
     fn kind(&self) -> HarnessKind {
         HarnessKind::Codex
     }
 
+    fn command_line(&self) -> &'static CommandLine {
+        &COMMAND_LINE
+    }
+
     /// The rollout is a file named for the thread whose first line is
     /// the thread's `session_meta`.
-    fn restore_check(&self, request: &RestoreCheckRequest, _: &Path) -> Result<Resumable> {
+    fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable> {
         let (path, raw) = restore_check::restored_log(request, is_rollout_name)?;
         let meta = read_rollout(&path).map_err(|_| Refused::RolloutNotCodex {
             path: path.clone(),

@@ -1,9 +1,23 @@
 //! Agent harness state: finding a session log to pack, and where it goes on
-//! unpack. One adapter per harness (`codex`, `claude`, `opencode`).
+//! unpack. One adapter per harness owns everything about its harness; they
+//! are listed once, in [`ADAPTERS`]:
+//!
+//! | module | holds |
+//! |---|---|
+//! | `codex`, `claude`, `opencode` | the adapters: flags and homes, pack, restore, restore-check, resume |
+//! | `flags` | the harness flags of the command line, made from the adapters' descriptions |
+//! | `zstd` | reading a compressed session log |
+//! | `schemas` | tests: the schemas' lists of harnesses are the adapters' |
+//!
+//! The rest of the CLI asks [`adapter`] for a packet's harness kind and
+//! never chooses by kind itself.
 
 pub mod claude;
 pub mod codex;
+pub mod flags;
 pub mod opencode;
+#[cfg(test)]
+mod schemas;
 mod zstd;
 
 use std::fs::File;
@@ -11,9 +25,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use packet_core::{Harness, HarnessKind, Limits, Manifest};
-use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
+use crate::report::HarnessReport;
 use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, WalkOptions};
 
@@ -92,16 +106,21 @@ impl RestorePlan {
 }
 
 /// A harness whose session state can travel in a packet: each adapter
-/// owns where its state lives, how it is packed and restored, how a
-/// restored session is checked and the command that resumes it.
-pub trait Adapter {
+/// owns how the command line names it, where its state lives, how it is
+/// packed and restored, how a restored session is checked and the command
+/// that resumes it.
+pub trait Adapter: Sync {
     /// The harness this adapter is for.
     fn kind(&self) -> HarnessKind;
+    /// Its flags, homes and help ([`flags`]).
+    fn command_line(&self) -> &'static flags::CommandLine;
     /// Finds the session log (and anything beside it) to pack.
     fn locate(&self, request: &LocateRequest<'_>) -> Result<Located>;
     /// Decides where the packet's harness members go under `home` for a
     /// workspace restored at `workspace` (its real absolute path); whether
-    /// something is there already is the caller's to check.
+    /// something is there already is the caller's to check. For a harness
+    /// restored by its program, `home` is the folder the members are
+    /// staged in.
     fn restore_plan(
         &self,
         home: &Path,
@@ -110,60 +129,171 @@ pub trait Adapter {
         workspace: &Path,
     ) -> Result<RestorePlan>;
     /// Checks that a restored session can be resumed on this machine
-    /// (`pillbox checkpoint restore-check`; `program` is the harness's
-    /// program for one that is asked rather than read); its id is checked
-    /// already.
-    fn restore_check(&self, request: &RestoreCheckRequest, program: &Path) -> Result<Resumable>;
+    /// (`pillbox checkpoint restore-check`); its id is checked already.
+    fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable>;
     /// The command that resumes session `id` once it is restored.
     fn resume(&self, id: &str) -> Vec<String>;
 }
 
+/// Every adapter, in the order the command line lists them. A harness is
+/// added here, in its own module, and as a kind in packet-core.
+pub const ADAPTERS: &[&dyn Adapter] = &[&codex::Codex, &claude::Claude, &opencode::Opencode];
+
 /// The adapter for a harness kind.
 pub fn adapter(kind: HarnessKind) -> &'static dyn Adapter {
-    match kind {
-        HarnessKind::Codex => &codex::Codex,
-        HarnessKind::Claude => &claude::Claude,
-        HarnessKind::Opencode => &opencode::Opencode,
+    match ADAPTERS.iter().find(|a| a.kind() == kind) {
+        Some(a) => *a,
+        // The tests below hold every kind to one adapter.
+        None => panic!("no adapter for the harness {:?}", kind.as_str()),
     }
 }
 
-/// The harness as named on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HarnessArg {
-    /// OpenAI Codex CLI: the rollout of one thread.
-    Codex,
-    /// Claude Code: the transcript of one session.
-    Claude,
-    /// OpenCode: one session as `opencode export` prints it.
-    Opencode,
+/// What the harness named `name` calls a session, for a summary: the
+/// name of its id flag (`thread` for Codex); `session` for a name no
+/// adapter has.
+pub fn session_noun(name: &str) -> &'static str {
+    HarnessKind::from_name(name).map_or("session", |kind| adapter(kind).command_line().id.long)
 }
 
-impl HarnessArg {
-    /// The packet's harness kind.
-    pub fn kind(self) -> HarnessKind {
-        match self {
-            HarnessArg::Codex => HarnessKind::Codex,
-            HarnessArg::Claude => HarnessKind::Claude,
-            HarnessArg::Opencode => HarnessKind::Opencode,
+/// A harness that keeps its sessions in its own store and takes a
+/// restored one by running its program once the workspace is in place
+/// (OpenCode's `opencode import`).
+pub trait Importer: Sync {
+    /// Before any byte of the packet is read: refuses a `program` that
+    /// cannot take the session (one older than the harness that wrote it).
+    fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()>;
+    /// The file, in its staging folder, the session is staged as.
+    fn staged_name(&self, harness: &Harness) -> String;
+    /// Once the packet verified, before anything moves: what the staged
+    /// `file` holds, and whether the harness needs it given its own copy
+    /// of the session (`local` says which copies are refused).
+    fn prepare(
+        &self,
+        program: &Path,
+        harness: &Harness,
+        file: PathBuf,
+        workspace: &Path,
+        local: LocalCopy,
+    ) -> Result<Import>;
+    /// Hands the staged `file` to the harness, from inside the restored
+    /// workspace.
+    fn import(&self, program: &Path, file: &Path, workspace: &Path) -> Result<()>;
+}
+
+/// A session to hand to its harness once the workspace is in place.
+pub struct Import {
+    /// The staged session file.
+    pub file: PathBuf,
+    /// The ids of its messages, in order.
+    pub message_ids: Vec<String>,
+    /// Whether the harness needs it (false: it holds the same session).
+    pub needed: bool,
+}
+
+/// An [`Import`] with the program that runs it.
+pub struct PendingImport<'a> {
+    program: &'a Path,
+    importer: &'static dyn Importer,
+    import: Import,
+}
+
+impl<'a> PendingImport<'a> {
+    /// Once the packet verified, before anything moves: the session
+    /// staged as `file` for `program` ([`Importer::prepare`]).
+    pub fn prepare(
+        (program, importer): (&'a Path, &'static dyn Importer),
+        harness: &Harness,
+        file: PathBuf,
+        workspace: &Path,
+        local: LocalCopy,
+    ) -> Result<PendingImport<'a>> {
+        let import = importer.prepare(program, harness, file, workspace, local)?;
+        Ok(PendingImport {
+            program,
+            importer,
+            import,
+        })
+    }
+
+    /// Once the workspace is in place: imports the session, unless the
+    /// harness holds it already.
+    pub fn run(&self, workspace: &Path) -> Result<()> {
+        if !self.import.needed {
+            return Ok(());
+        }
+        self.importer
+            .import(self.program, &self.import.file, workspace)
+    }
+
+    /// What the report says of it: how many messages, and the last one.
+    pub fn report(&self, r: &mut HarnessReport) {
+        let ids = &self.import.message_ids;
+        r.messages = Some(ids.len() as u64);
+        r.last_message = Some(ids.last().cloned());
+    }
+}
+
+/// What a restore makes of the harness's own copy of a session when it
+/// holds other messages than the packet's.
+#[derive(Clone, Copy, Debug)]
+pub enum LocalCopy {
+    /// Refused (a restore into an empty folder).
+    Refused,
+    /// Brought forward when it is the start of the packet's; any other is
+    /// refused unless `discard` (a restore over a checkpoint).
+    Forward {
+        /// `--discard-local`.
+        discard: bool,
+    },
+}
+
+/// Where a restore puts one harness's state.
+#[derive(Clone)]
+pub enum Destination {
+    /// Files under this folder (`--codex-home`).
+    Dir(PathBuf),
+    /// Handed to the harness's program once the workspace is in place
+    /// (`--opencode-import`).
+    Program {
+        /// The program.
+        program: PathBuf,
+        /// What it does with the session.
+        importer: &'static dyn Importer,
+    },
+}
+
+/// Where a restore puts each harness's state; a harness without one is
+/// not restored (its members are verified, not written).
+#[derive(Clone, Default)]
+pub struct Destinations(Vec<(HarnessKind, Destination)>);
+
+impl Destinations {
+    /// Puts `kind`'s state at `to`.
+    pub fn insert(&mut self, kind: HarnessKind, to: Destination) {
+        self.0.retain(|(k, _)| *k != kind);
+        self.0.push((kind, to));
+    }
+
+    /// Where `kind`'s state goes, if anywhere.
+    pub fn get(&self, kind: HarnessKind) -> Option<&Destination> {
+        self.0.iter().find(|(k, _)| *k == kind).map(|(_, to)| to)
+    }
+
+    /// The folder `kind`'s files go under, for a harness restored as files.
+    pub fn dir(&self, kind: HarnessKind) -> Option<&Path> {
+        match self.get(kind)? {
+            Destination::Dir(home) => Some(home),
+            Destination::Program { .. } => None,
         }
     }
-}
 
-/// The harness home: the flag, then the environment variable, then
-/// `$HOME/<default_dir>`.
-pub fn home_dir(flag: Option<&Path>, env: &str, default_dir: &str) -> Result<PathBuf> {
-    if let Some(p) = flag {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(v) = std::env::var_os(env).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(v));
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(default_dir)),
-        None => Err(CliError::Usage(format!(
-            "neither ${env} nor $HOME is set: name the harness home with a flag"
-        ))),
+    /// The program that imports `kind`'s session, and what it does, for a
+    /// harness restored by its program.
+    pub fn program(&self, kind: HarnessKind) -> Option<(&Path, &'static dyn Importer)> {
+        match self.get(kind)? {
+            Destination::Program { program, importer } => Some((program, *importer)),
+            Destination::Dir(_) => None,
+        }
     }
 }
 
@@ -275,6 +405,16 @@ pub fn file_size(path: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_has_one_adapter() {
+        for kind in HarnessKind::ALL {
+            let n = ADAPTERS.iter().filter(|a| a.kind() == kind).count();
+            assert_eq!(n, 1, "{kind:?}");
+            assert_eq!(adapter(kind).kind(), kind);
+        }
+        assert_eq!(ADAPTERS.len(), HarnessKind::ALL.len());
+    }
 
     #[test]
     fn ancestors_lists_parents_in_order() {

@@ -3,8 +3,8 @@
 //! its sessions in `opencode.db` beside its credentials (`auth.json`), so
 //! the database never travels: pack runs the export, and `unpack
 //! --opencode-import` runs `opencode import` from inside the restored
-//! workspace, after which `opencode run --session <session>` continues
-//! there.
+//! workspace (its [`Importer`]), after which `opencode run --session
+//! <session>` continues there.
 //!
 //! Every `opencode` command runs with a bounded time and output, from the
 //! workspace, with an environment cut down to what locates OpenCode's data
@@ -23,7 +23,8 @@ use packet_core::{Harness, HarnessKind, Limits, Manifest};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::{Adapter, LocateRequest, Located, RestorePlan};
+use super::flags::{CommandLine, Home, IdFlag, PathFlag, ProgramFlag, Restore, Switch};
+use super::{Adapter, Import, Importer, LocalCopy, LocateRequest, Located, RestorePlan};
 use crate::error::{CliError, Refused, Result};
 use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
@@ -32,7 +33,44 @@ use crate::walk::{Planned, Walk};
 pub struct Opencode;
 
 /// The program run when no `--opencode-bin` names one.
-pub const DEFAULT_PROGRAM: &str = "opencode";
+const DEFAULT_PROGRAM: &str = "opencode";
+
+/// `--opencode-bin`, with what the program is run for.
+const fn program_flag(help: &'static str) -> ProgramFlag {
+    ProgramFlag {
+        flag: PathFlag {
+            long: "opencode-bin",
+            value_name: "FILE",
+            help,
+        },
+        default: DEFAULT_PROGRAM,
+    }
+}
+
+/// OpenCode on the command line: `--session`; the program pack exports
+/// with, unpack imports with (`--opencode-import`) and restore-check asks,
+/// `--opencode-bin`, else `opencode` on `PATH`.
+const COMMAND_LINE: CommandLine = CommandLine {
+    about: "OpenCode: one session as `opencode export` prints it",
+    product: "OpenCode",
+    id: IdFlag {
+        long: "session",
+        value_name: "ID",
+        placeholder: "<ses_…>",
+        help: "OpenCode session id (`ses_…`) to export",
+        shape: "an OpenCode session id (ses_ and letters and digits, such as ses_dceb97773ffeEbFZpPTlgwYItc)",
+    },
+    pack: Home::Program(program_flag("The OpenCode program that exports the session")),
+    restore: Restore::Import {
+        switch: Switch {
+            long: "opencode-import",
+            help: "Import an OpenCode session into this machine's OpenCode (`opencode import`, run from the restored workspace)",
+        },
+        program: program_flag("The OpenCode program that imports the session"),
+        importer: &Opencode,
+    },
+    check: Some(program_flag("The OpenCode program to ask for the session")),
+};
 
 /// How long one `opencode` command may run.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -83,12 +121,20 @@ impl Adapter for Opencode {
         HarnessKind::Opencode
     }
 
-    /// No file of its own: `program` runs, is no older than the OpenCode
+    fn command_line(&self) -> &'static CommandLine {
+        &COMMAND_LINE
+    }
+
+    /// No file of its own: the program runs, is no older than the OpenCode
     /// that exported the session, and holds the session with the
     /// checkpoint's messages.
-    fn restore_check(&self, request: &RestoreCheckRequest, program: &Path) -> Result<Resumable> {
+    fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable> {
+        let program = request
+            .program
+            .as_deref()
+            .unwrap_or(Path::new(DEFAULT_PROGRAM));
         let id = &request.thread_id;
-        let facts = request.opencode.as_ref();
+        let facts = request.recorded.as_ref();
         let cwd = facts
             .and_then(|f| f.workspace.clone())
             .filter(|w| w.is_dir())
@@ -197,8 +243,69 @@ impl Adapter for Opencode {
         Ok(RestorePlan {
             moves: Vec::new(),
             rollout_path: None,
-            import: Some(format!("{}.json", harness.session_id)),
+            import: Some(self.staged_name(harness)),
         })
+    }
+}
+
+impl Importer for Opencode {
+    /// The program runs and is no older than the OpenCode that exported
+    /// the session.
+    fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()> {
+        let local = version(program, workspace)?;
+        check_not_older(program, &local, harness.version.as_deref())
+    }
+
+    fn staged_name(&self, harness: &Harness) -> String {
+        format!("{}.json", harness.session_id)
+    }
+
+    /// Reads the staged export and compares it with this machine's copy of
+    /// the session, if any: `opencode import` would replace a copy with
+    /// other messages.
+    fn prepare(
+        &self,
+        program: &Path,
+        harness: &Harness,
+        file: PathBuf,
+        workspace: &Path,
+        local: LocalCopy,
+    ) -> Result<Import> {
+        let summary = Summary::read(&file)?;
+        let session = &harness.session_id;
+        let needed = match local_session(program, session, workspace)? {
+            None => true,
+            Some(copy) if copy.message_ids == summary.message_ids => false,
+            Some(copy) => match local {
+                LocalCopy::Forward { .. } if summary.message_ids.starts_with(&copy.message_ids) => {
+                    true
+                }
+                LocalCopy::Forward { discard: true } => true,
+                LocalCopy::Forward { discard: false } | LocalCopy::Refused => {
+                    return Err(Refused::OpencodeSessionConflict {
+                        id: session.clone(),
+                    }
+                    .into())
+                }
+            },
+        };
+        Ok(Import {
+            file,
+            message_ids: summary.message_ids,
+            needed,
+        })
+    }
+
+    /// Runs `opencode import <file>` from inside the restored workspace.
+    fn import(&self, program: &Path, file: &Path, workspace: &Path) -> Result<()> {
+        let file_arg = file.to_string_lossy();
+        let args = ["import", file_arg.as_ref()];
+        let mut out = Vec::new();
+        let ran = run(program, &args, workspace, &mut out, VERSION_OUTPUT)?;
+        if !ran.status.success() {
+            return Err(failed(program, &args, &ran));
+        }
+        Ok(())
     }
 }
 
@@ -377,7 +484,7 @@ fn failed(program: &Path, args: &[&str], ran: &Ran) -> CliError {
 }
 
 /// The version `opencode --version` prints (e.g. `1.18.33`).
-pub fn version(program: &Path, cwd: &Path) -> Result<String> {
+fn version(program: &Path, cwd: &Path) -> Result<String> {
     let args = ["--version"];
     let mut out = Vec::new();
     let ran = run(program, &args, cwd, &mut out, VERSION_OUTPUT)?;
@@ -398,7 +505,7 @@ pub fn version(program: &Path, cwd: &Path) -> Result<String> {
 
 /// The numbers of a version such as `1.18.33` (a `v` prefix and a suffix
 /// after `-` or `+` are allowed and ignored).
-pub fn parse_version(v: &str) -> Option<Vec<u64>> {
+fn parse_version(v: &str) -> Option<Vec<u64>> {
     let v = v.strip_prefix('v').unwrap_or(v);
     let core = v.split(['-', '+']).next()?;
     core.split('.').map(|n| n.parse().ok()).collect()
@@ -406,7 +513,7 @@ pub fn parse_version(v: &str) -> Option<Vec<u64>> {
 
 /// Refuses an OpenCode older than the one that exported the session: it
 /// may not read what a newer one wrote.
-pub fn check_not_older(program: &Path, local: &str, exporter: Option<&str>) -> Result<()> {
+fn check_not_older(program: &Path, local: &str, exporter: Option<&str>) -> Result<()> {
     let Some(exporter) = exporter else {
         return Ok(());
     };
@@ -461,7 +568,7 @@ fn export(program: &Path, session: &str, cwd: &Path, limit: u64) -> Result<Expor
 
 /// What the session's copy in this machine's OpenCode holds, if it has
 /// one: `opencode export` refusing with "Session not found" means none.
-pub fn local_session(program: &Path, session: &str, cwd: &Path) -> Result<Option<Summary>> {
+fn local_session(program: &Path, session: &str, cwd: &Path) -> Result<Option<Summary>> {
     let exported = match export(program, session, cwd, Limits::FORMAT.max_packet_bytes) {
         Ok(e) => e,
         Err(CliError::Refused(Refused::OpencodeFailed { stderr, .. }))
@@ -474,68 +581,11 @@ pub fn local_session(program: &Path, session: &str, cwd: &Path) -> Result<Option
     Summary::read(&exported.path).map(Some)
 }
 
-/// Runs `opencode import <file>` from inside the restored workspace.
-pub fn import(program: &Path, file: &Path, workspace: &Path) -> Result<()> {
-    let file_arg = file.to_string_lossy();
-    let args = ["import", file_arg.as_ref()];
-    let mut out = Vec::new();
-    let ran = run(program, &args, workspace, &mut out, VERSION_OUTPUT)?;
-    if !ran.status.success() {
-        return Err(failed(program, &args, &ran));
-    }
-    Ok(())
-}
-
-/// An OpenCode session about to be imported.
-pub struct PendingImport {
-    /// The staged export.
-    pub file: PathBuf,
-    /// What it holds.
-    pub summary: Summary,
-    /// Whether this machine's OpenCode holds the same session already
-    /// (same messages): nothing to import then.
-    pub already_there: bool,
-}
-
-impl PendingImport {
-    /// Reads the staged export and compares it with this machine's copy of
-    /// the session, if any: a copy with other messages is refused, since
-    /// `opencode import` would replace it.
-    pub fn prepare(
-        program: &Path,
-        session: &str,
-        file: PathBuf,
-        workspace: &Path,
-    ) -> Result<PendingImport> {
-        let summary = Summary::read(&file)?;
-        let already_there = match local_session(program, session, workspace)? {
-            None => false,
-            Some(local) if local.message_ids == summary.message_ids => true,
-            Some(_) => {
-                return Err(Refused::OpencodeSessionConflict {
-                    id: session.to_owned(),
-                }
-                .into())
-            }
-        };
-        Ok(PendingImport {
-            file,
-            summary,
-            already_there,
-        })
-    }
-
-    /// Imports the export from inside the restored workspace.
-    pub fn run(&self, program: &Path, workspace: &Path) -> Result<()> {
-        import(program, &self.file, workspace)
-    }
-}
-
 /// What pillbox reads from an export: the session id, its model and
 /// provider, and the ids of its messages in order. Parts (the transcript
 /// itself) are skipped as they stream by, not kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+struct Summary {
     /// `info.id`.
     pub session_id: String,
     /// `info.model.id`, else the last assistant message's `modelID`.
@@ -631,11 +681,6 @@ impl Summary {
             .map(String::as_str)
             == last
     }
-}
-
-/// The program to run: `--opencode-bin`, else `opencode` on `PATH`.
-pub fn program(flag: Option<&Path>) -> PathBuf {
-    flag.map_or_else(|| PathBuf::from(DEFAULT_PROGRAM), Path::to_path_buf)
 }
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ fn harness_row(s: &mut Summary, v: &Value) {
         return;
     };
     let kind = text(h, "kind").unwrap_or("harness");
-    let id_name = if kind == "codex" { "thread" } else { "session" };
+    let id_name = crate::harness::session_noun(kind);
     let mut line = format!("{kind} {id_name} {}", text(h, "thread_id").unwrap_or("?"));
     if let Some(m) = text(h, "model") {
         let _ = write!(line, ", model {m}");
@@ -548,7 +548,7 @@ fn entry(m: &Value) -> String {
 
 fn restore_check(v: &Value) -> Summary {
     let kind = text(v, "harness").unwrap_or("harness");
-    let id_name = if kind == "codex" { "thread" } else { "session" };
+    let id_name = crate::harness::session_noun(kind);
     let mut s = Summary::new(
         OK,
         format!(

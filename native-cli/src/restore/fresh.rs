@@ -176,7 +176,6 @@ pub fn restore(
             harness,
             path: workspace,
         },
-        request,
         created,
         git,
     )?;

@@ -30,7 +30,7 @@ use super::recording::{self, Checkpoint, Recorder, Stats};
 use super::scan::{self, Change, ChangeKind, Expected, HarnessPlace, Known, Scan};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, opencode, RestorePlan};
+use crate::harness::{self, Destinations, LocalCopy, PendingImport, RestorePlan};
 use crate::progress::Progress;
 use crate::record::Record;
 use crate::remote::delta_pull::{DeltaPull, DeltaPullReport, SourceKind};
@@ -240,19 +240,25 @@ pub fn restore(
         Some(h) => Some(Staging::create_named(&Target::harness_home(h)?, &ws_name)?),
         None => None,
     };
-    // An OpenCode export is staged to be imported.
-    let opencode_staging = match (&new.harness, &request.opencode) {
-        (Some(h), Some(_)) if h.kind == HarnessKind::Opencode => Some(Staging::create(
-            &Target::harness_home(&std::env::temp_dir())?,
-        )?),
-        _ => None,
+    // A session handed to its harness's program is staged to be imported.
+    let importing = new
+        .harness
+        .as_ref()
+        .and_then(|h| Some((h, request.harness.program(h.kind)?)));
+    let staged_import = match importing {
+        Some((h, (_, importer))) => Some(StagedImport {
+            staging: Staging::create(&Target::harness_home(&std::env::temp_dir())?)?,
+            member: h.session_log.clone(),
+            name: importer.staged_name(h),
+        }),
+        None => None,
     };
     let sink = staged_sink(
         &pull,
         &new,
         &ws_staging,
         harness_staging.as_ref(),
-        opencode_staging.as_ref(),
+        staged_import.as_ref(),
         &harness_dest,
     )?;
     let scan_spec = scans_of(&new, &pull.bodies.members);
@@ -293,26 +299,15 @@ pub fn restore(
         ));
     };
 
-    // An OpenCode session: imported only if this machine's copy, if any,
+    // A session to import: imported only if this machine's copy, if any,
     // is the start of the checkpoint's.
-    let import = match (&new.harness, &request.opencode, &opencode_staging) {
-        (Some(h), Some(program), Some(st)) if h.kind == HarnessKind::Opencode => {
-            let file = st.path.join(format!("{}.json", h.session_id));
-            let summary = opencode::Summary::read(&file)?;
-            let local = opencode::local_session(program, &h.session_id, &workspace)?;
-            let needed = match local {
-                None => true,
-                Some(l) if l.message_ids == summary.message_ids => false,
-                Some(l) if summary.message_ids.starts_with(&l.message_ids) => true,
-                Some(_) if discard_local => true,
-                Some(_) => {
-                    return Err(Refused::OpencodeSessionConflict {
-                        id: h.session_id.clone(),
-                    }
-                    .into())
-                }
+    let import = match (importing, &staged_import) {
+        (Some((h, program)), Some(staged)) => {
+            let file = staged.staging.path.join(&staged.name);
+            let local = LocalCopy::Forward {
+                discard: discard_local,
             };
-            Some((file, summary, needed, program.clone()))
+            Some(PendingImport::prepare(program, h, file, &workspace, local)?)
         }
         _ => None,
     };
@@ -338,8 +333,8 @@ pub fn restore(
         created,
     };
     applier.apply(&new, &actions, &pull)?;
-    if let Some((file, _, true, program)) = &import {
-        opencode::import(program, file, &workspace)?;
+    if let Some(import) = &import {
+        import.run(&workspace)?;
     }
 
     // The next record: every restored file as it is now.
@@ -428,9 +423,8 @@ pub fn restore(
                 .and_then(|p| p.rollout_path.as_ref())
                 .map(|p| p.display().to_string()),
         );
-        if let Some((_, summary, _, _)) = &import {
-            r.messages = Some(summary.message_ids.len() as u64);
-            r.last_message = Some(summary.message_ids.last().cloned());
+        if let Some(import) = &import {
+            import.report(&mut r);
         }
         r
     });
@@ -500,16 +494,14 @@ fn current_umask() -> u32 {
 
 /// The harness homes of the recorded checkpoint and of the restore.
 struct Homes {
-    codex: Option<PathBuf>,
-    claude: Option<PathBuf>,
+    given: Destinations,
     recorded: Vec<(String, PathBuf)>,
 }
 
 impl Homes {
     fn of(request: &UnpackRequest, record: Option<&Record>) -> Homes {
         Homes {
-            codex: request.codex_home.clone(),
-            claude: request.claude_config_dir.clone(),
+            given: request.harness.clone(),
             recorded: record.map(|r| r.harness_homes.clone()).unwrap_or_default(),
         }
     }
@@ -523,13 +515,10 @@ impl Homes {
             .map(|(_, h)| h.as_path())
     }
 
-    /// Where this restore puts a checkpoint's harness state.
+    /// Where this restore puts a checkpoint's harness state, for a
+    /// harness restored as files.
     fn given_for(&self, m: &Manifest) -> Option<&Path> {
-        match m.harness.as_ref()?.kind {
-            HarnessKind::Codex => self.codex.as_deref(),
-            HarnessKind::Claude => self.claude.as_deref(),
-            HarnessKind::Opencode => None,
-        }
+        self.given.dir(m.harness.as_ref()?.kind)
     }
 }
 
@@ -900,15 +889,24 @@ fn add_workspace_sources(
     Ok(())
 }
 
+/// A session log staged to be imported: the member, and the file in
+/// `staging` it is staged as.
+struct StagedImport {
+    staging: Staging,
+    member: String,
+    name: String,
+}
+
 /// Where each landed body is staged: in the workspace's staging folder
 /// if a workspace member has it, in the harness home's if a harness
-/// member does (and for an OpenCode export, the file it is imported from).
+/// member does (and for a session to import, the file it is imported
+/// from).
 fn staged_sink(
     pull: &DeltaPull<'_>,
     new: &Manifest,
     ws: &Staging,
     harness: Option<&Staging>,
-    opencode: Option<&Staging>,
+    import: Option<&StagedImport>,
     harness_dest: &HashMap<&str, &Path>,
 ) -> Result<Tree> {
     let dup = |s: &Staging| -> Result<OwnedFd> {
@@ -917,7 +915,7 @@ fn staged_sink(
     };
     let mut roots = vec![dup(ws)?];
     let mut labels = vec![ws.path.clone()];
-    for s in [harness, opencode] {
+    for s in [harness, import.map(|i| &i.staging)] {
         match s {
             Some(s) => {
                 roots.push(dup(s)?);
@@ -930,11 +928,6 @@ fn staged_sink(
         }
     }
     let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
-    let export = new
-        .harness
-        .as_ref()
-        .filter(|h| h.kind == HarnessKind::Opencode)
-        .map(|h| h.session_log.clone());
     let mut dests = Vec::new();
     for (slot, members) in pull.bodies.members.iter().enumerate() {
         let name = format!("b{slot}");
@@ -945,15 +938,15 @@ fn staged_sink(
         let in_harness = members
             .iter()
             .any(|&i| harness_dest.contains_key(new.members[i].path.as_str()));
-        if in_ws || (!in_harness && export.is_none()) {
+        if in_ws || (!in_harness && import.is_none()) {
             list.push((0, name.clone()));
         }
         if in_harness && harness.is_some() {
             list.push((1, name.clone()));
         }
-        if let (Some(log), Some(h)) = (&export, &new.harness) {
-            if opencode.is_some() && members.iter().any(|&i| &new.members[i].path == log) {
-                list.push((2, format!("{}.json", h.session_id)));
+        if let Some(i) = import {
+            if members.iter().any(|&m| new.members[m].path == i.member) {
+                list.push((2, i.name.clone()));
             }
         }
         if list.is_empty() {

@@ -100,20 +100,13 @@ pub fn restore(
             progress,
         )
         .map(|d| {
-            let totals = d.read.manifest.totals;
-            let unpacked = UnpackReport {
-                schema: "pillbox.checkpoint.unpack/1",
-                format: d.read.manifest.format.id(),
-                digest: d.read.digest.to_string(),
-                digest_checked: true,
-                size: d.read.size,
-                members: totals.members,
-                totals,
-                workspace: d.workspace.display().to_string(),
+            let placed = Placed {
+                read: d.read,
+                workspace: d.workspace,
                 harness: d.harness,
-                findings: d.read.findings,
                 git: d.git,
             };
+            let unpacked = UnpackReport::of(placed, true);
             Outcome {
                 unpacked,
                 ref_name: d.ref_name,
@@ -356,18 +349,14 @@ fn fresh(
                 ));
             }
         }
-        let homes = match (
-            &manifest.harness,
-            &request.codex_home,
-            &request.claude_config_dir,
-        ) {
-            (Some(h), Some(home), _) if h.kind == packet_core::HarnessKind::Codex => {
-                vec![(h.kind.as_str().to_owned(), home.clone())]
-            }
-            (Some(h), _, Some(home)) if h.kind == packet_core::HarnessKind::Claude => {
-                vec![(h.kind.as_str().to_owned(), home.clone())]
-            }
-            _ => Vec::new(),
+        // The home a harness restored as files went under, as given.
+        let homes = match &manifest.harness {
+            Some(h) => request
+                .harness
+                .dir(h.kind)
+                .map(|home| vec![(h.kind.as_str().to_owned(), home.to_path_buf())])
+                .unwrap_or_default(),
+            None => Vec::new(),
         };
         let next = recording::record_of(
             r,
@@ -392,7 +381,7 @@ fn fresh(
     }
     let n = done.placed.read.manifest.totals.members;
     Ok(Outcome {
-        unpacked: report_of(done.placed, true),
+        unpacked: UnpackReport::of(done.placed, true),
         ref_name,
         delta: Some(done.report),
         counts: (n, 0, 0),
@@ -407,22 +396,4 @@ fn spool_dir() -> Result<(tempfile::TempDir, std::path::PathBuf)> {
         .map_err(|e| CliError::io("create a folder in", std::env::temp_dir(), e))?;
     let file = dir.path().join("packet.tar");
     Ok((dir, file))
-}
-
-/// What unpack would have reported of a packet placed so.
-fn report_of(placed: Placed, digest_checked: bool) -> UnpackReport {
-    let totals = placed.read.manifest.totals;
-    UnpackReport {
-        schema: "pillbox.checkpoint.unpack/1",
-        format: placed.read.manifest.format.id(),
-        digest: placed.read.digest.to_string(),
-        digest_checked,
-        size: placed.read.size,
-        members: totals.members,
-        totals,
-        workspace: placed.workspace.display().to_string(),
-        harness: placed.harness,
-        findings: placed.read.findings,
-        git: placed.git,
-    }
 }

@@ -11,9 +11,9 @@ use worker::{Bucket, D1Database, Data, Request};
 
 use super::http::{content_length, internal, json_response, Answer};
 use crate::config::Config;
-use crate::index;
 use crate::problem::Problem;
-use crate::store::{ChunkReader, FixedPut};
+use crate::storage::index::new_id;
+use crate::storage::stream::{ChunkReader, FixedPut};
 use crate::timing::{self, Stage};
 
 /// `POST /v1/bench/baseline`
@@ -29,7 +29,7 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
         .inner()
         .body()
         .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "no body"))?;
-    let key = format!("bench/{}", index::new_id(db).await.map_err(internal)?);
+    let key = format!("bench/{}", new_id(db).await.map_err(internal)?);
     let sink = FixedPut::new(length).map_err(super::packets::refusal)?;
     let put = bucket
         .put(&key, Data::ReadableStream(sink.readable.clone()))

@@ -1,30 +1,13 @@
-//! The scheduled clean-up (`[triggers] crons` in wrangler.toml;
-//! docs/transfer.md, "Clean-up"): discards multipart uploads and pushes left unfinished for
-//! longer than `UPLOAD_TTL_HOURS`, then deletes the packs no stored packet
-//! and no open push uses any more, older than the same TTL, with their
-//! chunks' rows. Each kind is bounded per run; the rest waits for the next.
+//! The scheduled clean-up's bindings: the run itself is
+//! [`crate::storage::clean`]; here its database and bucket are opened
+//! (counted when `BENCH_ROUTES` is `1`) and its cutoff is taken from
+//! `UPLOAD_TTL_HOURS`.
 
 use worker::Env;
 
 use super::http::internal;
-use super::{pushes, uploads};
-use crate::index;
 use crate::problem::Problem;
-
-/// Uploads, and pushes, discarded per run at most.
-const SESSIONS_PER_RUN: usize = 1000;
-/// Packs looked at per run at most.
-const PACKS_PER_RUN: u32 = 500;
-
-/// What one run did.
-pub struct Cleaned {
-    /// Multipart uploads discarded.
-    pub uploads: usize,
-    /// Pushes discarded.
-    pub pushes: usize,
-    /// Packs deleted.
-    pub packs: usize,
-}
+use crate::storage::clean::{self, Cleaned};
 
 /// One run of the clean-up at `now_ms`.
 pub async fn clean(env: &Env, now_ms: f64) -> Result<Cleaned, Problem> {
@@ -39,40 +22,6 @@ pub async fn clean(env: &Env, now_ms: f64) -> Result<Cleaned, Problem> {
     };
     let bucket = super::bucket(env)?;
     let db = super::database(env)?;
-    let cutoff = String::from(
-        js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(
-            now_ms - config.upload_ttl_ms as f64,
-        ))
-        .to_iso_string(),
-    );
-    let uploads = uploads::expire(&bucket, &db, &cutoff, SESSIONS_PER_RUN).await?;
-    let mut discarded = 0;
-    while discarded < SESSIONS_PER_RUN {
-        let rows = crate::storage::index::pushes::created_before(&db, &cutoff, 50)
-            .await
-            .map_err(internal)?;
-        if rows.is_empty() {
-            break;
-        }
-        for row in &rows {
-            pushes::discard(&bucket, &db, &row.id).await?;
-            discarded += 1;
-        }
-    }
-    let mut packs = 0;
-    for key in index::packs_to_check(&db, &cutoff, PACKS_PER_RUN)
-        .await
-        .map_err(internal)?
-    {
-        if index::collect_pack(&db, &key).await.map_err(internal)? {
-            // Its row is gone: nothing can start using it, so its bytes go.
-            bucket.delete(key).await.map_err(internal)?;
-            packs += 1;
-        }
-    }
-    Ok(Cleaned {
-        uploads,
-        pushes: discarded,
-        packs,
-    })
+    let cutoff = clean::cutoff(now_ms, config.upload_ttl_ms);
+    clean::run(&bucket, &db, &cutoff).await.map_err(internal)
 }

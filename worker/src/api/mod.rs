@@ -1,9 +1,11 @@
 //! The HTTP API (`proto/openapi.yaml`): [`handle`] routes a request
 //! ([`crate::route`]), authorizes it and hands it to the one handler of its
-//! route. Handlers move streams between the request, packet-core
-//! ([`crate::store`]), R2 and D1 ([`crate::index`]); every rule about
-//! packets is packet-core's. Every JSON answer is a [`pillbox_wire`] type
-//! (built from index rows by [`crate::rows`]), every refusal a [`Problem`].
+//! route. Handlers parse, authorize, call and answer: the storage
+//! ([`crate::storage`]: streams into R2, reads, the D1 tables, the
+//! clean-up) moves the bytes and the rows, and every rule about packets is
+//! packet-core's.
+//! Every JSON answer is a [`pillbox_wire`] type (built from rows by their
+//! table's file in [`crate::storage::index`]), every refusal a [`Problem`].
 //!
 //! | module | holds |
 //! |---|---|
@@ -12,7 +14,7 @@
 //! | [`uploads`] | `/v1/uploads/…` |
 //! | [`pushes`] | `/v1/pushes/…` |
 //! | [`refs`] | `/v1/refs/…`, `/v1/ref-history/…` |
-//! | [`clean`] | the scheduled clean-up |
+//! | [`clean`] | the scheduled clean-up's bindings and cutoff |
 //! | [`bench`] | the benchmark baseline (off unless `BENCH_ROUTES=1`) |
 
 mod bench;
@@ -33,7 +35,7 @@ use crate::query::Query;
 use crate::route::{self, Method, Route};
 use http::{finish, json_response, no_content, problem_response, Answer, Gate};
 
-pub use clean::{clean, Cleaned};
+pub use clean::clean;
 
 /// The R2 bucket's binding (`[[r2_buckets]]` in wrangler.toml).
 const BUCKET: &str = "PACKETS";

@@ -20,19 +20,19 @@ use super::http::{
 use crate::caps::Caps;
 use crate::conditions::{etag, none_match};
 use crate::config::Config;
-use crate::index::{self, NewPacket, NewStorage};
 use crate::problem::Problem;
 use crate::query::{upload_labels, Query};
 use crate::range::{self, RangeAnswer};
-use crate::rows::{self, PacketRow, Storage};
 use crate::search::{self, Cursor};
 use crate::storage::chunk::ChunkRef;
 use crate::storage::findings::KeptFindings;
+use crate::storage::index::packets::{self, NewPacket, NewStorage, PacketRow, Storage};
+use crate::storage::index::{new_id, packs};
 use crate::storage::keys;
 use crate::storage::load;
 use crate::storage::read::{self, Output};
 use crate::storage::stored::Stored;
-use crate::store::{self, FixedPut, StoreError};
+use crate::storage::stream::{self, FixedPut, StoreError};
 
 /// Packets and members never change under their digest.
 const PACKET_TYPE: &str = "application/x-tar";
@@ -57,7 +57,7 @@ fn wasm_memory_bytes() -> u64 {
 
 /// The indexed packet with this digest, or 404.
 pub(super) async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRow, Problem> {
-    index::packet(db, digest)
+    packets::get(db, digest)
         .await
         .map_err(internal)?
         .ok_or_else(|| Problem::not_found(format!("no packet {digest} is stored")))
@@ -110,7 +110,7 @@ pub(super) async fn already_stored(db: &D1Database, row: PacketRow, labels: &[St
     if labels.is_empty() {
         return json_response(200, &row.stored(false));
     }
-    index::add_labels(db, &digest, labels)
+    packets::add_labels(db, &digest, labels)
         .await
         .map_err(internal)?;
     json_response(200, &indexed(db, &digest).await?.stored(false))
@@ -127,7 +127,7 @@ pub async fn upload(
 ) -> Answer {
     let labels = upload_labels(query.all("label"))?;
     super::http::identity_only(req)?;
-    if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
+    if let Some(row) = packets::get(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }
     let size = content_length(req)?;
@@ -150,11 +150,11 @@ pub async fn upload(
         .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "the upload has no body"))?;
     // A key of its own, never reused: the clean-up may still be deleting an
     // earlier object of the same packet.
-    let key = keys::upload(&index::new_id(db).await.map_err(internal)?);
-    crate::storage::index::packs::insert(db, &key, size, 0, &digest.to_string())
+    let key = keys::upload(&new_id(db).await.map_err(internal)?);
+    packs::insert(db, &key, size, 0, &digest.to_string())
         .await
         .map_err(internal)?;
-    let verified = match store::verify_into_bucket(
+    let verified = match stream::verify_into_bucket(
         bucket,
         &key,
         body,
@@ -168,12 +168,12 @@ pub async fn upload(
         Ok(v) => v,
         Err(e) => {
             // The put was aborted: no object, so no row for it either.
-            let _ = crate::storage::index::packs::forget(db, &key).await;
+            let _ = packs::forget(db, &key).await;
             return Err(refusal(e));
         }
     };
     let packs = [key.clone()];
-    index::insert_whole_packet(
+    packets::insert_whole(
         db,
         &NewPacket {
             digest: &digest,
@@ -416,7 +416,7 @@ pub async fn member(
 /// clean-up that finds them unused.
 pub async fn delete(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
     let row = indexed(db, &digest).await?;
-    let refs = index::delete_packet(db, &digest).await.map_err(internal)?;
+    let refs = packets::delete(db, &digest).await.map_err(internal)?;
     if !refs.is_empty() {
         return Err(Problem::new(
             ApiCode::PacketReferenced,
@@ -436,18 +436,18 @@ pub async fn delete(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer 
 /// `GET /v1/packets`: newest first, filtered.
 pub async fn list(db: &D1Database, query: &Query) -> Answer {
     let filter = query.packet_filter()?;
-    let (rows, next) = index::list_packets(db, &filter).await.map_err(internal)?;
-    json_response(200, &rows::packet_page(&rows, next))
+    let (rows, next) = packets::list(db, &filter).await.map_err(internal)?;
+    json_response(200, &packets::page(&rows, next))
 }
 
 /// `GET /v1/digests/{prefix}`: the stored packets whose digest starts with
 /// the prefix, at most `limit`, in digest order.
 pub async fn by_prefix(db: &D1Database, prefix: &DigestPrefix, query: &Query) -> Answer {
     let limit = query.limit()?;
-    let found = index::digests_with_prefix(db, prefix.as_str(), limit + 1)
+    let found = packets::with_prefix(db, prefix.as_str(), limit + 1)
         .await
         .map_err(internal)?;
-    json_response(200, &rows::digest_matches(prefix.as_str(), found, limit))
+    json_response(200, &packets::digest_matches(prefix.as_str(), found, limit))
 }
 
 /// `GET /v1/search`: the members with a path or a blob sha256, found by
@@ -460,7 +460,7 @@ pub async fn search(bucket: &Bucket, db: &D1Database, query: &Query) -> Answer {
         matches: Vec::new(),
         next_cursor: None,
     };
-    let rows = index::packets_from(db, at.seq, SEARCH_SCAN + 1)
+    let rows = packets::from_seq(db, at.seq, SEARCH_SCAN + 1)
         .await
         .map_err(internal)?;
     let scanned = rows.len().min(SEARCH_SCAN as usize);
@@ -517,7 +517,7 @@ pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest, query: &Q
         let d = b
             .parse::<Digest>()
             .map_err(Problem::from_packet_error_400)?;
-        if let Some(r) = index::packet(db, &d).await.map_err(internal)? {
+        if let Some(r) = packets::get(db, &d).await.map_err(internal)? {
             loaded_bases.push(load::load(bucket, &r).await?);
         }
     }

@@ -11,11 +11,10 @@ use worker::{D1Database, Request};
 
 use super::http::{header, internal, json_response, no_content, read_json, Answer};
 use crate::conditions::{condition_digest, etag, ref_write, RefWrite};
-use crate::index;
 use crate::problem::Problem;
 use crate::query::Query;
-use crate::rows::{self, RefMoveRow, RefRow};
-use crate::storage::index::refs;
+use crate::storage::index::packets;
+use crate::storage::index::refs::{self, RefMoveRow, RefRow};
 
 /// `GET /v1/refs/{name}`; the ETag is the digest it holds.
 pub async fn get(db: &D1Database, name: &str) -> Answer {
@@ -38,7 +37,7 @@ pub async fn list(db: &D1Database, query: &Query) -> Answer {
     let (rows, next) = refs::list(db, prefix, after, query.limit()?)
         .await
         .map_err(internal)?;
-    json_response(200, &rows::ref_page(&rows, next))
+    json_response(200, &refs::page(&rows, next))
 }
 
 /// 409 `ref_conflict`, with the digest the ref holds now (`current`,
@@ -76,11 +75,7 @@ pub async fn put(req: &mut Request, db: &D1Database, name: &str, by: Option<&str
         .digest
         .parse::<Digest>()
         .map_err(Problem::from_packet_error_400)?;
-    if index::packet(db, &digest)
-        .await
-        .map_err(internal)?
-        .is_none()
-    {
+    if packets::get(db, &digest).await.map_err(internal)?.is_none() {
         return Err(Problem::not_found(format!(
             "no packet {digest} is stored: upload it before naming it"
         )));
@@ -153,5 +148,5 @@ pub async fn history(db: &D1Database, name: &str, query: &Query) -> Answer {
             token_id: None,
         });
     }
-    json_response(200, &rows::ref_history(name, &rows, next))
+    json_response(200, &refs::history_page(name, &rows, next))
 }

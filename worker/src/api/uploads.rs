@@ -1,7 +1,8 @@
 //! Multipart uploads (`/v1/uploads/…`, docs/worker.md "Multipart
 //! uploads"): create, read, send parts, complete (assemble, verify by
 //! reading the assembled object once, which then is the packet's object,
-//! index), abort; and the clean-up of uploads left unfinished.
+//! index), abort. Discarding an upload, here and in the clean-up, is
+//! [`crate::storage::clean::discard_upload`].
 
 use packet_core::Digest;
 use pillbox_wire::ApiCode;
@@ -11,14 +12,16 @@ use worker::{Bucket, D1Database, Request};
 use super::http::{content_length, internal, json_response, no_content, read_json, Answer};
 use super::packets::{already_stored, indexed, refusal, stored, too_large};
 use crate::config::Config;
-use crate::index::{self, NewPacket, NewStorage};
 use crate::multipart::Plan;
 use crate::problem::Problem;
 use crate::query::upload_labels;
-use crate::rows::{PartRow, UploadRow};
+use crate::storage::clean::discard_upload;
 use crate::storage::findings::KeptFindings;
+use crate::storage::index::new_id;
+use crate::storage::index::packets::{self, NewPacket, NewStorage};
+use crate::storage::index::uploads::{self, PartRow, UploadRow};
 use crate::storage::keys;
-use crate::store::{self, StoreError};
+use crate::storage::stream::{self, StoreError};
 
 /// `POST /v1/uploads`: plans the parts and opens an R2 multipart upload,
 /// unless the packet is stored already (200, nothing to send).
@@ -34,7 +37,7 @@ pub async fn create(
         .parse::<Digest>()
         .map_err(Problem::from_packet_error_400)?;
     let labels = upload_labels(body.labels)?;
-    if let Some(row) = index::packet(db, &digest).await.map_err(internal)? {
+    if let Some(row) = packets::get(db, &digest).await.map_err(internal)? {
         return already_stored(db, row, &labels).await;
     }
     if let Some(p) = too_large(body.size, config) {
@@ -46,7 +49,7 @@ pub async fn create(
         config.default_part_size,
         config.max_part_size(),
     )?;
-    let id = index::new_id(db).await.map_err(internal)?;
+    let id = new_id(db).await.map_err(internal)?;
     let upload = bucket
         .create_multipart_upload(keys::upload(&id))
         .execute()
@@ -60,7 +63,7 @@ pub async fn create(
         r2_upload_id: upload.upload_id().await,
         labels: serde_json::to_string(&labels).unwrap_or_else(|_| "[]".into()),
     };
-    index::insert_upload(db, &row).await.map_err(internal)?;
+    uploads::insert(db, &row).await.map_err(internal)?;
     let mut response = json_response(201, &row.view(&[]))?;
     response
         .headers_mut()
@@ -71,7 +74,7 @@ pub async fn create(
 
 /// The upload in progress with this id, or 404.
 async fn in_progress(db: &D1Database, id: &str) -> Result<UploadRow, Problem> {
-    index::upload(db, id)
+    uploads::get(db, id)
         .await
         .map_err(internal)?
         .ok_or_else(|| {
@@ -84,7 +87,7 @@ async fn in_progress(db: &D1Database, id: &str) -> Result<UploadRow, Problem> {
 /// `GET /v1/uploads/{id}`: which parts arrived, which are missing.
 pub async fn get(db: &D1Database, id: &str) -> Answer {
     let row = in_progress(db, id).await?;
-    let parts = index::parts(db, id).await.map_err(internal)?;
+    let parts = uploads::parts(db, id).await.map_err(internal)?;
     json_response(200, &row.view(&parts))
 }
 
@@ -118,7 +121,7 @@ pub async fn part(
         etag: part.etag(),
         size: length,
     };
-    index::put_part(db, id, &part).await.map_err(internal)?;
+    uploads::put_part(db, id, &part).await.map_err(internal)?;
     json_response(
         200,
         &PartStored {
@@ -132,58 +135,10 @@ pub async fn part(
 /// `DELETE /v1/uploads/{id}`
 pub async fn abort(bucket: &Bucket, db: &D1Database, id: &str) -> Answer {
     let row = in_progress(db, id).await?;
-    if !discard(bucket, db, &row).await? {
+    if !discard_upload(bucket, db, &row).await.map_err(internal)? {
         return Err(Problem::not_found(format!("no upload {id} is in progress")));
     }
     no_content()
-}
-
-/// Discards an upload: its rows first (claiming it, so that a `complete`
-/// finishing at the same moment either stored the packet before, and the
-/// staging object is the packet's, or stores nothing), then its R2
-/// multipart upload and staging object. Returns whether it was there.
-pub(super) async fn discard(
-    bucket: &Bucket,
-    db: &D1Database,
-    row: &UploadRow,
-) -> Result<bool, Problem> {
-    let key = keys::upload(&row.id);
-    if !index::claim_upload(db, &row.id, &key, row.size)
-        .await
-        .map_err(internal)?
-    {
-        return Ok(false);
-    }
-    if let Ok(upload) = bucket.resume_multipart_upload(key.clone(), &row.r2_upload_id) {
-        // Already completed or aborted uploads fail here; the staging object goes below.
-        let _ = upload.abort().await;
-    }
-    bucket.delete(key).await.map_err(internal)?;
-    Ok(true)
-}
-
-/// Discards every multipart upload started before `cutoff` (RFC 3339), at
-/// most `limit`. Returns how many it discarded.
-pub async fn expire(
-    bucket: &Bucket,
-    db: &D1Database,
-    cutoff: &str,
-    limit: usize,
-) -> Result<usize, Problem> {
-    let mut discarded = 0;
-    while discarded < limit {
-        let rows = index::uploads_created_before(db, cutoff, 50)
-            .await
-            .map_err(internal)?;
-        if rows.is_empty() {
-            break;
-        }
-        for row in &rows {
-            discard(bucket, db, row).await?;
-            discarded += 1;
-        }
-    }
-    Ok(discarded)
 }
 
 /// `POST /v1/uploads/{id}/complete`: R2 assembles the parts into the
@@ -198,12 +153,12 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         .map_err(Problem::from_packet_error_400)?;
     let labels: Vec<String> = serde_json::from_str(&row.labels).unwrap_or_default();
     let staging = keys::upload(id);
-    if let Some(existing) = index::packet(db, &digest).await.map_err(internal)? {
+    if let Some(existing) = packets::get(db, &digest).await.map_err(internal)? {
         // Another upload of the same packet finished first.
-        discard(bucket, db, &row).await?;
+        discard_upload(bucket, db, &row).await.map_err(internal)?;
         return already_stored(db, existing, &labels).await;
     }
-    let parts = index::parts(db, id).await.map_err(internal)?;
+    let parts = uploads::parts(db, id).await.map_err(internal)?;
     let received: Vec<u16> = parts.iter().map(|p| p.number).collect();
     let missing = plan.missing(&received);
     if !missing.is_empty() {
@@ -235,7 +190,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
                 )
             })?;
     }
-    let verified = match store::verify_object(
+    let verified = match stream::verify_object(
         bucket,
         &staging,
         plan.size,
@@ -248,7 +203,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         Ok(v) => v,
         Err(e @ StoreError::Refused(_)) => {
             // Refused: the staging object and the upload go.
-            discard(bucket, db, &row).await?;
+            discard_upload(bucket, db, &row).await.map_err(internal)?;
             return Err(refusal(e));
         }
         Err(e) => return Err(refusal(e)),
@@ -264,7 +219,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
         labels: &labels,
         findings: KeptFindings::of(&verified.findings).to_text(),
     };
-    if !index::complete_upload(db, &new, id, &staging)
+    if !uploads::complete(db, &new, id, &staging)
         .await
         .map_err(internal)?
     {

@@ -1,10 +1,15 @@
-//! A /2 push (docs/transfer.md, "Delta push"), pure, so that every
-//! decision about what a pushed packet is made of tests natively:
+//! A /2 push (docs/transfer.md, "Delta push"). Every decision about what a
+//! pushed packet is made of is pure and tests natively; the modules marked
+//! (wasm) move a push's bytes and rows between the request, R2 and D1 and
+//! call them, and `api/pushes.rs` answers:
 //!
 //! | module | holds |
 //! |---|---|
+//! | [`request`] | what a push's requests may carry: a create's query, the decoders' limits, the bodies' caps |
 //! | [`at_hand`] | what the push may use: its bases' bodies and chunks, its own frames |
-//! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core |
+//! | [`manifest`] | `packet.json` assembled from its chunks and checked by packet-core; a create body checked once it is in |
+//! | [`wanted`] | what a push lacks (its status) and may be sent; a request's frames checked against it |
+//! | [`parts`] | a request's frames placed, the rows of what it stored, its records read again, the parts a look lists |
 //! | [`arrival`] | a frame as it arrives: decoded, hashed, a whole body screened |
 //! | [`in_order`] | a large body proven as its chunks arrive in its recipe's order |
 //! | [`recipes`] | the recipes received, checked and resolved into chunks |
@@ -15,6 +20,10 @@
 //! | [`storing`] | how a verified packet is written: its layout's chunks, compaction, its root |
 //! | [`records`] | what a request's frames left behind |
 //! | [`opened`] | the isolate's copy of the last push's manifest, parsed |
+//! | `state` | an open push: found for its creator, read from R2 and D1, its recipes updated, discarded (wasm) |
+//! | `create` | `POST /v1/pushes`: the create body read, the push stored at once or left open (wasm) |
+//! | `receive` | a request's frames placed; a part read, packed and recorded (wasm) |
+//! | `finish` | `complete`: what is left proven, the packet laid out, stored and indexed (wasm) |
 
 pub mod arrival;
 pub mod at_hand;
@@ -23,11 +32,29 @@ pub mod gate;
 pub mod in_order;
 pub mod manifest;
 pub mod opened;
+pub mod parts;
 pub mod plan;
 pub mod prove;
 pub mod recipes;
 pub mod records;
+pub mod request;
 pub mod storing;
+pub mod wanted;
+
+#[cfg(target_arch = "wasm32")]
+pub mod create;
+#[cfg(target_arch = "wasm32")]
+pub mod finish;
+#[cfg(target_arch = "wasm32")]
+pub mod receive;
+#[cfg(target_arch = "wasm32")]
+pub mod state;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
+
+/// A runtime failure (R2, D1) as a 500.
+#[cfg(target_arch = "wasm32")]
+fn internal(e: worker::Error) -> crate::problem::Problem {
+    crate::problem::Problem::internal(e.to_string())
+}

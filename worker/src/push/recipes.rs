@@ -10,11 +10,23 @@ use std::collections::{HashMap, HashSet};
 
 use packet_core::{Body, Digest};
 use pillbox_wire::chunking::{BODIES, MAX_CHUNK};
-use pillbox_wire::recipes::{BodyRecipe, Run};
+use pillbox_wire::recipes::{BodyRecipe, Recipes, Run};
 
 use super::at_hand::AtHand;
 use crate::problem::Problem;
 use crate::storage::chunk::Name;
+
+/// Recipes sent to a push that is open name no chunk of packet.json: the
+/// push has its manifest (422 `recipe_not_needed`).
+pub fn bodies_only(recipes: &Recipes) -> Result<(), Problem> {
+    if recipes.manifest.is_empty() {
+        return Ok(());
+    }
+    Err(not_needed(
+        "these recipes name chunks of packet.json: the push has its manifest".into(),
+        "send only body recipes (an empty manifest recipe)",
+    ))
+}
 
 /// A recipe, resolved against the bases.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,6 +199,23 @@ impl RecipeBook {
         Ok(named)
     }
 
+    /// The chunks of the recipes of `bodies` that are not at hand, each
+    /// once, in order: what a client that sent those recipes is to send.
+    pub fn lacking(&self, bodies: &[Body], at_hand: &AtHand) -> Vec<Name> {
+        let mut seen = HashSet::new();
+        let mut missing = Vec::new();
+        for b in bodies {
+            if let Some(r) = self.get(b) {
+                for c in &r.chunks {
+                    if at_hand.chunk(c).is_none() && seen.insert(c.0) {
+                        missing.push(*c);
+                    }
+                }
+            }
+        }
+        missing
+    }
+
     fn insert(&mut self, r: Resolved) {
         self.order.push(r.recipe.body);
         self.recipes.insert(r.recipe.body, r);
@@ -289,5 +318,77 @@ impl Known {
         for &(sha, size) in &r.chunks {
             self.sizes.insert(sha, size);
         }
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    use pillbox_wire::recipes::ChunkName;
+
+    use crate::storage::chunk::ChunkRef;
+
+    fn chunk(tag: &str, size: u32) -> ChunkName {
+        ChunkName {
+            sha256: Digest::of(tag.as_bytes()),
+            size,
+        }
+    }
+
+    fn name(c: ChunkName) -> Name {
+        (c.sha256, u64::from(c.size))
+    }
+
+    #[test]
+    fn recipes_sent_to_an_open_push_name_no_chunk_of_packet_json() {
+        assert!(bodies_only(&Recipes::default()).is_ok());
+        let with_manifest = Recipes {
+            manifest: vec![chunk("json", 10)],
+            bodies: vec![],
+        };
+        let p = bodies_only(&with_manifest).unwrap_err();
+        assert_eq!((p.status, p.error.code()), (422, "recipe_not_needed"));
+    }
+
+    #[test]
+    fn the_chunks_recipes_lack_are_those_not_at_hand_each_once() {
+        let (one, two, three) = (
+            chunk("1", 200_000),
+            chunk("2", 100_000),
+            chunk("3", 200_000),
+        );
+        let large = Body {
+            sha256: Digest::of(b"large"),
+            size: 300_000,
+        };
+        let other = Body {
+            sha256: Digest::of(b"other"),
+            size: 300_000,
+        };
+        let mut at_hand = AtHand::new();
+        at_hand.add_frame("packs/push", ChunkRef::identity(one.sha256, 0, 0, 200_000));
+        let mut book = RecipeBook::new();
+        let recipes = [
+            BodyRecipe {
+                body: large,
+                runs: vec![Run::Chunk(one), Run::Chunk(two)],
+            },
+            BodyRecipe {
+                body: other,
+                runs: vec![Run::Chunk(two), Run::Chunk(three)],
+            },
+        ];
+        let named = book.add(&recipes, &[large, other], &at_hand).unwrap();
+        assert_eq!(named, [large, other]);
+        assert_eq!(book.lacking(&named, &at_hand), [name(two), name(three)]);
+        assert_eq!(book.lacking(&[other], &at_hand), [name(two), name(three)]);
+        assert_eq!(book.lacking(&[large], &at_hand), [name(two)]);
+        // A body with no recipe lacks nothing the recipes could name.
+        let small = Body {
+            sha256: Digest::of(b"small"),
+            size: 10,
+        };
+        assert!(book.lacking(&[small], &at_hand).is_empty());
     }
 }

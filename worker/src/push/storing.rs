@@ -133,57 +133,106 @@ impl Storing {
     /// Lays the packet out, with the bytes of [`Storing::reads`] (each
     /// copied chunk checked against its name).
     pub fn finish(self, read: &[Vec<u8>]) -> Result<Laid, CopyFailed> {
+        let copies = match &self.compaction {
+            None => None,
+            Some(c) => Some(self.copy(c, read)?),
+        };
+        Ok(self.write(copies))
+    }
+
+    /// Lays the packet out with the bytes compaction read, or, when they
+    /// could not be read (`Err`: why) or a copy does not hash to its name,
+    /// without compaction: the packet then keeps the packs it had. Returns
+    /// why compaction was skipped, if it was.
+    pub fn lay_out(self, read: Result<Vec<Vec<u8>>, String>) -> (Laid, Option<String>) {
+        let plain = self.clone().without_compaction();
+        let why = match read {
+            Ok(bytes) => match self.finish(&bytes) {
+                Ok(laid) => return (laid, None),
+                Err(CopyFailed(why)) => why,
+            },
+            Err(why) => why,
+        };
+        // Without compaction nothing is copied, so nothing can fail.
+        (plain.write(None), Some(why))
+    }
+
+    /// The copies `c` makes from the bytes `read`, each checked against
+    /// its name, and the layout and manifest pointing at them.
+    fn copy(&self, c: &Compaction, read: &[Vec<u8>]) -> Result<Copies, CopyFailed> {
+        let (layout, own) = (&self.layout, self.own);
+        let mut pack = Vec::new();
+        let mut rows = Vec::new();
+        let mut raw = Vec::new();
+        for p in &c.copies {
+            let bytes = read
+                .get(p.read)
+                .and_then(|r| r.get(p.at as usize..(p.at + p.chunk.stored) as usize))
+                .ok_or_else(|| CopyFailed("a pack is shorter than its chunks".into()))?;
+            raw.clear();
+            frames::decode_into(p.chunk.encoding, p.chunk.raw, bytes, &mut raw)
+                .map_err(|e| CopyFailed(e.message))?;
+            if Digest::of(&raw) != p.chunk.sha256 {
+                return Err(CopyFailed(format!(
+                    "a chunk of {} does not hash to its name",
+                    layout.packs().key(p.chunk.slot).unwrap_or("")
+                )));
+            }
+            rows.push((p.chunk.sha256, pack.len() as u64, p.chunk.stored));
+            pack.extend_from_slice(bytes);
+        }
+        let merged = c
+            .merged
+            .iter()
+            .filter_map(|s| layout.packs().key(*s).map(str::to_string))
+            .collect();
+        let mut b = crate::storage::layout::LayoutBuilder::new(layout.packs().clone());
+        for i in 0..layout.members() {
+            for r in layout.chunks(i) {
+                b.push(c.relocate(r, own));
+            }
+            b.end_member();
+        }
+        let manifest: Vec<ChunkRef> = self.manifest.iter().map(|r| c.relocate(r, own)).collect();
+        Ok(Copies {
+            layout: b.finish(),
+            manifest,
+            by_name: c.copied(own),
+            pack,
+            rows,
+            merged,
+            merged_slots: c.merged.clone(),
+        })
+    }
+
+    /// The packet written: with `copies` when compaction made them, its
+    /// layout's chunks (its bases' where they have them), its own pack and
+    /// its root.
+    fn write(self, copies: Option<Copies>) -> Laid {
         let Storing {
             layout,
             manifest,
             own,
-            compaction,
             base_layout,
+            ..
         } = self;
-        let mut pack = Vec::new();
-        let mut copied_rows = Vec::new();
-        let mut merged = Vec::new();
-        let (layout, manifest, copied) = match &compaction {
-            None => (layout, manifest, HashMap::new()),
-            Some(c) => {
-                let mut raw = Vec::new();
-                for p in &c.copies {
-                    let bytes = read
-                        .get(p.read)
-                        .and_then(|r| r.get(p.at as usize..(p.at + p.chunk.stored) as usize))
-                        .ok_or_else(|| CopyFailed("a pack is shorter than its chunks".into()))?;
-                    raw.clear();
-                    frames::decode_into(p.chunk.encoding, p.chunk.raw, bytes, &mut raw)
-                        .map_err(|e| CopyFailed(e.message))?;
-                    if Digest::of(&raw) != p.chunk.sha256 {
-                        return Err(CopyFailed(format!(
-                            "a chunk of {} does not hash to its name",
-                            layout.packs().key(p.chunk.slot).unwrap_or("")
-                        )));
-                    }
-                    copied_rows.push((p.chunk.sha256, pack.len() as u64, p.chunk.stored));
-                    pack.extend_from_slice(bytes);
-                }
-                merged = c
-                    .merged
-                    .iter()
-                    .filter_map(|s| layout.packs().key(*s).map(str::to_string))
-                    .collect();
-                let mut b = crate::storage::layout::LayoutBuilder::new(layout.packs().clone());
-                for i in 0..layout.members() {
-                    for r in layout.chunks(i) {
-                        b.push(c.relocate(r, own));
-                    }
-                    b.end_member();
-                }
-                let manifest: Vec<ChunkRef> = manifest.iter().map(|r| c.relocate(r, own)).collect();
-                (b.finish(), manifest, c.copied(own))
-            }
-        };
-        let merged_slots: Vec<u32> = compaction
-            .as_ref()
-            .map(|c| c.merged.clone())
-            .unwrap_or_default();
+        let Copies {
+            layout,
+            manifest,
+            by_name: copied,
+            mut pack,
+            rows: copied_rows,
+            merged,
+            merged_slots,
+        } = copies.unwrap_or(Copies {
+            layout,
+            manifest,
+            by_name: HashMap::new(),
+            pack: Vec::new(),
+            rows: Vec::new(),
+            merged: Vec::new(),
+            merged_slots: Vec::new(),
+        });
         let stream = layout.encode();
         let mut layout_chunks = Vec::new();
         for (name, range) in chunk_list(&stream) {
@@ -223,7 +272,7 @@ impl Storing {
         packs.keep_only(&used);
         let mut layout = layout;
         *layout.packs_mut() = packs.clone();
-        Ok(Laid {
+        Laid {
             root: Root {
                 packs,
                 manifest,
@@ -233,6 +282,114 @@ impl Storing {
             pack,
             copied: copied_rows,
             merged,
-        })
+        }
+    }
+}
+
+/// What compaction copied into the packet's own pack.
+struct Copies {
+    /// The layout, its chunks copied pointing at the copies.
+    layout: Layout,
+    /// The manifest's chunks, likewise.
+    manifest: Vec<ChunkRef>,
+    /// The copied chunks by name, where they lie in the own pack.
+    by_name: HashMap<Name, ChunkRef>,
+    /// The own pack's bytes so far: the copies.
+    pack: Vec<u8>,
+    /// Each copy: sha256, offset and stored size in the own pack.
+    rows: Vec<(Digest, u64, u64)>,
+    /// The packs merged, as keys.
+    merged: Vec<String>,
+    /// The same, as slots.
+    merged_slots: Vec<u32>,
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    use crate::storage::compact::MERGE_AT;
+    use crate::storage::layout::LayoutBuilder;
+    use crate::storage::packs::PackTable;
+
+    /// A packet of one body whose chunks lie in [`MERGE_AT`] small packs,
+    /// and those packs' bytes.
+    fn scattered() -> (Storing, HashMap<String, Vec<u8>>) {
+        let mut packs = PackTable::new();
+        let mut bytes = HashMap::new();
+        let mut chunks = Vec::new();
+        for i in 0..MERGE_AT {
+            let key = format!("packs/small-{i}");
+            let chunk = format!("chunk {i} of a body in small packs\n").into_bytes();
+            let slot = packs.slot(&key);
+            chunks.push(ChunkRef::identity(
+                Digest::of(&chunk),
+                slot,
+                0,
+                chunk.len() as u64,
+            ));
+            bytes.insert(key, chunk);
+        }
+        let mut b = LayoutBuilder::new(packs);
+        for c in chunks {
+            b.push(c);
+        }
+        b.end_member();
+        let storing = Storing::new(b.finish(), vec![], "packs/own", HashMap::new());
+        (storing, bytes)
+    }
+
+    fn read(storing: &Storing, packs: &HashMap<String, Vec<u8>>) -> Vec<Vec<u8>> {
+        storing
+            .reads()
+            .iter()
+            .map(|(k, r)| packs[k][r.start as usize..r.end as usize].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn a_packet_of_small_packs_is_laid_out_with_copies_of_their_chunks() {
+        let (storing, packs) = scattered();
+        assert_eq!(storing.reads().len(), MERGE_AT);
+        let (laid, skipped) = storing.clone().lay_out(Ok(read(&storing, &packs)));
+        assert_eq!(skipped, None);
+        assert_eq!(laid.merged.len(), MERGE_AT);
+        assert_eq!(laid.copied.len(), MERGE_AT);
+        assert_eq!(laid.root.packs.keys(), ["packs/own"]);
+        let same = storing.finish(&read(&scattered().0, &packs)).unwrap();
+        assert_eq!(laid.root.encode(), same.root.encode());
+        assert_eq!(laid.pack, same.pack);
+    }
+
+    #[test]
+    fn a_merge_that_cannot_be_made_leaves_the_packet_its_packs() {
+        let (storing, packs) = scattered();
+        let plain = storing.clone().without_compaction().finish(&[]).unwrap();
+        assert!(plain.merged.is_empty() && plain.copied.is_empty());
+        assert_eq!(plain.root.packs.keys().len(), MERGE_AT + 1);
+        let same = |laid: &Laid| {
+            assert_eq!(laid.root.encode(), plain.root.encode());
+            assert_eq!(laid.pack, plain.pack);
+            assert!(laid.merged.is_empty() && laid.copied.is_empty());
+        };
+        // A read failed.
+        let (laid, skipped) = storing.clone().lay_out(Err("packs/small-3 is gone".into()));
+        assert_eq!(skipped.as_deref(), Some("packs/small-3 is gone"));
+        same(&laid);
+        // A copy does not hash to its name.
+        let mut bad = read(&storing, &packs);
+        bad[2][0] ^= 1;
+        let (laid, skipped) = storing.clone().lay_out(Ok(bad));
+        assert!(skipped.unwrap().contains("does not hash to its name"));
+        same(&laid);
+        // A read shorter than its chunks.
+        let mut short = read(&storing, &packs);
+        short[5].pop();
+        let (laid, skipped) = storing.lay_out(Ok(short));
+        assert_eq!(
+            skipped.as_deref(),
+            Some("a pack is shorter than its chunks")
+        );
+        same(&laid);
     }
 }

@@ -17,11 +17,12 @@ use pillbox_wire::recipes::{BodyRecipe, ChunkName, Recipes, Run};
 use super::at_hand::AtHand;
 use super::complete::{classes_of, Completion};
 use super::in_order::{Arrived, InOrder};
+use super::manifest::CreateBody;
 use super::plan::{Plan, Source as From};
 use super::prove::{End, ProveError};
 use super::recipes::RecipeBook;
 use super::storing::Storing;
-use super::{arrival, manifest};
+use super::{arrival, manifest, wanted};
 use crate::storage::chunk::ChunkRef;
 use crate::storage::cut::cut;
 use crate::storage::findings::BodyClass;
@@ -616,6 +617,87 @@ fn the_known_holes_are_closed() {
         edge(&mut store, two.digest, &sent, &[]).unwrap_err(),
         "recipe_invalid"
     );
+}
+
+#[test]
+fn a_create_body_is_checked_once_packet_json_is_in() {
+    let built = packet(&[
+        ("workspace/a.txt", b"alpha\n".to_vec()),
+        ("workspace/big.bin", noise(4, 700_000)),
+    ]);
+    let sent = client(&built, None);
+    let frames: Vec<Frame> = sent.frames.iter().map(|(f, _)| *f).collect();
+    let is_manifest = wanted::manifest_frames(&frames, &sent.recipes.manifest).unwrap();
+    assert!(is_manifest[0] && !is_manifest[is_manifest.len() - 1]);
+    let mut raws = HashMap::new();
+    for (i, (f, stored)) in sent.frames.iter().enumerate() {
+        if is_manifest[i] {
+            let mut raw = Vec::new();
+            arrival::check(i, f, stored, &mut raw).unwrap();
+            raws.insert((f.sha256, u64::from(f.raw_size)), raw);
+        }
+    }
+    let at_hand = AtHand::new();
+    let body = CreateBody {
+        recipes: &sent.recipes,
+        frames: &frames,
+        is_manifest: &is_manifest,
+        digest: built.digest,
+        size: built.bytes.len() as u64,
+    };
+    let checked = body.check(&raws, &at_hand, &Limits::FORMAT).unwrap();
+    assert_eq!(checked.json, built.manifest.to_canonical_json());
+    assert_eq!(checked.assembly.digest(), built.digest);
+    assert_eq!(checked.book.len(), 1, "the large body's recipe");
+    assert_eq!(checked.classes.len(), 2);
+    let code = |body: &CreateBody, raws: &HashMap<(Digest, u64), Vec<u8>>| {
+        let p = body.check(raws, &at_hand, &Limits::FORMAT).err().unwrap();
+        (p.status, p.error.code().to_string())
+    };
+    // The size the client states is the size the manifest implies.
+    let resized = CreateBody {
+        size: body.size + 1,
+        ..body
+    };
+    assert_eq!(code(&resized, &raws), (400, "size_mismatch".into()));
+    // packet.json is the one the push names.
+    let renamed = CreateBody {
+        digest: Digest::of(b"another packet"),
+        ..body
+    };
+    assert_eq!(
+        code(&renamed, &raws),
+        (422, "packet_digest_mismatch".into())
+    );
+    // A body frame the packet does not need is refused before it is read.
+    let mut more = frames.clone();
+    more.push(frame_of(b"a file of another packet\n").0);
+    let mut marks = is_manifest.clone();
+    marks.push(false);
+    let stranger = CreateBody {
+        frames: &more,
+        is_manifest: &marks,
+        ..body
+    };
+    assert_eq!(code(&stranger, &raws), (422, "chunk_not_needed".into()));
+    // A recipe for a body a frame carries whole is not needed.
+    let mut recipes = sent.recipes.clone();
+    let small = built.manifest.members[1].body().unwrap();
+    recipes.bodies.push(BodyRecipe {
+        body: small,
+        runs: vec![Run::Chunk(ChunkName {
+            sha256: small.sha256,
+            size: small.size as u32,
+        })],
+    });
+    let recipe = CreateBody {
+        recipes: &recipes,
+        ..body
+    };
+    assert_eq!(code(&recipe, &raws), (422, "recipe_not_needed".into()));
+    // Without every frame of packet.json it cannot be assembled.
+    raws.clear();
+    assert_eq!(code(&body, &raws).0, 500);
 }
 
 /// A lie a client (or a store in a bad state) could tell.

@@ -14,13 +14,13 @@ use worker::Bucket;
 
 use super::chunk::ChunkRef;
 use super::findings::KeptFindings;
+use super::index::packets::{PacketRow, Storage};
 use super::index::unhex;
 use super::packs::PackTable;
 use super::read;
 use super::root::Root;
 use super::stored::Stored;
 use crate::problem::Problem;
-use crate::rows::{PacketRow, Storage};
 
 /// Stored packets kept in the isolate, at most.
 const CACHED: usize = 16;

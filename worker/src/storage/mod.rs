@@ -17,15 +17,20 @@
 //! | [`cut`] | FastCDC at the edge, as clients cut (pure) |
 //! | [`compact`] | merging a new packet's small packs into its own (pure) |
 //! | [`rebuild`] | a stored packet's bytes, any range, as R2 range reads (pure) |
-//! | `index` | the D1 tables, one file each, with named SQL parameters (wasm) |
+//! | [`sql`] | named SQL parameters turned into D1's numbered ones (pure) |
+//! | [`index`] | the D1 tables, one file each: the rows and the answers built from them (pure), the statements with named parameters (wasm) |
+//! | `compacting` | compaction's reads of a new packet's small packs, from R2 (wasm) |
+//! | `stream` | how a packet's bytes reach R2: streams between requests, packet-core's reader and R2 puts (wasm) |
 //! | `load` | stored packets fetched from R2 and D1, kept in the isolate (wasm) |
 //! | `read` | chunks and packet bytes streamed out of R2 (wasm) |
+//! | `clean` | the scheduled clean-up: unfinished uploads and pushes discarded, unused packs deleted (wasm) |
 
 pub mod chunk;
 pub mod compact;
 pub mod cut;
 pub mod findings;
 pub mod frames;
+pub mod index;
 pub mod keys;
 pub mod layout;
 pub mod packs;
@@ -35,8 +40,12 @@ pub mod sql;
 pub mod stored;
 
 #[cfg(target_arch = "wasm32")]
-pub mod index;
+pub mod clean;
+#[cfg(target_arch = "wasm32")]
+pub mod compacting;
 #[cfg(target_arch = "wasm32")]
 pub mod load;
 #[cfg(target_arch = "wasm32")]
 pub mod read;
+#[cfg(target_arch = "wasm32")]
+pub mod stream;

@@ -17,8 +17,8 @@ use super::frames;
 use super::packs::PackTable;
 use super::rebuild::{runs, Reads, Segment};
 use super::stored::Stored;
+use super::stream::{self, ChunkReader, StoreError};
 use crate::problem::Problem;
-use crate::store::{self, ChunkReader, StoreError};
 use crate::timing::{self, Counter, Stage};
 
 /// Pieces smaller than this are gathered in wasm into one write.
@@ -80,7 +80,7 @@ impl Output {
         JsFuture::from(self.writer.write_with_chunk(chunk))
             .await
             .map(|_| ())
-            .map_err(|e| ReadError::Store(format!("writing the answer: {}", store::js_text(&e))))
+            .map_err(|e| ReadError::Store(format!("writing the answer: {}", stream::js_text(&e))))
     }
 
     /// Bytes held in wasm.
@@ -126,7 +126,7 @@ async fn open(
     range: core::ops::Range<u64>,
 ) -> Result<Reader, ReadError> {
     timing::count(Counter::R2Read, range.end - range.start);
-    let reader = timing::timed(Stage::R2Read, store::read_range(bucket, key, range))
+    let reader = timing::timed(Stage::R2Read, stream::read_range(bucket, key, range))
         .await?
         .ok_or_else(|| ReadError::Missing(key.to_string()))?;
     Ok(Reader {

@@ -1,0 +1,113 @@
+//! Where a packet's harness state goes, decided from its manifest before
+//! any body is read: its destination (a folder, or the harness's program),
+//! the adapter's plan, and a staging folder; and the check that keeps a
+//! harness symlink inside the folder it is restored as.
+
+use std::fs;
+use std::path::Path;
+
+use packet_core::{Kind, Limits};
+
+use super::target::{Created, Staging, Target};
+use super::UnpackRequest;
+use crate::error::{CliError, Refused, Result};
+use crate::harness::{self, Destination, RestorePlan};
+
+/// Where harness members go while the packet is read, and then for good.
+pub(crate) struct HarnessTarget {
+    pub(crate) staging: Staging,
+    pub(crate) plan: RestorePlan,
+    pub(crate) to: Destination,
+}
+
+/// Where a packet's harness state goes, decided from its manifest before
+/// any body is read (`None`: not restored): the home is created if
+/// missing, the destinations must not exist, and a staging folder is made
+/// in the home (for a harness restored by its program, which is checked
+/// first, in the temporary folder).
+pub(crate) fn prepare_harness(
+    m: &packet_core::Manifest,
+    request: &UnpackRequest,
+    created: &mut Created,
+    workspace: &Path,
+) -> Result<Option<HarnessTarget>> {
+    let Some(h) = &m.harness else {
+        return Ok(None);
+    };
+    let Some(to) = request.harness.get(h.kind) else {
+        return Ok(None);
+    };
+    let adapter = harness::adapter(h.kind);
+    let (plan, staging) = match to {
+        Destination::Dir(home) => {
+            created.dir_all(home)?;
+            let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
+            let plan = adapter.restore_plan(&home, h, m, workspace)?;
+            plan.refuse_existing()?;
+            (plan, Staging::create(&Target::harness_home(&home)?)?)
+        }
+        Destination::Program { program, importer } => {
+            // Before any byte is read: a program that cannot take the
+            // session is known now.
+            importer.check(program, h, workspace)?;
+            let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
+            let plan = adapter.restore_plan(&staging.path, h, m, workspace)?;
+            (plan, staging)
+        }
+    };
+    confine_harness_symlinks(m, h.kind, &plan)?;
+    Ok(Some(HarnessTarget {
+        staging,
+        plan,
+        to: to.clone(),
+    }))
+}
+
+/// Refuses a harness symlink that would point out of the folder it is
+/// restored as: packet-core keeps every link inside `harness/`, but
+/// `harness/` is not one folder on the host; a session's folder moves on
+/// its own into the harness home, where `..` leads to other sessions.
+pub(crate) fn confine_harness_symlinks(
+    manifest: &packet_core::Manifest,
+    kind: packet_core::HarnessKind,
+    plan: &RestorePlan,
+) -> Result<()> {
+    for m in manifest
+        .members
+        .iter()
+        .filter(|m| m.kind() == Kind::Symlink)
+    {
+        let Some(relative) = kind.relative_path(&m.path) else {
+            continue;
+        };
+        let Some(moved) = plan.moves.iter().find(|mv| {
+            relative == mv.relative
+                || relative
+                    .strip_prefix(mv.relative.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }) else {
+            // Not restored at all.
+            continue;
+        };
+        let folder = kind.member_path(&moved.relative);
+        let inside = |p: &str| {
+            p == folder
+                || p.strip_prefix(folder.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        let target = m.target().unwrap_or("");
+        let resolved = packet_core::path::resolve_symlink_target(
+            &m.path,
+            target,
+            Limits::FORMAT.max_path_bytes,
+        )?;
+        if !inside(&resolved.resolved) || !resolved.through.iter().all(|t| inside(t)) {
+            return Err(Refused::HarnessSymlinkEscapes {
+                member: m.path.clone(),
+                target: target.to_owned(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
