@@ -96,7 +96,7 @@ describe('the adversarial corpus', () => {
     assert.deepEqual(failures, []);
     assert.deepEqual(await listed(), [], 'the listing shows nothing');
     assert.deepEqual(rowCounts(), { packets: 0, packs: 0, labels: 0 }, 'D1 holds nothing');
-    // R2, read back through wrangler's CLI for a sample (one process each);
+    // R2, read back from the local state for a sample (a process each);
     // a malformed digest names no key.
     const wellFormed = refused.filter((c) => c.expect.code !== 'digest_syntax');
     for (const c of wellFormed.filter((_, i) => i % 25 === 0)) {

@@ -1,6 +1,7 @@
 // Starts the real Worker with `wrangler dev --local` on 127.0.0.1 (fresh
 // persisted R2/D1 state in a temporary directory, migrations applied) and
-// reads that state back with wrangler's own CLI.
+// reads that state back from its files (state.mjs), writing to it with
+// wrangler's own CLI.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
+import { readRows } from './state.mjs';
 import { objectsOf } from './store.mjs';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -167,25 +169,27 @@ export async function startEdge(vars = {}, options = {}) {
     await Promise.race([exited, new Promise((ok) => setTimeout(ok, 5000))]);
     if (child.exitCode === null) { try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ } }
   };
-  /** True if R2 (local state, read by wrangler's CLI) holds `key`. */
-  // wrangler's CLI reads the same local state the running server writes; on
-  // a loaded machine a read can fail transiently (a busy state database), so
-  // a miss is asked again before it counts.
+  /** True if R2 (its object index in the local state) holds `key`. */
   const r2Has = (key) => {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const r = run(WRANGLER, ['r2', 'object', 'get', `pillbox-packets/${key}`, '--local', ...common, '--pipe'],
-        { allowFailure: true, encoding: 'buffer' });
-      if (r.status === 0) return true;
-      if (/not found|does not exist/i.test(String(r.stderr))) return false;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    let rows;
+    try {
+      rows = readRows(state, 'r2', `SELECT count(*) AS n FROM _mf_objects WHERE key = '${key.replaceAll("'", "''")}'`);
+    } catch (e) {
+      // No object was ever put: the bucket has no database yet.
+      if (/expected one r2 database .* found 0/.test(e.message)) return false;
+      throw e;
     }
-    return false;
+    return rows[0].n > 0;
   };
-  /** Rows from D1 (local state, read by wrangler's CLI). */
-  // The same holds for D1: while the server writes, the CLI's read can find
-  // the database locked (SQLITE_BUSY); it is asked again, a few times, with
-  // a growing pause, before the failure counts.
+  /**
+   * Rows from D1: a read from the local state's files; a statement that
+   * writes, through wrangler's CLI, as the running server shares the files
+   * with it. While the server writes, the CLI can find the database locked
+   * (SQLITE_BUSY); it is asked again, a few times, with a growing pause,
+   * before the failure counts.
+   */
   const d1 = (sql) => {
+    if (/^\s*SELECT\b/i.test(sql)) return readRows(state, 'd1', sql);
     const args = ['d1', 'execute', 'pillbox-index', '--local', ...common, '--json', '--command', sql];
     for (let attempt = 0; ; attempt++) {
       const r = run(WRANGLER, args, { allowFailure: attempt < 4 });

@@ -1,6 +1,6 @@
 // End-to-end tests of the pillbox Worker: the real Worker under
 // `wrangler dev --local`, driven over HTTP; stored state checked through
-// the API and through wrangler's CLI (local R2 and D1).
+// the API and in the local R2 and D1 (tests/e2e/state.mjs).
 //
 // Run: node --test tests/e2e/
 import assert from 'node:assert/strict';
