@@ -210,7 +210,7 @@ pub fn cat(
         match event {
             Event::Manifest(m) => {
                 let (index, entry) = resolve_member(m, member)?;
-                resolved = entry.path.clone();
+                resolved = entry.path.to_string();
                 if entry.kind() != Kind::File {
                     return Err(Refused::NotAFile {
                         member: member.to_owned(),
@@ -256,7 +256,7 @@ pub fn cat(
         .map_err(|e| CliError::io("write", "standard output", e))?;
     Ok(CatReport {
         schema: "pillbox.checkpoint.cat/1",
-        path: entry.path.clone(),
+        path: entry.path.to_string(),
         size: entry.size(),
         sha256: entry
             .sha256()
@@ -291,8 +291,8 @@ pub fn resolve_member<'m>(m: &'m Manifest, asked: &str) -> Result<(usize, &'m Me
         .into()),
         [a, b, ..] => Err(Refused::MemberAmbiguous {
             member: asked.to_owned(),
-            first: a.1.path.clone(),
-            second: b.1.path.clone(),
+            first: a.1.path.to_string(),
+            second: b.1.path.to_string(),
         }
         .into()),
     }
@@ -395,7 +395,7 @@ pub fn compare(a: &Manifest, b: &Manifest) -> (Vec<MemberReport>, Vec<MemberRepo
             Change::Added { b: j } => added.push(MemberReport::from(&b.members[j])),
             Change::Removed { a: i } => removed.push(MemberReport::from(&a.members[i])),
             Change::Changed { a: i, b: j, fields } => changed.push(Changed {
-                path: a.members[i].path.clone(),
+                path: a.members[i].path.to_string(),
                 fields: fields.names(),
                 a: (&a.members[i]).into(),
                 b: (&b.members[j]).into(),

@@ -121,7 +121,7 @@ pub struct MemberReport {
 impl From<&Member> for MemberReport {
     fn from(e: &Member) -> Self {
         MemberReport {
-            path: e.path.clone(),
+            path: e.path.to_string(),
             kind: e.kind().as_str(),
             mode: e.mode().to_string(),
             size: e.size(),

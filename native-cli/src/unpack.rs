@@ -376,7 +376,7 @@ fn place(
                     Ok(())
                 }
                 Event::MemberStart { member: e, .. } => send(Op::Start(Member {
-                    path: e.path.clone(),
+                    path: e.path.to_string(),
                     kind: e.kind(),
                     mode: e.mode().bits(),
                     size: e.size(),
@@ -583,7 +583,7 @@ pub(crate) fn confine_harness_symlinks(
         )?;
         if !inside(&resolved.resolved) || !resolved.through.iter().all(|t| inside(t)) {
             return Err(Refused::HarnessSymlinkEscapes {
-                member: m.path.clone(),
+                member: m.path.to_string(),
                 target: target.to_owned(),
             }
             .into());

@@ -108,7 +108,7 @@ pub fn compare(a: &Packet, b: &Packet) -> CompareView {
                 }
                 if let (Some(before), Some(after)) = (a.member_view(i), b.member_view(j)) {
                     view.changed.push(ChangedView {
-                        path: x.path.clone(),
+                        path: x.path.to_string(),
                         size_delta: y.size() as i64 - x.size() as i64,
                         before,
                         after,

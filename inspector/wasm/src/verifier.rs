@@ -100,7 +100,7 @@ impl Verifier {
             current: self
                 .current
                 .and_then(|i| manifest.and_then(|m| m.members.get(i)))
-                .map(|e| e.path.clone()),
+                .map(|e| e.path.to_string()),
         }
     }
 

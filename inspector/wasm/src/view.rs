@@ -77,7 +77,7 @@ impl MemberView {
     pub fn new(index: usize, entry: &Member, data_offset: u64) -> Self {
         MemberView {
             index,
-            path: entry.path.clone(),
+            path: entry.path.to_string(),
             kind: entry.kind().as_str(),
             mode: entry.mode().to_string(),
             size: entry.size(),
