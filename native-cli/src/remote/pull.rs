@@ -304,15 +304,9 @@ impl<'a> Download<'a> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
-        if size > Limits::FORMAT.max_packet_bytes {
-            return Err(CliError::Packet(packet_core::Error::new(
-                packet_core::ErrorCode::LimitSize,
-                format!(
-                    "the store sends {size} bytes, more than the format's {} byte limit",
-                    Limits::FORMAT.max_packet_bytes
-                ),
-            )));
-        }
+        Limits::FORMAT
+            .check_packet_size(size)
+            .map_err(CliError::Packet)?;
         Ok(Download {
             remote,
             path,

@@ -139,17 +139,7 @@ impl Manifest {
     }
 
     fn check_size(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
-        let size = packet_size(manifest_len, &self.members);
-        if size > limits.max_packet_bytes {
-            return Err(Error::new(
-                ErrorCode::LimitSize,
-                alloc::format!(
-                    "the packet would be {size} bytes, the limit is {}",
-                    limits.max_packet_bytes
-                ),
-            ));
-        }
-        Ok(())
+        limits.check_packet_size(packet_size(manifest_len, &self.members))
     }
 
     fn check_symlinks_through_symlinks(&self, limits: &Limits) -> Result<(), Error> {
