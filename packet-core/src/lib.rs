@@ -57,7 +57,7 @@
 //! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Format`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
 //! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
-//! | [`Digest`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form, and a hash that stops and goes on later |
+//! | [`Digest`], [`DigestPrefix`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form and the start of one, and a hash that stops and goes on later |
 //! | [`Limits`], [`Kind`] | the format's limits and member types |
 //! | [`offsets`] | where each member's header and body lie, and the format's bytes of any range |
 //! | [`MemberPath`], [`path`] | a path that follows the path rules; canonical paths, the member order, symlink resolution, collision keys |
@@ -91,7 +91,7 @@ mod scan;
 pub mod secrets;
 mod writer;
 
-pub use digest::{Digest, HashState, Hasher, HexDigest, ResumableHasher};
+pub use digest::{Digest, DigestPrefix, HashState, Hasher, HexDigest, ResumableHasher};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
 pub use findings::{
     scan_class, BodyFindings, BodyScan, BodyScanner, Findings, GitFinding, SecretFinding, HOOK_WHY,
