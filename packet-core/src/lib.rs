@@ -55,6 +55,7 @@
 //! | [`assembled`] | a /2 packet verified from its manifest and its bodies' proofs, wherever the bodies are kept |
 //! | [`Writer`], [`WriterOptions`], [`Step`] | a manifest and bodies → packet bytes |
 //! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Format`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
+//! | [`MemberSummary`] | one member as reports show it, in their JSON |
 //! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
 //! | [`Digest`], [`DigestPrefix`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form and the start of one, and a hash that stops and goes on later |
@@ -99,7 +100,8 @@ pub use findings::{
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{
-    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, Mode, Totals, FORMAT_ID,
+    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, MemberSummary, Mode,
+    Totals, FORMAT_ID,
 };
 pub use path::MemberPath;
 pub use reader::{Event, HashedElsewhere, PacketHash, Reader, ReaderOptions, VerifiedPacket};

@@ -264,13 +264,16 @@ mod tests {
         ]);
         let v = compare(&a, &b);
         assert_eq!(
-            v.added.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(),
+            v.added
+                .iter()
+                .map(|m| m.member.path.as_str())
+                .collect::<Vec<_>>(),
             ["workspace/new.txt"]
         );
         assert_eq!(
             v.removed
                 .iter()
-                .map(|m| m.path.as_str())
+                .map(|m| m.member.path.as_str())
                 .collect::<Vec<_>>(),
             ["workspace/gone.txt"]
         );

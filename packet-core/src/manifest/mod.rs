@@ -1,13 +1,16 @@
 //! The manifest, `packet.json` (docs/session-packet.md §5): its types here,
 //! its canonical JSON and strict parse in [`json`], its parse as it streams
-//! in [`stream`], the rules the whole member set obeys in [`rules`], and
-//! the manifest as parsed, before its paths are checked, in [`unchecked`].
+//! in [`stream`], the rules the whole member set obeys in [`rules`], the
+//! manifest as parsed, before its paths are checked, in [`unchecked`], and
+//! one member as reports show it in [`summary`].
 
 pub(crate) mod json;
 mod rules;
 pub(crate) mod stream;
+mod summary;
 mod unchecked;
 
+pub use summary::MemberSummary;
 pub use unchecked::{UncheckedManifest, UncheckedMember};
 
 use alloc::string::String;
@@ -122,6 +125,13 @@ impl Mode {
 impl core::fmt::Display for Mode {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The manifest's four octal digits, as its JSON writes them.
+impl Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
