@@ -118,11 +118,14 @@ fn has_control(s: &str) -> bool {
 /// returns it as `&str`. Canonical: UTF-8, not empty, no leading or trailing
 /// `/`, no empty, `.` or `..` component, no control character.
 pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
-    let path = core::str::from_utf8(bytes).map_err(|_| {
-        Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
-            .at_path(String::from_utf8_lossy(bytes))
-    })?;
+    let path = core::str::from_utf8(bytes).map_err(|_| not_utf8(bytes))?;
     check_canonical_str(path, max_len)
+}
+
+/// The first rule of [`check_canonical`]: a path is UTF-8.
+fn not_utf8(bytes: &[u8]) -> Error {
+    Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
+        .at_path(String::from_utf8_lossy(bytes))
 }
 
 /// [`check_canonical`] for a path already known to be UTF-8.
@@ -188,6 +191,9 @@ fn check_in_roots(path: &str) -> Result<&str, Error> {
     Ok(path)
 }
 
+/// The longest member path the format allows (docs/session-packet.md §8).
+const MAX_PATH_BYTES: usize = crate::limits::Limits::FORMAT.max_path_bytes;
+
 /// A member path that follows every rule of docs/session-packet.md §2 on
 /// its own: valid UTF-8, at most the format's 4096 bytes, canonical, free
 /// of control characters, inside `workspace` or `harness`. It can only be
@@ -214,7 +220,13 @@ impl MemberPath {
     /// [`MemberPath::parse`] of bytes, which must also be UTF-8
     /// (`path_not_utf8`): a name as a file system or a header gives it.
     pub fn from_bytes(bytes: &[u8]) -> Result<MemberPath, Error> {
-        check_member_path(bytes, MAX_PATH_BYTES).map(|p| MemberPath(String::from(p)))
+        MemberPath::from_utf8(bytes.to_vec())
+    }
+
+    /// [`MemberPath::from_bytes`] of bytes it may keep.
+    fn from_utf8(bytes: Vec<u8>) -> Result<MemberPath, Error> {
+        let path = String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes()))?;
+        MemberPath::parse_within(path, MAX_PATH_BYTES)
     }
 
     /// [`MemberPath::parse`] of an owned string, with a limit that may be
@@ -257,7 +269,7 @@ impl MemberPath {
         bytes.extend_from_slice(self.0.as_bytes());
         bytes.push(b'/');
         bytes.extend_from_slice(relative);
-        check_member_path(&bytes, MAX_PATH_BYTES).map(|p| MemberPath(String::from(p)))
+        MemberPath::from_utf8(bytes)
     }
 
     /// Refuses the path if it is longer than `max_len` bytes
@@ -283,9 +295,6 @@ impl MemberPath {
         self.0
     }
 }
-
-/// The longest member path the format allows (docs/session-packet.md §8).
-const MAX_PATH_BYTES: usize = crate::limits::Limits::FORMAT.max_path_bytes;
 
 impl core::ops::Deref for MemberPath {
     type Target = str;

@@ -119,28 +119,27 @@ impl Listed for UncheckedMember {
     }
 }
 
+/// The fields of a manifest, its paths checked or not, as [`Parts`].
+macro_rules! parts_of {
+    ($m:expr) => {
+        Parts {
+            exclusions: &$m.exclusions,
+            format: $m.format,
+            harness: $m.harness.as_ref(),
+            members: &$m.members,
+            totals: &$m.totals,
+        }
+    };
+}
+
 /// Writes the canonical JSON of `manifest`.
 pub(crate) fn write_manifest(m: &Manifest, out: &mut impl Sink) {
-    let parts = Parts {
-        exclusions: &m.exclusions,
-        format: m.format,
-        harness: m.harness.as_ref(),
-        members: &m.members,
-        totals: &m.totals,
-    };
-    parts.write(out);
+    parts_of!(m).write(out);
 }
 
 /// Writes the canonical JSON of a manifest whose paths are not checked.
 pub(crate) fn write_unchecked(m: &UncheckedManifest, out: &mut impl Sink) {
-    let parts = Parts {
-        exclusions: &m.exclusions,
-        format: m.format,
-        harness: m.harness.as_ref(),
-        members: &m.members,
-        totals: &m.totals,
-    };
-    parts.write(out);
+    parts_of!(m).write(out);
 }
 
 /// A manifest's fields, whichever kind of member it lists.
