@@ -2,17 +2,31 @@
 // digest, stream the packet by digest, read one member. The page is served
 // by the Worker, so the API is on the same origin.
 
+import init, { isDigest } from './pkg/packet_inspector_wasm.js';
 import { refusal } from './refusal.js';
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/;
+// What a digest is, is packet-core's rule, asked through the bindings: they
+// load here on first use (the packets themselves are read in the workers).
+let bindings = null;
+async function digestRule() {
+  try {
+    await (bindings ??= init());
+  } catch (err) {
+    bindings = null;
+    throw refusal('io', `the page's packet-core bindings could not be loaded: ${err.message}`,
+                  'reload the page');
+  }
+  return isDigest;
+}
 
 const enc = (s) => encodeURIComponent(s);
 
 // Resolves what the person typed: a digest as is, anything else as a ref
 // name through `GET /v1/refs/{name}`.
 export async function resolve(input) {
+  const isDigest = await digestRule();
   const text = input.trim();
-  if (DIGEST.test(text)) return { digest: text, ref: null };
+  if (isDigest(text)) return { digest: text, ref: null };
   let response;
   try {
     response = await fetch(`/v1/refs/${text.split('/').map(enc).join('/')}`, { headers: { accept: 'application/json' } });
@@ -29,7 +43,7 @@ export async function resolve(input) {
                   e.advice ?? 'check the ref name, or open the packet by its digest');
   }
   const digest = body?.digest ?? body?.ref?.digest;
-  if (!DIGEST.test(digest ?? '')) {
+  if (typeof digest !== 'string' || !isDigest(digest)) {
     throw refusal('edge_answer', `the edge's answer for ref ${text} holds no digest`,
                   'the edge and this page disagree on the API: reload the page');
   }

@@ -327,7 +327,7 @@ fn leave_out(
     let mut kept = Vec::with_capacity(entries.len());
     for e in entries {
         let source = (e.kind() == Kind::File).then(|| sources.next()).flatten();
-        if left_out.members.contains(&e.path) {
+        if left_out.members.contains(e.path.as_str()) {
             continue;
         }
         kept_sources.extend(source);

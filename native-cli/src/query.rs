@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use packet_core::diff::Change;
-use packet_core::{Digest, Event, Findings, Kind, Manifest, Member, VerifiedPacket};
+use packet_core::{Digest, Event, Findings, Kind, Manifest, Member, MemberSummary, VerifiedPacket};
 use serde::Serialize;
 
 use crate::error::{CliError, Refused, Result};
 use crate::packet_io::{self, PacketSource, CHUNK};
 use crate::progress::Progress;
-use crate::report::{mode_string, ExclusionReport, HarnessReport, MemberReport, Totals};
+use crate::report::{mode_string, ExclusionReport, HarnessReport, Totals};
 
 /// The `pillbox.checkpoint.verify/1` object.
 #[derive(Debug, Serialize)]
@@ -80,7 +80,7 @@ pub struct InspectReport {
     /// Exclusion rules that applied when it was packed.
     pub exclusions: Vec<ExclusionReport>,
     /// Every member, in archive order.
-    pub members: Vec<MemberReport>,
+    pub members: Vec<MemberSummary>,
     /// Secrets, and git settings and hooks that run programs, found in
     /// the packet.
     pub findings: Findings,
@@ -103,7 +103,7 @@ pub fn inspect(
         totals: m.totals,
         harness: m.harness.as_ref().map(HarnessReport::of),
         exclusions: m.exclusions.iter().map(ExclusionReport::from).collect(),
-        members: m.members.iter().map(MemberReport::from).collect(),
+        members: m.members.iter().map(MemberSummary::from).collect(),
         findings: read.findings,
     })
 }
@@ -149,9 +149,9 @@ pub fn inspect_text(report: &InspectReport) -> String {
     }
     for e in &report.members {
         let name = match e.kind {
-            "dir" => format!("{}/", e.path),
-            "symlink" => format!("{} -> {}", e.path, e.target.as_deref().unwrap_or("")),
-            _ => e.path.clone(),
+            Kind::Dir => format!("{}/", e.path),
+            Kind::Symlink => format!("{} -> {}", e.path, e.target.as_deref().unwrap_or("")),
+            Kind::File => e.path.to_string(),
         };
         let _ = writeln!(
             s,
@@ -210,7 +210,7 @@ pub fn cat(
         match event {
             Event::Manifest(m) => {
                 let (index, entry) = resolve_member(m, member)?;
-                resolved = entry.path.clone();
+                resolved = entry.path.to_string();
                 if entry.kind() != Kind::File {
                     return Err(Refused::NotAFile {
                         member: member.to_owned(),
@@ -256,7 +256,7 @@ pub fn cat(
         .map_err(|e| CliError::io("write", "standard output", e))?;
     Ok(CatReport {
         schema: "pillbox.checkpoint.cat/1",
-        path: entry.path.clone(),
+        path: entry.path.to_string(),
         size: entry.size(),
         sha256: entry
             .sha256()
@@ -291,8 +291,8 @@ pub fn resolve_member<'m>(m: &'m Manifest, asked: &str) -> Result<(usize, &'m Me
         .into()),
         [a, b, ..] => Err(Refused::MemberAmbiguous {
             member: asked.to_owned(),
-            first: a.1.path.clone(),
-            second: b.1.path.clone(),
+            first: a.1.path.to_string(),
+            second: b.1.path.to_string(),
         }
         .into()),
     }
@@ -323,9 +323,9 @@ pub struct Changed {
     /// Which of `type`, `mode`, `size`, `sha256`, `target` differ.
     pub fields: Vec<&'static str>,
     /// The member in the first packet.
-    pub a: MemberReport,
+    pub a: MemberSummary,
     /// The member in the second packet.
-    pub b: MemberReport,
+    pub b: MemberSummary,
 }
 
 /// The `pillbox.checkpoint.diff/1` object.
@@ -340,9 +340,9 @@ pub struct DiffReport {
     /// The second packet.
     pub b: DiffSide,
     /// Members only in the second packet.
-    pub added: Vec<MemberReport>,
+    pub added: Vec<MemberSummary>,
     /// Members only in the first packet.
-    pub removed: Vec<MemberReport>,
+    pub removed: Vec<MemberSummary>,
     /// Members in both that differ.
     pub changed: Vec<Changed>,
     /// Whether the harness descriptors differ.
@@ -388,14 +388,17 @@ pub fn diff(a: &dyn PacketSource, b: &dyn PacketSource, progress: &Progress) -> 
 
 /// Members added, removed and changed from `a` to `b`, in archive order
 /// (packet-core's [`diff`](packet_core::diff::diff)).
-pub fn compare(a: &Manifest, b: &Manifest) -> (Vec<MemberReport>, Vec<MemberReport>, Vec<Changed>) {
+pub fn compare(
+    a: &Manifest,
+    b: &Manifest,
+) -> (Vec<MemberSummary>, Vec<MemberSummary>, Vec<Changed>) {
     let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
     for change in packet_core::diff::diff(a, b) {
         match change {
-            Change::Added { b: j } => added.push(MemberReport::from(&b.members[j])),
-            Change::Removed { a: i } => removed.push(MemberReport::from(&a.members[i])),
+            Change::Added { b: j } => added.push(MemberSummary::from(&b.members[j])),
+            Change::Removed { a: i } => removed.push(MemberSummary::from(&a.members[i])),
             Change::Changed { a: i, b: j, fields } => changed.push(Changed {
-                path: a.members[i].path.clone(),
+                path: a.members[i].path.to_string(),
                 fields: fields.names(),
                 a: (&a.members[i]).into(),
                 b: (&b.members[j]).into(),

@@ -1,6 +1,7 @@
-//! JSON shapes shared by several commands (proto/cli/*.schema.json).
+//! JSON shapes shared by several commands (proto/cli/*.schema.json). A
+//! member is packet-core's [`MemberSummary`].
 
-use packet_core::{exclude, Exclusion, Harness, Member};
+use packet_core::{exclude, Exclusion, Harness, Kind, MemberSummary};
 use serde::Serialize;
 
 /// Manifest totals: packet-core's own type, serialised as the manifest does.
@@ -100,45 +101,14 @@ impl HarnessReport {
     }
 }
 
-/// One member as listed by inspect and diff.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct MemberReport {
-    /// Member path.
-    pub path: String,
-    /// `file`, `dir` or `symlink`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// Octal mode, e.g. `0644`.
-    pub mode: String,
-    /// Body size (0 for directories and symlinks).
-    pub size: u64,
-    /// Body digest, bare hex (files only).
-    pub sha256: Option<String>,
-    /// Link target (symlinks only).
-    pub target: Option<String>,
-}
-
-impl From<&Member> for MemberReport {
-    fn from(e: &Member) -> Self {
-        MemberReport {
-            path: e.path.clone(),
-            kind: e.kind().as_str(),
-            mode: e.mode().to_string(),
-            size: e.size(),
-            sha256: e.sha256().map(|d| d.hex().to_string()),
-            target: e.target().map(str::to_owned),
-        }
-    }
-}
-
 /// `drwxr-xr-x`-style permissions of a member as a report lists it.
-pub fn mode_string(e: &MemberReport) -> String {
+pub fn mode_string(e: &MemberSummary) -> String {
     let t = match e.kind {
-        "dir" => 'd',
-        "symlink" => 'l',
-        _ => '-',
+        Kind::Dir => 'd',
+        Kind::Symlink => 'l',
+        Kind::File => '-',
     };
-    let mode = u32::from_str_radix(&e.mode, 8).unwrap_or(0);
+    let mode = e.mode.bits();
     let mut s = String::with_capacity(10);
     s.push(t);
     for shift in [6, 3, 0] {
@@ -153,6 +123,7 @@ pub fn mode_string(e: &MemberReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use packet_core::Member;
 
     #[test]
     fn modes_render_like_ls() {

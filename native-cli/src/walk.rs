@@ -1,6 +1,6 @@
 //! Walking the workspace: what each directory entry becomes (a member, an
 //! exclusion, a skip or a refusal). The rules themselves come from
-//! packet-core: member paths from `path::check_member_path`, credentials
+//! packet-core: member paths from `MemberPath::join_bytes`, credentials
 //! from `exclude::credential_match`, user patterns from `exclude::glob_match`,
 //! symlink containment from `path::resolve_symlink_target`.
 //!
@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-use packet_core::{exclude, path, ErrorCode, Exclusion, Limits};
+use packet_core::{exclude, path, ErrorCode, Exclusion, Limits, MemberPath};
 use rustix::fs::{statat, AtFlags, FileType};
 use serde::Serialize;
 
@@ -259,6 +259,7 @@ pub fn walk_tree(
     walk: &mut Walk,
 ) -> Result<()> {
     let root = Arc::new(WalkRoot::open(dir, root_member)?);
+    let root_path = MemberPath::parse(root_member).map_err(CliError::Unpackable)?;
     walk.planned.push(Planned::Dir {
         member: root_member.to_owned(),
     });
@@ -266,7 +267,7 @@ pub fn walk_tree(
         state: Mutex::new(QueueState {
             dirs: vec![Folder {
                 relative: String::new(),
-                member: root_member.to_owned(),
+                member: root_path,
                 id: root.id(),
                 published: false,
             }],
@@ -285,7 +286,7 @@ pub fn walk_tree(
                     let mut local = Walk::default();
                     let mut first_error: Option<(String, CliError)> = None;
                     while let Some(folder) = queue.next() {
-                        let member_dir = folder.member.clone();
+                        let member_dir = folder.member.to_string();
                         match list_dir(&root, folder, options, &mut local) {
                             Ok(subdirs) => queue.done(subdirs),
                             Err(e) => {
@@ -381,7 +382,7 @@ struct Queue {
 /// folder its parent listed, and whether it lies in published packages.
 struct Folder {
     relative: String,
-    member: String,
+    member: MemberPath,
     id: FileId,
     published: bool,
 }
@@ -474,12 +475,15 @@ fn list_dir(
     let name = path::file_name(&folder.member);
     let published = folder.published || holds_published(&folder.relative, name, &entries);
     if published && !folder.published {
-        walk.published.insert(folder.member.clone());
+        walk.published.insert(folder.member.to_string());
     }
     let mut subdirs = Vec::new();
     for (name, listed_type) in entries {
         let name = OsStr::from_bytes(&name);
-        let member = member_path(&folder.member, name)?;
+        let member = folder
+            .member
+            .join_bytes(name.as_bytes())
+            .map_err(CliError::Unpackable)?;
         // The type from the listing (no stat where the file system reports
         // it); files and folders are stat'ed relative to the open folder
         // for their mode, size and identity.
@@ -507,19 +511,10 @@ fn list_dir(
     Ok(subdirs)
 }
 
-fn member_path(parent: &str, name: &OsStr) -> Result<String> {
-    let mut bytes = Vec::with_capacity(parent.len() + 1 + name.len());
-    bytes.extend_from_slice(parent.as_bytes());
-    bytes.push(b'/');
-    bytes.extend_from_slice(name.as_bytes());
-    path::check_member_path(&bytes, Limits::FORMAT.max_path_bytes).map_err(CliError::Unpackable)?;
-    // Checked above: valid UTF-8.
-    String::from_utf8(bytes).map_err(|e| {
-        CliError::Unpackable(packet_core::Error::new(
-            ErrorCode::PathNotUtf8,
-            format!("not UTF-8: {e}"),
-        ))
-    })
+/// A planned member's path, checked: the walk's own are, a harness
+/// adapter's are checked here.
+pub fn checked_path(member: String) -> Result<MemberPath> {
+    MemberPath::try_from(member).map_err(CliError::Unpackable)
 }
 
 /// One entry of a folder being listed.
@@ -554,20 +549,19 @@ impl Entry<'_> {
 /// Decides what one directory entry becomes; returns a directory to descend into.
 fn visit(
     entry: Entry<'_>,
-    member: String,
+    member: MemberPath,
     published: bool,
     options: &WalkOptions,
     walk: &mut Walk,
 ) -> Result<Option<Folder>> {
-    let relative_start = member.find('/').map_or(member.len(), |i| i + 1);
-    let relative = &member[relative_start..];
+    let relative = member.relative();
     let is_dir = entry.ft == FileType::Directory;
     // Credential files never enter a packet, whatever else applies.
     if !is_dir {
         if let Some((rule, pattern)) = exclude::credential_match(relative) {
             walk.exclude(rule.id, pattern);
             walk.skipped.push(Skipped {
-                path: member,
+                path: member.into_string(),
                 rule: rule.id.to_owned(),
                 reason: format!("credential file: {}", rule.why),
             });
@@ -585,7 +579,7 @@ fn visit(
     match (entry.ft, entry.stat) {
         (FileType::Directory, Some(stat)) => {
             walk.planned.push(Planned::Dir {
-                member: member.clone(),
+                member: member.to_string(),
             });
             Ok(Some(Folder {
                 relative: entry.relative(),
@@ -600,7 +594,7 @@ fn visit(
             }
             let identity = crate::record::Identity::of(&stat);
             walk.planned.push(Planned::Walked {
-                member,
+                member: member.into_string(),
                 root: Arc::clone(entry.root),
                 executable: stat.st_mode & 0o100 != 0,
                 size: identity.size,
@@ -636,7 +630,7 @@ fn visit(
                 {
                     walk.exclude("escaping-symlink", "--skip-escaping-symlinks");
                     walk.skipped.push(Skipped {
-                        path: member,
+                        path: member.into_string(),
                         rule: "escaping-symlink".into(),
                         reason: format!("symlink to {target:?} points outside the packet root"),
                     });
@@ -644,7 +638,10 @@ fn visit(
                 }
                 Err(e) => return Err(CliError::Unpackable(e)),
             }
-            walk.planned.push(Planned::Symlink { member, target });
+            walk.planned.push(Planned::Symlink {
+                member: member.into_string(),
+                target,
+            });
             Ok(None)
         }
         (ft, _) => {
@@ -657,7 +654,7 @@ fn visit(
             };
             walk.exclude("special-file", kind);
             walk.skipped.push(Skipped {
-                path: member,
+                path: member.into_string(),
                 rule: "special-file".into(),
                 reason: format!(
                     "{kind}: special files have no contents to carry and are never packed"

@@ -26,8 +26,8 @@ use std::io::{BufWriter, Read, Write};
 
 use packet_core::in_memory::{build, build_as, Source};
 use packet_core::{
-    reader, Digest, Event, Format, Harness, HarnessKind, Hasher, Limits, Manifest, Member, Reader,
-    ReaderOptions, Step, Writer,
+    reader, Digest, Event, Format, Harness, HarnessKind, Hasher, Limits, Manifest, Member,
+    MemberPath, Reader, ReaderOptions, Step, Writer,
 };
 
 fn main() {
@@ -354,7 +354,8 @@ fn write_large(path: &str, small: u64, big: u64, edited: u64, text: bool) -> Res
             h.update(&buf[..n]);
             left -= n as u64;
         }
-        entries.push(Member::file(p.clone(), *size, h.finish(), false));
+        let path = MemberPath::parse(p).map_err(|e| e.to_string())?;
+        entries.push(Member::file(path, *size, h.finish(), false));
     }
     let manifest =
         Manifest::build(entries, None, Vec::new(), &Limits::FORMAT).map_err(|e| e.to_string())?;

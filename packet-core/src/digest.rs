@@ -1,5 +1,8 @@
-//! SHA-256 digests and their text form, `sha256:<64 lowercase hex>`.
+//! SHA-256 digests and their text form, `sha256:<64 lowercase hex>`, and
+//! the start of one that names a stored packet ([`DigestPrefix`]). This is
+//! the one reader of that text.
 
+use alloc::string::String;
 use core::fmt;
 use core::str::FromStr;
 
@@ -23,10 +26,20 @@ impl Digest {
         HexDigest(&self.0)
     }
 
+    /// The length of the text form: `sha256:` and 64 hex digits.
+    pub const TEXT_LEN: usize = TEXT_PREFIX.len() + 64;
+
+    /// Whether `text` is written as a digest or the start of one, valid or
+    /// not (it starts with `sha256:`): what tells a digest from a name that
+    /// is not one, such as a ref, which never holds a `:`.
+    pub fn is_digest_text(text: &str) -> bool {
+        text.starts_with(TEXT_PREFIX)
+    }
+
     /// A digest written either as a packet digest (`sha256:<64 hex>`) or
     /// as its bare hex: what a query string or a person may give.
     pub fn parse_text_or_hex(s: &str) -> Result<Digest, Error> {
-        Digest::from_hex(s.strip_prefix("sha256:").unwrap_or(s))
+        Digest::from_hex(s.strip_prefix(TEXT_PREFIX).unwrap_or(s))
     }
 
     /// Parses 64 lowercase hex digits (no prefix).
@@ -65,6 +78,9 @@ impl Digest {
         0xb8, 0x55,
     ]);
 }
+
+/// What the text form of a digest starts with.
+const TEXT_PREFIX: &str = "sha256:";
 
 /// The value of each lowercase hex digit; 0xff for every other byte.
 const HEX_VALUE: [u8; 256] = {
@@ -106,13 +122,73 @@ impl FromStr for Digest {
 
     /// Parses the packet digest form `sha256:<64 lowercase hex>`.
     fn from_str(s: &str) -> Result<Digest, Error> {
-        match s.strip_prefix("sha256:") {
+        match s.strip_prefix(TEXT_PREFIX) {
             Some(hex) => Digest::from_hex(hex),
             None => Err(Error::new(
                 ErrorCode::DigestSyntax,
                 "a packet digest starts with \"sha256:\"",
             )),
         }
+    }
+}
+
+/// The start of a digest naming a stored packet: `sha256:` and
+/// [`DigestPrefix::MIN_HEX`] to 64 lowercase hex digits. Long enough that
+/// a typo rarely matches, short enough to type; a store resolves it and a
+/// client refuses one that matches several packets. It names a packet, it
+/// proves nothing: a check of bytes takes a whole [`Digest`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DigestPrefix(String);
+
+impl DigestPrefix {
+    /// The fewest hex digits a prefix has (32 bits).
+    pub const MIN_HEX: usize = 8;
+
+    /// Reads `sha256:<hex>`, 8 to 64 lowercase hex digits
+    /// (`digest_syntax`); the message says what a prefix is.
+    pub fn parse(text: &str) -> Result<DigestPrefix, Error> {
+        let hex = text.strip_prefix(TEXT_PREFIX).unwrap_or("");
+        let valid = (Self::MIN_HEX..=64).contains(&hex.len())
+            && hex.bytes().all(|b| HEX_VALUE[usize::from(b)] != 0xff);
+        if valid {
+            Ok(DigestPrefix(String::from(text)))
+        } else {
+            Err(Error::new(
+                ErrorCode::DigestSyntax,
+                alloc::format!(
+                    "{text:?} is not a digest prefix: write sha256: and {} to 64 lowercase hex digits",
+                    Self::MIN_HEX
+                ),
+            ))
+        }
+    }
+
+    /// `sha256:<hex>`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Its hex digits.
+    pub fn hex(&self) -> &str {
+        &self.0[TEXT_PREFIX.len()..]
+    }
+
+    /// True if `digest` (`sha256:<hex>`) starts with it.
+    pub fn matches(&self, digest: &str) -> bool {
+        digest.starts_with(self.0.as_str())
+    }
+
+    /// Its first `hex_digits` digits (at least [`DigestPrefix::MIN_HEX`],
+    /// at most all it has), as a digest is shown shortened.
+    pub fn shortened(&self, hex_digits: usize) -> DigestPrefix {
+        let keep = hex_digits.clamp(Self::MIN_HEX, self.hex().len());
+        DigestPrefix(String::from(&self.0[..TEXT_PREFIX.len() + keep]))
+    }
+}
+
+impl fmt::Display for DigestPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -330,6 +406,49 @@ mod tests {
             let e = Digest::parse_text_or_hex(bad).unwrap_err();
             assert_eq!(e.code(), ErrorCode::DigestSyntax, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_prefix_is_8_to_64_lowercase_hex_digits_after_sha256() {
+        let p = DigestPrefix::parse("sha256:0123abcd").unwrap();
+        assert_eq!((p.as_str(), p.hex()), ("sha256:0123abcd", "0123abcd"));
+        assert!(p.matches(&alloc::format!("sha256:0123abcd{}", "0".repeat(56))));
+        assert!(!p.matches(&alloc::format!("sha256:0123abce{}", "0".repeat(56))));
+        let full = alloc::format!("sha256:{}", "f".repeat(64));
+        assert!(DigestPrefix::parse(&full).is_ok());
+        for bad in [
+            "sha256:0123abc",
+            "0123abcd",
+            "sha256:0123ABCD",
+            "sha256:0123abcg",
+            "sha256:",
+            &alloc::format!("sha256:{}", "f".repeat(65)),
+        ] {
+            let e = DigestPrefix::parse(bad).unwrap_err();
+            assert!(e.message().contains("8 to 64 lowercase hex"), "{bad}: {e}");
+            assert_eq!(e.code(), ErrorCode::DigestSyntax);
+        }
+    }
+
+    #[test]
+    fn a_prefix_shortens_to_at_least_eight_digits() {
+        let p =
+            DigestPrefix::parse(&alloc::format!("sha256:{}", "0123456789ab".repeat(5))).unwrap();
+        assert_eq!(p.shortened(12).as_str(), "sha256:0123456789ab");
+        assert_eq!(p.shortened(2).as_str(), "sha256:01234567");
+        let short = DigestPrefix::parse("sha256:0123abcd").unwrap();
+        assert_eq!(short.shortened(12), short);
+    }
+
+    #[test]
+    fn digest_text_is_told_from_other_names() {
+        use alloc::string::ToString;
+        let text = Digest::of(b"x").to_string();
+        assert_eq!(text.len(), Digest::TEXT_LEN);
+        assert!(Digest::is_digest_text(&text));
+        assert!(Digest::is_digest_text("sha256:"));
+        assert!(!Digest::is_digest_text("sessions/x/latest"));
+        assert!(!Digest::is_digest_text(&text[7..]));
     }
 
     #[test]

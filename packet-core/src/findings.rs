@@ -267,14 +267,14 @@ impl Findings {
             let Some(found) = body(i) else { continue };
             for (line, rule) in found.secrets {
                 collector.findings.secrets.push(SecretFinding {
-                    path: m.path.clone(),
+                    path: String::from(&m.path),
                     line: Some(line),
                     rule,
                 });
             }
             for (line, setting, why) in found.git {
                 collector.findings.git.push(GitFinding {
-                    path: m.path.clone(),
+                    path: String::from(&m.path),
                     line: Some(line),
                     setting,
                     why,
@@ -347,7 +347,7 @@ impl Collector {
             if let Some(rule) = credential_rule(relative) {
                 if rule.in_packet == InPacket::Reported {
                     self.findings.secrets.push(SecretFinding {
-                        path: m.path.clone(),
+                        path: String::from(&m.path),
                         line: None,
                         rule: rule.id,
                     });
@@ -355,7 +355,7 @@ impl Collector {
             }
             if m.kind() == Kind::File && m.mode().is_executable() && git::is_hook(relative) {
                 self.findings.git.push(GitFinding {
-                    path: m.path.clone(),
+                    path: String::from(&m.path),
                     line: None,
                     setting: String::from("hook"),
                     why: HOOK_WHY,
@@ -368,7 +368,7 @@ impl Collector {
         self.current = (member.kind() == Kind::File).then(|| {
             let relative = member.relative_path();
             Current {
-                path: member.path.clone(),
+                path: String::from(&member.path),
                 size: member.size(),
                 fed: 0,
                 detector: None,

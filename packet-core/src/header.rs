@@ -90,6 +90,19 @@ impl Kind {
     }
 }
 
+impl core::fmt::Display for Kind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The manifest's name for the type, as its JSON writes it.
+impl serde::Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// What a header says about its member: everything the encoding depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HeaderSpec<'a> {

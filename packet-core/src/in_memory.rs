@@ -8,7 +8,9 @@ use alloc::vec::Vec;
 use crate::digest::Digest;
 use crate::error::WriteError;
 use crate::limits::Limits;
-use crate::manifest::{Exclusion, Format, Harness, Manifest, Member};
+use crate::manifest::{
+    Entry, Exclusion, Format, Harness, Manifest, UncheckedManifest, UncheckedMember,
+};
 use crate::path;
 use crate::writer::{Step, Writer};
 
@@ -45,20 +47,26 @@ impl Source {
         }
     }
 
-    fn member(&self) -> Member {
-        match self {
-            Source::Dir { path } => Member::dir(path.clone()),
+    /// Its member, whose path the manifest's rules check.
+    fn member(&self) -> UncheckedMember {
+        let entry = match self {
+            Source::Dir { .. } => Entry::Dir,
             Source::File {
-                path,
                 contents,
                 executable,
-            } => Member::file(
-                path.clone(),
-                contents.len() as u64,
-                Digest::of(contents),
-                *executable,
-            ),
-            Source::Symlink { path, target } => Member::symlink(path.clone(), target.clone()),
+                ..
+            } => Entry::File {
+                size: contents.len() as u64,
+                sha256: Digest::of(contents),
+                executable: *executable,
+            },
+            Source::Symlink { target, .. } => Entry::Symlink {
+                target: target.clone(),
+            },
+        };
+        UncheckedMember {
+            path: String::from(self.path()),
+            entry,
         }
     }
 
@@ -107,9 +115,10 @@ pub fn build_as(
     let mut sorted: Vec<&Source> = sources.iter().collect();
     sorted.sort_by(|a, b| path::compare(a.path(), b.path()));
     let members = sorted.iter().map(|s| s.member()).collect();
-    let mut manifest = Manifest::assemble(members, harness, exclusions);
-    manifest.format = format;
-    manifest.validate(limits)?;
+    let mut unchecked = UncheckedManifest::assemble(members, harness, exclusions);
+    unchecked.format = format;
+    let len = unchecked.canonical_len();
+    let manifest: Manifest = unchecked.check(limits, len)?;
     let mut bytes = Vec::with_capacity(manifest.packet_size() as usize);
     let mut writer = Writer::new(&manifest);
     let digest = loop {

@@ -55,12 +55,13 @@
 //! | [`assembled`] | a /2 packet verified from its manifest and its bodies' proofs, wherever the bodies are kept |
 //! | [`Writer`], [`WriterOptions`], [`Step`] | a manifest and bodies → packet bytes |
 //! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Format`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
+//! | [`MemberSummary`] | one member as reports show it, in their JSON |
 //! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
-//! | [`Digest`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form, and a hash that stops and goes on later |
+//! | [`Digest`], [`DigestPrefix`], [`Hasher`], [`ResumableHasher`], [`HashState`] | SHA-256, the `sha256:<hex>` form and the start of one, and a hash that stops and goes on later |
 //! | [`Limits`], [`Kind`] | the format's limits and member types |
 //! | [`offsets`] | where each member's header and body lie, and the format's bytes of any range |
-//! | [`path`] | canonical paths, the member order, symlink resolution, collision keys |
+//! | [`MemberPath`], [`path`] | a path that follows the path rules; canonical paths, the member order, symlink resolution, collision keys |
 //! | [`exclude`] | credential rules and `--exclude` globs |
 //! | [`secrets`] | credentials found by content, as a stream |
 //! | [`git`] | git settings and hooks that run programs |
@@ -91,7 +92,7 @@ mod scan;
 pub mod secrets;
 mod writer;
 
-pub use digest::{Digest, HashState, Hasher, HexDigest, ResumableHasher};
+pub use digest::{Digest, DigestPrefix, HashState, Hasher, HexDigest, ResumableHasher};
 pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
 pub use findings::{
     scan_class, BodyFindings, BodyScan, BodyScanner, Findings, GitFinding, SecretFinding, HOOK_WHY,
@@ -99,8 +100,10 @@ pub use findings::{
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{
-    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, Mode, Totals, FORMAT_ID,
+    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, MemberSummary, Mode,
+    Totals, FORMAT_ID,
 };
+pub use path::MemberPath;
 pub use reader::{Event, HashedElsewhere, PacketHash, Reader, ReaderOptions, VerifiedPacket};
 pub use writer::{Step, Writer, WriterOptions};
 
@@ -111,15 +114,5 @@ pub use manifest::json::Sink;
 #[doc(hidden)]
 pub use writer::write_manifest_member;
 
-/// The ustar header encoder, for tools that write hostile packets on
-/// purpose (the fuzz targets, the inspector's malformed fixtures). Nothing
-/// written with it is checked.
 #[doc(hidden)]
-pub mod raw {
-    pub use crate::header::{encode as encode_header, padded, HeaderSpec, BLOCK};
-
-    /// Appends the header(s) the format writes for `member`.
-    pub fn encode_member_header(member: &crate::Member, out: &mut alloc::vec::Vec<u8>) {
-        encode_header(&member.header_spec(), out);
-    }
-}
+pub mod raw;

@@ -1,5 +1,6 @@
 //! The format's limits (docs/session-packet.md, "Limits").
 
+use crate::error::{Error, ErrorCode};
 use crate::manifest::Format;
 
 /// Upper bounds a reader enforces before it reads any body.
@@ -53,8 +54,45 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// Refuses a packet of `size` bytes if it is larger than these limits
+    /// allow (`limit_size`): a size a manifest determines, or one declared
+    /// before a byte is read (a request's or a response's length), so
+    /// that nothing is read for it.
+    pub fn check_packet_size(&self, size: u64) -> Result<(), Error> {
+        if size > self.max_packet_bytes {
+            return Err(Error::new(
+                ErrorCode::LimitSize,
+                alloc::format!(
+                    "the packet is {size} bytes, the limit is {}",
+                    self.max_packet_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits::FORMAT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_over_the_size_limit_is_refused_with_limit_size() {
+        let limits = Limits {
+            max_packet_bytes: 4096,
+            ..Limits::FORMAT
+        };
+        assert_eq!(limits.check_packet_size(4096), Ok(()));
+        let e = limits.check_packet_size(4097).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::LimitSize);
+        assert_eq!(e.message(), "the packet is 4097 bytes, the limit is 4096");
+        assert_eq!(e.path(), None);
     }
 }

@@ -118,22 +118,19 @@ fn has_control(s: &str) -> bool {
 /// returns it as `&str`. Canonical: UTF-8, not empty, no leading or trailing
 /// `/`, no empty, `.` or `..` component, no control character.
 pub fn check_canonical(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
-    let path = core::str::from_utf8(bytes).map_err(|_| {
-        Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
-            .at_path(String::from_utf8_lossy(bytes))
-    })?;
+    let path = core::str::from_utf8(bytes).map_err(|_| not_utf8(bytes))?;
     check_canonical_str(path, max_len)
+}
+
+/// The first rule of [`check_canonical`]: a path is UTF-8.
+fn not_utf8(bytes: &[u8]) -> Error {
+    Error::new(ErrorCode::PathNotUtf8, "path is not valid UTF-8")
+        .at_path(String::from_utf8_lossy(bytes))
 }
 
 /// [`check_canonical`] for a path already known to be UTF-8.
 fn check_canonical_str(path: &str, max_len: usize) -> Result<&str, Error> {
-    if path.len() > max_len {
-        return Err(Error::new(
-            ErrorCode::PathTooLong,
-            alloc::format!("path is {} bytes, the limit is {max_len}", path.len()),
-        )
-        .at_path(truncate_for_display(path)));
-    }
+    check_length(path, max_len)?;
     if has_control(path) {
         return Err(Error::new(
             ErrorCode::PathControlChar,
@@ -166,9 +163,21 @@ pub fn check_member_path(bytes: &[u8], max_len: usize) -> Result<&str, Error> {
 }
 
 /// [`check_member_path`] for a path already known to be UTF-8.
-pub(crate) fn check_member_path_str(path: &str, max_len: usize) -> Result<&str, Error> {
+fn check_member_path_str(path: &str, max_len: usize) -> Result<&str, Error> {
     let path = check_canonical_str(path, max_len)?;
     check_in_roots(path)
+}
+
+/// The first rule of [`check_canonical`]: at most `max_len` bytes.
+fn check_length(path: &str, max_len: usize) -> Result<(), Error> {
+    if path.len() > max_len {
+        return Err(Error::new(
+            ErrorCode::PathTooLong,
+            alloc::format!("path is {} bytes, the limit is {max_len}", path.len()),
+        )
+        .at_path(truncate_for_display(path)));
+    }
+    Ok(())
 }
 
 fn check_in_roots(path: &str) -> Result<&str, Error> {
@@ -180,6 +189,257 @@ fn check_in_roots(path: &str) -> Result<&str, Error> {
         .at_path(path));
     }
     Ok(path)
+}
+
+/// The longest member path the format allows (docs/session-packet.md §8).
+const MAX_PATH_BYTES: usize = crate::limits::Limits::FORMAT.max_path_bytes;
+
+/// A member path that follows every rule of docs/session-packet.md §2 on
+/// its own: valid UTF-8, at most the format's 4096 bytes, canonical, free
+/// of control characters, inside `workspace` or `harness`. It can only be
+/// made through those rules ([`MemberPath::parse`], [`MemberPath::join`],
+/// [`MemberPath::root`]), so whoever holds one need not check it again.
+/// The rules between members (order, parents, collisions) and a reader's
+/// tighter [`Limits`](crate::Limits) are the manifest's to check.
+///
+/// It reads as the `&str` it holds (`Deref`, `AsRef`, `Borrow`,
+/// `Display`, comparisons with strings), and its JSON form is that string.
+/// Its `Ord` is `str`'s, bytewise; the member order is [`compare`].
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemberPath(String);
+
+impl MemberPath {
+    /// Checks `path` against the rules (the first that fails is the
+    /// error: `path_too_long`, `path_control_char`, `path_absolute`,
+    /// `path_not_canonical`, `path_outside_roots`).
+    pub fn parse(path: &str) -> Result<MemberPath, Error> {
+        check_member_path_str(path, MAX_PATH_BYTES)?;
+        Ok(MemberPath(String::from(path)))
+    }
+
+    /// [`MemberPath::parse`] of bytes, which must also be UTF-8
+    /// (`path_not_utf8`): a name as a file system or a header gives it.
+    pub fn from_bytes(bytes: &[u8]) -> Result<MemberPath, Error> {
+        MemberPath::from_utf8(bytes.to_vec())
+    }
+
+    /// [`MemberPath::from_bytes`] of bytes it may keep.
+    fn from_utf8(bytes: Vec<u8>) -> Result<MemberPath, Error> {
+        let path = String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes()))?;
+        MemberPath::parse_within(path, MAX_PATH_BYTES)
+    }
+
+    /// [`MemberPath::parse`] of an owned string, with a limit that may be
+    /// tighter than the format's (a reader's [`Limits`](crate::Limits)).
+    pub(crate) fn parse_within(path: String, max_len: usize) -> Result<MemberPath, Error> {
+        check_member_path_str(&path, max_len.min(MAX_PATH_BYTES))?;
+        Ok(MemberPath(path))
+    }
+
+    /// A path written in the program, such as `"workspace"`: a literal
+    /// that breaks the rules is a bug in the program, so it panics, as
+    /// `http`'s `HeaderValue::from_static` does. Paths from anywhere else
+    /// go through [`MemberPath::parse`].
+    #[track_caller]
+    pub fn from_static(path: &'static str) -> MemberPath {
+        match MemberPath::parse(path) {
+            Ok(p) => p,
+            Err(e) => panic!("{path:?} is not a member path: {}", e.message()),
+        }
+    }
+
+    /// A root directory's own path.
+    pub fn root(root: Root) -> MemberPath {
+        MemberPath(String::from(root.as_str()))
+    }
+
+    /// The path of `relative` below this one (`workspace` joined with
+    /// `src/main.rs` is `workspace/src/main.rs`), checked as a whole: a
+    /// `relative` that is empty, absolute, holds a `.`, `..` or control
+    /// character, or makes the path too long is refused with that rule's
+    /// code.
+    pub fn join(&self, relative: &str) -> Result<MemberPath, Error> {
+        MemberPath::join_bytes(self, relative.as_bytes())
+    }
+
+    /// [`MemberPath::join`] of a name given as bytes, which must be UTF-8
+    /// (`path_not_utf8`): a directory entry's name.
+    pub fn join_bytes(&self, relative: &[u8]) -> Result<MemberPath, Error> {
+        let mut bytes = Vec::with_capacity(self.0.len() + 1 + relative.len());
+        bytes.extend_from_slice(self.0.as_bytes());
+        bytes.push(b'/');
+        bytes.extend_from_slice(relative);
+        MemberPath::from_utf8(bytes)
+    }
+
+    /// Refuses the path if it is longer than `max_len` bytes
+    /// (`path_too_long`): a reader's limits may be tighter than the
+    /// format's.
+    pub fn check_length(&self, max_len: usize) -> Result<(), Error> {
+        check_length(&self.0, max_len)
+    }
+
+    /// The path below its root (empty for a root itself): what exclusion
+    /// rules and `--exclude` patterns are matched against.
+    pub fn relative(&self) -> &str {
+        self.0.split_once('/').map_or("", |(_, rest)| rest)
+    }
+
+    /// The path as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The string it holds.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl core::ops::Deref for MemberPath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for MemberPath {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl core::borrow::Borrow<str> for MemberPath {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl core::fmt::Display for MemberPath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl core::fmt::Debug for MemberPath {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl core::str::FromStr for MemberPath {
+    type Err = Error;
+    fn from_str(path: &str) -> Result<MemberPath, Error> {
+        MemberPath::parse(path)
+    }
+}
+
+impl TryFrom<&str> for MemberPath {
+    type Error = Error;
+    fn try_from(path: &str) -> Result<MemberPath, Error> {
+        MemberPath::parse(path)
+    }
+}
+
+impl TryFrom<String> for MemberPath {
+    type Error = Error;
+    fn try_from(path: String) -> Result<MemberPath, Error> {
+        MemberPath::parse_within(path, MAX_PATH_BYTES)
+    }
+}
+
+impl From<MemberPath> for String {
+    fn from(path: MemberPath) -> String {
+        path.0
+    }
+}
+
+impl From<&MemberPath> for String {
+    fn from(path: &MemberPath) -> String {
+        path.0.clone()
+    }
+}
+
+impl<'a> From<MemberPath> for alloc::borrow::Cow<'a, str> {
+    fn from(path: MemberPath) -> alloc::borrow::Cow<'a, str> {
+        alloc::borrow::Cow::Owned(path.0)
+    }
+}
+
+impl<'a> From<&'a MemberPath> for alloc::borrow::Cow<'a, str> {
+    fn from(path: &'a MemberPath) -> alloc::borrow::Cow<'a, str> {
+        alloc::borrow::Cow::Borrowed(&path.0)
+    }
+}
+
+impl PartialEq<str> for MemberPath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for MemberPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for MemberPath {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<MemberPath> for str {
+    fn eq(&self, other: &MemberPath) -> bool {
+        self == other.0
+    }
+}
+
+impl PartialEq<MemberPath> for &str {
+    fn eq(&self, other: &MemberPath) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<MemberPath> for String {
+    fn eq(&self, other: &MemberPath) -> bool {
+        *self == other.0
+    }
+}
+
+impl serde::Serialize for MemberPath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MemberPath {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MemberPath, D::Error> {
+        let path = String::deserialize(d)?;
+        MemberPath::try_from(path).map_err(|e| serde::de::Error::custom(e.message()))
+    }
+}
+
+/// What [`Member`](crate::Member)'s constructors take as a path: a
+/// [`MemberPath`], or a path written in the program, checked as
+/// [`MemberPath::from_static`] checks it.
+pub trait IntoMemberPath {
+    /// The checked path.
+    fn into_member_path(self) -> MemberPath;
+}
+
+impl IntoMemberPath for MemberPath {
+    fn into_member_path(self) -> MemberPath {
+        self
+    }
+}
+
+impl IntoMemberPath for &'static str {
+    #[track_caller]
+    fn into_member_path(self) -> MemberPath {
+        MemberPath::from_static(self)
+    }
 }
 
 fn truncate_for_display(path: &str) -> String {
@@ -350,6 +610,68 @@ mod tests {
         assert_eq!(code(b"workspacex/x"), ErrorCode::PathOutsideRoots);
         let long = alloc::format!("workspace/{}", "a".repeat(4090));
         assert_eq!(code(long.as_bytes()), ErrorCode::PathTooLong);
+    }
+
+    #[test]
+    fn a_member_path_holds_only_what_the_rules_accept() {
+        let p = MemberPath::parse("workspace/a/b.txt").unwrap();
+        assert_eq!(p, "workspace/a/b.txt");
+        assert_eq!(p.relative(), "a/b.txt");
+        assert_eq!(p.join("c").unwrap(), "workspace/a/b.txt/c");
+        assert_eq!(p.join("c/d").unwrap().as_str(), "workspace/a/b.txt/c/d");
+        assert_eq!(MemberPath::root(Root::Harness), "harness");
+        assert_eq!(MemberPath::root(Root::Workspace).relative(), "");
+        // The same codes as the rules, in the same order.
+        for bad in [
+            &b"/workspace"[..],
+            b"workspace/../x",
+            b"workspace/x/",
+            b"",
+            b"workspace/a\0b",
+            b"workspace/\xc2\x85",
+            b"workspace/\xff",
+            b"other/x",
+        ] {
+            let rule = check_member_path(bad, 4096).unwrap_err();
+            assert_eq!(MemberPath::from_bytes(bad).unwrap_err(), rule);
+            if let Ok(text) = core::str::from_utf8(bad) {
+                assert_eq!(MemberPath::parse(text).unwrap_err(), rule);
+            }
+        }
+        let ws = MemberPath::root(Root::Workspace);
+        let code = |name: &[u8]| ws.join_bytes(name).unwrap_err().code();
+        assert_eq!(code(b".."), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b""), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"/x"), ErrorCode::PathNotCanonical);
+        assert_eq!(code(b"a\nb"), ErrorCode::PathControlChar);
+        assert_eq!(code(b"\xff"), ErrorCode::PathNotUtf8);
+        assert_eq!(code("a".repeat(4090).as_bytes()), ErrorCode::PathTooLong);
+        assert_eq!(ws.join(&"a".repeat(4086)).unwrap().len(), 4096);
+        // A reader's tighter limit.
+        assert_eq!(p.check_length(17), Ok(()));
+        assert_eq!(
+            p.check_length(16).unwrap_err().code(),
+            ErrorCode::PathTooLong
+        );
+    }
+
+    #[test]
+    fn a_member_path_reads_and_writes_as_its_string() {
+        let p = MemberPath::from_static("workspace/x y");
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, "\"workspace/x y\"");
+        assert_eq!(serde_json::from_str::<MemberPath>(&json).unwrap(), p);
+        assert!(serde_json::from_str::<MemberPath>("\"workspace/..\"").is_err());
+        assert_eq!(alloc::format!("{p}"), "workspace/x y");
+        assert_eq!(alloc::format!("{p:?}"), "\"workspace/x y\"");
+        assert!(p.starts_with("workspace/"));
+        assert_eq!(String::from(p), "workspace/x y");
+    }
+
+    #[test]
+    #[should_panic(expected = "is not a member path")]
+    fn a_literal_that_breaks_the_rules_is_a_bug() {
+        MemberPath::from_static("workspace/../etc");
     }
 
     #[test]

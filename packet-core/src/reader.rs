@@ -1086,16 +1086,16 @@ mod tests {
             )
             .map(|(m, &at)| match &m.entry {
                 crate::manifest::Entry::Dir => crate::in_memory::Source::Dir {
-                    path: m.path.clone(),
+                    path: alloc::string::String::from(&m.path),
                 },
                 crate::manifest::Entry::Symlink { target } => crate::in_memory::Source::Symlink {
-                    path: m.path.clone(),
+                    path: alloc::string::String::from(&m.path),
                     target: target.clone(),
                 },
                 crate::manifest::Entry::File {
                     size, executable, ..
                 } => crate::in_memory::Source::File {
-                    path: m.path.clone(),
+                    path: alloc::string::String::from(&m.path),
                     contents: sample.bytes[at as usize..(at + size) as usize].to_vec(),
                     executable: *executable,
                 },

@@ -349,7 +349,8 @@ fn the_expected_digest_is_checked() {
 fn more_members_than_the_format_allows() {
     let mut entries = vec![packet_core::Member::dir("workspace")];
     entries.extend((0..250_000).map(|i| {
-        packet_core::Member::file(format!("workspace/f{i:06}"), 0, Digest::of(b""), false)
+        let path = packet_core::MemberPath::parse(&format!("workspace/f{i:06}")).unwrap();
+        packet_core::Member::file(path, 0, Digest::of(b""), false)
     }));
     assert_eq!(entries.len(), 250_001);
     let e = Manifest::build(entries, None, vec![], &Limits::FORMAT).unwrap_err();
@@ -428,7 +429,7 @@ fn a_digest_size_conflict_names_the_later_member() {
         let mut members = vec![packet_core::Member::dir("workspace")];
         for (name, size) in ["a", "b", "c"].iter().zip(sizes) {
             members.push(packet_core::Member::file(
-                format!("workspace/{name}"),
+                packet_core::MemberPath::parse(&format!("workspace/{name}")).unwrap(),
                 size,
                 d,
                 false,

@@ -314,7 +314,8 @@ pub fn parse_digest(segment: &str) -> Result<Digest, Problem> {
 /// otherwise.
 pub fn parse_prefix(segment: &str) -> Result<DigestPrefix, Problem> {
     let text = percent_decode(segment)?;
-    DigestPrefix::parse(&text).map_err(|m| Problem::bad_request(ApiCode::DigestPrefixInvalid, m))
+    DigestPrefix::parse(&text)
+        .map_err(|e| Problem::bad_request(ApiCode::DigestPrefixInvalid, e.message()))
 }
 
 /// Decodes `%XX` escapes; the result must be UTF-8.

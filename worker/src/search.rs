@@ -82,7 +82,7 @@ pub fn scan<'a>(
 pub fn search_match(digest: &str, member: &Member) -> SearchMatch {
     SearchMatch {
         digest: digest.to_string(),
-        path: member.path.clone(),
+        path: member.path.to_string(),
         kind: member.kind().as_str().to_string(),
         size: member.size(),
         sha256: member

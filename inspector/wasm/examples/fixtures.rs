@@ -25,10 +25,8 @@
 use std::path::Path;
 
 use packet_core::in_memory::{build, Built, Source};
-use packet_core::raw::{encode_header, padded, HeaderSpec, BLOCK};
-use packet_core::{
-    reader, Exclusion, Harness, HarnessKind, Kind, Limits, Manifest, Member, ReaderOptions, Totals,
-};
+use packet_core::raw::{encode_packet, HeaderSpec, UncheckedManifest, UncheckedMember};
+use packet_core::{reader, Entry, Exclusion, Harness, HarnessKind, Kind, Limits, ReaderOptions};
 
 const THREAD: &str = "019ad3c2-7a10-7c41-9e55-2b8f3c4d5e6f";
 
@@ -198,43 +196,21 @@ fn data_offset(bytes: &[u8], path: &str) -> u64 {
 
 /// Archive bytes for a manifest and member headers written as given, with
 /// no checks: how a malicious packet would be made.
-fn raw_packet(manifest: &Manifest, members: &[HeaderSpec<'_>]) -> Vec<u8> {
+fn raw_packet(manifest: &UncheckedManifest, members: &[HeaderSpec<'_>]) -> Vec<u8> {
     let json = manifest.to_canonical_json();
-    let mut out = Vec::new();
-    encode_header(
-        &HeaderSpec {
-            path: "packet.json",
-            kind: Kind::File,
-            mode: 0o644,
-            size: json.len() as u64,
-            target: "",
-        },
-        &mut out,
-    );
-    out.extend_from_slice(&json);
-    out.resize(padded(out.len() as u64) as usize, 0);
-    for spec in members {
-        encode_header(spec, &mut out);
-    }
-    out.resize(out.len() + 2 * BLOCK, 0);
-    out
+    encode_packet(&json, members.iter().map(|spec| (*spec, &[][..])))
 }
 
-fn unchecked_manifest(members: Vec<Member>) -> Manifest {
-    let count = |k: Kind| members.iter().filter(|e| e.kind() == k).count() as u64;
-    Manifest {
-        exclusions: vec![],
-        format: packet_core::Format::CURRENT,
-        harness: None,
-        totals: Totals {
-            bytes: 0,
-            directories: count(Kind::Dir),
-            files: count(Kind::File),
-            members: members.len() as u64,
-            symlinks: count(Kind::Symlink),
-        },
-        members,
-    }
+/// A manifest of `members` as given, with its totals.
+fn unchecked_manifest(members: Vec<(&str, Entry)>) -> UncheckedManifest {
+    let members = members
+        .into_iter()
+        .map(|(path, entry)| UncheckedMember {
+            path: path.into(),
+            entry,
+        })
+        .collect();
+    UncheckedManifest::assemble(members, None, vec![])
 }
 
 fn dir_spec(path: &str) -> HeaderSpec<'_> {
@@ -339,7 +315,7 @@ fn main() {
 
     // The manifest lists a harmless set; the archive then holds a member
     // whose header names a path that climbs out of the workspace.
-    let manifest = unchecked_manifest(vec![Member::dir("workspace")]);
+    let manifest = unchecked_manifest(vec![("workspace", Entry::Dir)]);
     let traversal = raw_packet(
         &manifest,
         &[dir_spec("workspace"), dir_spec("workspace/../evil")],
@@ -347,8 +323,13 @@ fn main() {
     write(out, "traversal.packet", &traversal);
 
     let manifest = unchecked_manifest(vec![
-        Member::dir("workspace"),
-        Member::symlink("workspace/link", "../../etc/passwd"),
+        ("workspace", Entry::Dir),
+        (
+            "workspace/link",
+            Entry::Symlink {
+                target: "../../etc/passwd".into(),
+            },
+        ),
     ]);
     let escape = raw_packet(
         &manifest,

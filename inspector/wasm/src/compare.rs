@@ -108,7 +108,7 @@ pub fn compare(a: &Packet, b: &Packet) -> CompareView {
                 }
                 if let (Some(before), Some(after)) = (a.member_view(i), b.member_view(j)) {
                     view.changed.push(ChangedView {
-                        path: x.path.clone(),
+                        path: x.path.to_string(),
                         size_delta: y.size() as i64 - x.size() as i64,
                         before,
                         after,
@@ -264,13 +264,16 @@ mod tests {
         ]);
         let v = compare(&a, &b);
         assert_eq!(
-            v.added.iter().map(|m| m.path.as_str()).collect::<Vec<_>>(),
+            v.added
+                .iter()
+                .map(|m| m.member.path.as_str())
+                .collect::<Vec<_>>(),
             ["workspace/new.txt"]
         );
         assert_eq!(
             v.removed
                 .iter()
-                .map(|m| m.path.as_str())
+                .map(|m| m.member.path.as_str())
                 .collect::<Vec<_>>(),
             ["workspace/gone.txt"]
         );

@@ -8,7 +8,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`view`] | the JSON shapes handed to the page: report, members, refusals |
-//! | [`verifier`] | [`Verifier`]: a `File`'s chunks in, progress and a verified [`Packet`] out; [`PacketHasher`] for the whole-packet digest on another thread |
+//! | [`verifier`] | [`Verifier`]: a `File`'s chunks in, progress and a verified [`Packet`] out; [`PacketHasher`] for the whole-packet digest on another thread; [`is_digest`], what is a digest |
 //! | [`member`] | [`MemberCheck`]: re-hashing one member read back by range; [`classify`] for previews |
 //! | [`compare`] | member diff of two verified packets and a line diff of two texts |
 //!
@@ -32,4 +32,4 @@ pub mod view;
 
 pub use compare::{compare_packets, line_diff};
 pub use member::{classify, MemberCheck};
-pub use verifier::{Packet, PacketHasher, Verifier};
+pub use verifier::{is_digest, Packet, PacketHasher, Verifier};

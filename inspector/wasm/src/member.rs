@@ -27,7 +27,7 @@ impl MemberCheck {
             .ok_or_else(|| Failure::bug(format!("no member {index}")))?;
         match &member.entry {
             Entry::File { size, sha256, .. } => Ok(MemberCheck {
-                path: member.path.clone(),
+                path: member.path.to_string(),
                 hasher: BodyHasher::new(Body {
                     sha256: *sha256,
                     size: *size,

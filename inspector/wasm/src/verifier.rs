@@ -100,7 +100,7 @@ impl Verifier {
             current: self
                 .current
                 .and_then(|i| manifest.and_then(|m| m.members.get(i)))
-                .map(|e| e.path.clone()),
+                .map(|e| e.path.to_string()),
         }
     }
 
@@ -199,6 +199,14 @@ impl Verifier {
     }
 }
 
+/// `isDigest(text)`: whether `text` is a whole packet digest
+/// (`sha256:<64 lowercase hex>`), the form `new Verifier` takes; the page
+/// reads anything else it is given as a ref name.
+#[wasm_bindgen(js_name = isDigest)]
+pub fn is_digest(text: &str) -> bool {
+    text.parse::<Digest>().is_ok()
+}
+
 fn parse_expected(expected_digest: Option<String>) -> Result<Option<Digest>, JsValue> {
     expected_digest
         .map(|s| s.parse::<Digest>().map_err(|e| refusal(&e)))
@@ -295,5 +303,20 @@ impl PacketHasher {
     /// The digest, `"sha256:<hex>"`.
     pub fn finish(self) -> String {
         self.0.finish().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_digest_is_told_from_a_ref_name() {
+        let digest = Digest::of(b"packet").to_string();
+        assert!(is_digest(&digest));
+        assert!(!is_digest(&digest.to_uppercase()));
+        assert!(!is_digest(&digest[..20]));
+        assert!(!is_digest(&digest[7..]));
+        assert!(!is_digest("team/main"));
     }
 }

@@ -2,7 +2,9 @@
 //! offsets are JSON numbers (exact below 2^53, far above the format's 1 GiB
 //! limit).
 
-use packet_core::{Error, Findings, Member, Refusal, RefusalDetails, VerifiedPacket};
+use packet_core::{
+    Error, Findings, Member, MemberSummary, Refusal, RefusalDetails, VerifiedPacket,
+};
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
@@ -49,25 +51,16 @@ impl From<Error> for Failure {
     }
 }
 
-/// One member of a verified packet.
+/// One member of a verified packet: packet-core's [`MemberSummary`] and
+/// where the page finds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberView {
     /// Index in the manifest's member list.
     pub index: usize,
-    /// Canonical member path.
-    pub path: String,
-    /// `file`, `dir` or `symlink`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// `0644`, `0755` or `0777`.
-    pub mode: String,
-    /// Body size (files).
-    pub size: u64,
-    /// Body sha256 as lowercase hex (files).
-    pub sha256: Option<String>,
-    /// Link target (symlinks).
-    pub target: Option<String>,
+    /// Path, type, mode, size, sha256 and target.
+    #[serde(flatten)]
+    pub member: MemberSummary,
     /// Offset of the first body byte in the packet.
     pub data_offset: u64,
 }
@@ -77,12 +70,7 @@ impl MemberView {
     pub fn new(index: usize, entry: &Member, data_offset: u64) -> Self {
         MemberView {
             index,
-            path: entry.path.clone(),
-            kind: entry.kind().as_str(),
-            mode: entry.mode().to_string(),
-            size: entry.size(),
-            sha256: entry.sha256().map(|d| d.hex().to_string()),
-            target: entry.target().map(str::to_owned),
+            member: MemberSummary::from(entry),
             data_offset,
         }
     }

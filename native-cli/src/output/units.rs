@@ -1,6 +1,8 @@
 //! Numbers and names as a person reads them: sizes in binary units,
 //! digests shortened as git shortens commit ids.
 
+use packet_core::DigestPrefix;
+
 /// How many hex digits a shortened digest keeps (git's default is 7 to
 /// 12; 12 keeps collisions out of any one store's reach).
 pub const SHORT_HEX: usize = 12;
@@ -24,13 +26,12 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// `sha256:1a2b3c4d5e6f` from `sha256:<64 hex>` (anything else unchanged).
+/// `sha256:1a2b3c4d5e6f` from `sha256:<64 hex>` or a longer prefix of one
+/// (anything else unchanged).
 pub fn short_digest(digest: &str) -> String {
-    match digest.strip_prefix("sha256:") {
-        Some(hex) if hex.len() > SHORT_HEX && hex.is_ascii() => {
-            format!("sha256:{}", &hex[..SHORT_HEX])
-        }
-        _ => digest.to_owned(),
+    match DigestPrefix::parse(digest) {
+        Ok(prefix) => prefix.shortened(SHORT_HEX).to_string(),
+        Err(_) => digest.to_owned(),
     }
 }
 
@@ -69,7 +70,7 @@ mod tests {
 
     #[test]
     fn digests_shorten_like_git() {
-        let d = format!("sha256:{}", "1a2b3c4d5e6f".repeat(6));
+        let d = format!("sha256:{}", &"1a2b3c4d5e6f".repeat(6)[..64]);
         assert_eq!(short_digest(&d), "sha256:1a2b3c4d5e6f");
         assert_eq!(short_digest("absent"), "absent");
         assert_eq!(short_digest("sha256:abc"), "sha256:abc");

@@ -114,7 +114,7 @@ pub fn pack_for_save(
             files_reused += 1;
         }
         files.push(FileEntry {
-            member: m.path.clone(),
+            member: m.path.to_string(),
             identity: s.stamp.identity(),
             sha256,
             findings: Some(s.findings.iter().map(KeptFinding::of).collect()),
@@ -122,7 +122,7 @@ pub fn pack_for_save(
         if let Some(p) = s.pieces {
             cuts.insert(sha256, p);
         }
-        *slot = Some((s.source, m.path.clone()));
+        *slot = Some((s.source, m.path.to_string()));
     }
     let harness_scratch = collected.harness_scratch.take();
     let report = collected.report(&manifest, &digest, "-".into(), &found, policy, left_out);

@@ -16,7 +16,7 @@ use crate::error::{CliError, Refused, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
 use crate::record::{Identity, InOrder, KeptFinding, Record, Seen};
-use crate::walk::{FileSource, Planned};
+use crate::walk::{checked_path, FileSource, Planned};
 
 /// Where a file member's bytes come from, and what pass 1 saw of them.
 pub(super) struct BodySource {
@@ -114,26 +114,21 @@ pub(super) struct ToHash {
 
 /// The members a planned list makes before any file is read: files with
 /// their listed sizes and a placeholder digest, for the limits.
-fn listed_members(planned: &[Planned]) -> Vec<Member> {
+fn listed_members(planned: &[Planned]) -> Result<Vec<Member>> {
     planned
         .iter()
-        .map(|p| match p {
-            Planned::Dir { member } => Member::dir(member.as_str()),
-            Planned::Symlink { member, target } => {
-                Member::symlink(member.as_str(), target.as_str())
-            }
-            Planned::File {
-                member,
-                executable,
-                size,
-                ..
-            }
-            | Planned::Walked {
-                member,
-                executable,
-                size,
-                ..
-            } => Member::file(member.as_str(), *size, Digest([0; 32]), *executable),
+        .map(|p| {
+            let path = checked_path(p.member().to_owned())?;
+            Ok(match p {
+                Planned::Dir { .. } => Member::dir(path),
+                Planned::Symlink { target, .. } => Member::symlink(path, target.as_str()),
+                Planned::File {
+                    executable, size, ..
+                }
+                | Planned::Walked {
+                    executable, size, ..
+                } => Member::file(path, *size, Digest([0; 32]), *executable),
+            })
         })
         .collect()
 }
@@ -161,7 +156,7 @@ pub(super) fn hash_all_with(
     // The packet's order, so that the files' sources line up with the
     // writer's bodies without a lookup table.
     crate::walk::sort_planned(&mut planned);
-    Manifest::assemble(listed_members(&planned), None, vec![])
+    Manifest::assemble(listed_members(&planned)?, None, vec![])
         .check_limits(&Limits::FORMAT)
         .map_err(CliError::Unpackable)?;
     let files: Vec<ToHash> = planned
@@ -268,8 +263,10 @@ pub(super) fn hash_all_with(
     let mut files = files.into_iter();
     for p in planned {
         match p {
-            Planned::Dir { member } => entries.push(Member::dir(member)),
-            Planned::Symlink { member, target } => entries.push(Member::symlink(member, target)),
+            Planned::Dir { member } => entries.push(Member::dir(checked_path(member)?)),
+            Planned::Symlink { member, target } => {
+                entries.push(Member::symlink(checked_path(member)?, target));
+            }
             Planned::File {
                 member, executable, ..
             }
@@ -285,7 +282,7 @@ pub(super) fn hash_all_with(
                 };
                 found.extend(Found::of(&member, hashed.findings.clone()));
                 entries.push(Member::file(
-                    member,
+                    checked_path(member)?,
                     hashed.stamp.size,
                     hashed.digest,
                     executable,

@@ -48,7 +48,9 @@ use super::secrets::Found;
 use crate::error::{CliError, Result};
 use crate::packet_io::CHUNK;
 use crate::progress::Progress;
-use crate::walk::{sort_planned, walked_source, FileId, FileSource, Planned, WalkRoot};
+use crate::walk::{
+    checked_path, sort_planned, walked_source, FileId, FileSource, Planned, WalkRoot,
+};
 
 /// Bodies up to this size are read into their job's buffer and written
 /// with the headers around them; larger ones are streamed on their own.
@@ -238,8 +240,10 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
     for (index, p) in planned.into_iter().enumerate() {
         let mut id = None;
         match p {
-            Planned::Dir { member } => members.push(Member::dir(member)),
-            Planned::Symlink { member, target } => members.push(Member::symlink(member, target)),
+            Planned::Dir { member } => members.push(Member::dir(checked_path(member)?)),
+            Planned::Symlink { member, target } => {
+                members.push(Member::symlink(checked_path(member)?, target));
+            }
             Planned::File {
                 member,
                 source,
@@ -249,7 +253,12 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
                 let source = source.ok_or_else(|| bug("a harness file without a source"))?;
                 sources.elsewhere.insert(index, FileSource::Path(source));
                 let digest = digest_for(index, size);
-                members.push(Member::file(member, size, digest, executable));
+                members.push(Member::file(
+                    checked_path(member)?,
+                    size,
+                    digest,
+                    executable,
+                ));
             }
             Planned::Walked {
                 member,
@@ -268,7 +277,12 @@ fn members_to_lay_out(mut planned: Vec<Planned>) -> Result<(Vec<Member>, Sources
                     sources.elsewhere.insert(index, source);
                 }
                 let digest = digest_for(index, size);
-                members.push(Member::file(member, size, digest, executable));
+                members.push(Member::file(
+                    checked_path(member)?,
+                    size,
+                    digest,
+                    executable,
+                ));
             }
         }
         sources.ids.push(id);

@@ -227,7 +227,7 @@ impl<'r> Push2<'r> {
                 let body = m.body()?;
                 seen.insert(body).then(|| PacketBody {
                     index,
-                    path: m.path.clone(),
+                    path: m.path.to_string(),
                     body,
                 })
             })

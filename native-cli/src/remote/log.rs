@@ -306,7 +306,7 @@ pub fn change(older: &Manifest, newer: &Manifest) -> ChangeReport {
         };
         if report.paths.len() < PATHS_MAX {
             report.paths.push(ChangedPath {
-                path: member.path.clone(),
+                path: member.path.to_string(),
                 change,
                 size: member.size(),
             });
@@ -326,7 +326,7 @@ mod tests {
         let mut members = vec![Member::dir("workspace")];
         for (path, bytes) in files {
             members.push(Member::file(
-                format!("workspace/{path}"),
+                packet_core::MemberPath::parse(&format!("workspace/{path}")).unwrap(),
                 bytes.len() as u64,
                 Digest::of(bytes),
                 false,

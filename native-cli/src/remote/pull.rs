@@ -37,21 +37,22 @@ impl PullTarget {
     /// `sha256:…` is a digest or a prefix of one (and must be a valid
     /// one; no ref name holds a `:`); anything else a ref.
     pub fn parse(s: &str) -> Result<PullTarget> {
-        if let Some(hex) = s.strip_prefix("sha256:") {
-            if hex.len() == 64 {
-                return s
-                    .parse::<Digest>()
-                    .map(PullTarget::Digest)
-                    .map_err(|e| CliError::Usage(format!("{s:?}: {}", e.message())));
-            }
-            DigestPrefix::parse(s)
-                .map(PullTarget::Prefix)
-                .map_err(CliError::Usage)
-        } else if s.is_empty() {
-            Err(CliError::Usage("name a digest or a ref to pull".into()))
-        } else {
-            Ok(PullTarget::Ref(s.to_owned()))
+        if !Digest::is_digest_text(s) {
+            return if s.is_empty() {
+                Err(CliError::Usage("name a digest or a ref to pull".into()))
+            } else {
+                Ok(PullTarget::Ref(s.to_owned()))
+            };
         }
+        if s.len() == Digest::TEXT_LEN {
+            return s
+                .parse::<Digest>()
+                .map(PullTarget::Digest)
+                .map_err(|e| CliError::Usage(format!("{s:?}: {}", e.message())));
+        }
+        DigestPrefix::parse(s)
+            .map(PullTarget::Prefix)
+            .map_err(|e| CliError::Usage(e.message().to_owned()))
     }
 }
 
@@ -304,15 +305,9 @@ impl<'a> Download<'a> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0);
-        if size > Limits::FORMAT.max_packet_bytes {
-            return Err(CliError::Packet(packet_core::Error::new(
-                packet_core::ErrorCode::LimitSize,
-                format!(
-                    "the store sends {size} bytes, more than the format's {} byte limit",
-                    Limits::FORMAT.max_packet_bytes
-                ),
-            )));
-        }
+        Limits::FORMAT
+            .check_packet_size(size)
+            .map_err(CliError::Packet)?;
         Ok(Download {
             remote,
             path,

@@ -86,7 +86,7 @@ pub fn restore(
     };
     for m in &manifest.members {
         writer.apply(Op::Start(Member {
-            path: m.path.clone(),
+            path: m.path.to_string(),
             kind: m.kind(),
             mode: m.mode().bits(),
             size: m.size(),
@@ -201,7 +201,7 @@ pub fn scans_of(manifest: &Manifest, members: &[Vec<usize>]) -> Vec<Vec<String>>
                 let class = scan_class(path);
                 if !classes.contains(&class) {
                     classes.push(class);
-                    out.push(path.clone());
+                    out.push(path.to_string());
                 }
             }
             out
@@ -242,7 +242,7 @@ fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSet
         }
         if m.size() > GIT_CONFIG_MAX {
             return Err(Refused::GitConfigTooLarge {
-                member: m.path.clone(),
+                member: m.path.to_string(),
             }
             .into());
         }
@@ -254,7 +254,7 @@ fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSet
         let (cleaned, settings) = git::neutralize(&bytes);
         for s in settings {
             removed.push(RemovedSetting {
-                path: m.path.clone(),
+                path: m.path.to_string(),
                 line: s.line,
                 setting: s.key,
             });

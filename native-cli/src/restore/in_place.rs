@@ -347,7 +347,7 @@ pub fn restore(
         };
         let identity = match applier.written_ids.get(&i) {
             Some(id) => Some(*id),
-            None => match scan.known.get(&m.path) {
+            None => match scan.known.get(m.path.as_str()) {
                 Some(Known {
                     identity: Some(id), ..
                 }) if !actions.chmods.contains(&i) => Some(*id),
@@ -562,7 +562,7 @@ pub(super) fn places_of(
                     .map(|rest| mv.destination.join(rest))
             };
             if let Some(d) = dest {
-                out.push((member.path.clone(), d));
+                out.push((member.path.to_string(), d));
                 break;
             }
         }
@@ -625,7 +625,7 @@ impl Actions {
                 continue;
             }
             new_paths.insert(&m.path);
-            let known = scan.known.get(&m.path);
+            let known = scan.known.get(m.path.as_str());
             if let Some(k) = known {
                 if k.entry == m.entry {
                     if let Some(b) = m.body() {
@@ -657,7 +657,7 @@ impl Actions {
             }
             if in_workspace {
                 let rel = &m.path[prefix.len()..];
-                if let Some(found) = scan.found.get(&m.path) {
+                if let Some(found) = scan.found.get(m.path.as_str()) {
                     if known.is_none() && kept.contains(m.path.as_str()) && !discard {
                         a.conflicts.push(Change {
                             path: shown.join(rel).display().to_string(),
@@ -845,7 +845,7 @@ fn add_workspace_sources(
             let Some(Known {
                 entry: Entry::File { size, sha256, .. },
                 ..
-            }) = scan.known.get(path)
+            }) = scan.known.get(path.as_str())
             else {
                 continue;
             };
@@ -867,7 +867,7 @@ fn add_workspace_sources(
                 }
                 None => {
                     if let Some(f) = cut_file {
-                        let shown = PathBuf::from(path);
+                        let shown = PathBuf::from(path.as_str());
                         if let Ok(cut) = chunking::cut(&f, &BODIES, &shown, |_, _| Ok(())) {
                             for p in cut.pieces {
                                 pull.local
@@ -999,7 +999,7 @@ fn kept_findings(
             .map_err(|e| CliError::io("read", folder.path.join(rel), e.into()))?,
         ),
         None => {
-            let Some(dest) = harness_dest.get(&m.path) else {
+            let Some(dest) = harness_dest.get(m.path.as_str()) else {
                 return Ok(BodyFindings::default());
             };
             File::open(dest).map_err(|e| CliError::io("read", dest, e))?
@@ -1011,7 +1011,7 @@ fn kept_findings(
     loop {
         let n = f
             .read(&mut buf)
-            .map_err(|e| CliError::io("read", &m.path, e))?;
+            .map_err(|e| CliError::io("read", m.path.as_str(), e))?;
         if n == 0 {
             break;
         }
@@ -1020,7 +1020,7 @@ fn kept_findings(
     }
     if Some(h.finish()) != sha {
         return Err(Refused::WorkspaceChanged {
-            member: m.path.clone(),
+            member: m.path.to_string(),
             what: "a file changed while it was being restored over".into(),
         }
         .into());
@@ -1177,7 +1177,7 @@ impl<'a> Applier<'a> {
             if config {
                 if m.size() > GIT_CONFIG_MAX {
                     return Err(Refused::GitConfigTooLarge {
-                        member: m.path.clone(),
+                        member: m.path.to_string(),
                     }
                     .into());
                 }
@@ -1191,7 +1191,7 @@ impl<'a> Applier<'a> {
                 let (cleaned, settings) = git::neutralize(&bytes);
                 for s in settings {
                     self.neutralized.removed.push(RemovedSetting {
-                        path: m.path.clone(),
+                        path: m.path.to_string(),
                         line: s.line,
                         setting: s.key,
                     });
@@ -1202,7 +1202,7 @@ impl<'a> Applier<'a> {
                     .map_err(|e| CliError::io("write", &shown, e))?;
             }
             if hook {
-                self.neutralized.hooks_disabled.push(m.path.clone());
+                self.neutralized.hooks_disabled.push(m.path.to_string());
             }
             fchmod(&fd, Mode::from_raw_mode(mode))
                 .map_err(|e| CliError::io("set permissions of", &shown, e.into()))?;
@@ -1231,7 +1231,7 @@ impl<'a> Applier<'a> {
                 .map_err(|e| CliError::io("inspect", self.folder.path.join(rel), e.into()))?;
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
                 return Err(Refused::WorkspaceChanged {
-                    member: m.path.clone(),
+                    member: m.path.to_string(),
                     what: "the file was replaced while restoring".into(),
                 }
                 .into());
@@ -1280,7 +1280,7 @@ impl<'a> Applier<'a> {
 
     fn harness_dest(&self, new: &Manifest, i: usize) -> Option<PathBuf> {
         self.harness_staging?;
-        self.harness_dest.get(&new.members[i].path).cloned()
+        self.harness_dest.get(new.members[i].path.as_str()).cloned()
     }
 
     /// Where member `i` goes: the staging folder its body is in, the

@@ -244,7 +244,7 @@ pub fn scan_workspace(
             let Some(relative) = member.path.strip_prefix(prefix.as_str()) else {
                 continue;
             };
-            if !scan.found.contains_key(&member.path) && seen.insert(member.path.clone()) {
+            if !scan.found.contains_key(member.path.as_str()) && seen.insert(member.path.clone()) {
                 // After an interrupted restore, a member may be missing
                 // because it was being replaced or removed: nothing of it
                 // is lost (the restore writes it again or did not want it).

@@ -103,7 +103,7 @@ pub(crate) fn confine_harness_symlinks(
         )?;
         if !inside(&resolved.resolved) || !resolved.through.iter().all(|t| inside(t)) {
             return Err(Refused::HarnessSymlinkEscapes {
-                member: m.path.clone(),
+                member: m.path.to_string(),
                 target: target.to_owned(),
             }
             .into());

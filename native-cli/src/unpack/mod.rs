@@ -191,7 +191,7 @@ fn place(
                     Ok(())
                 }
                 Event::MemberStart { member: e, .. } => send(Op::Start(Member {
-                    path: e.path.clone(),
+                    path: e.path.to_string(),
                     kind: e.kind(),
                     mode: e.mode().bits(),
                     size: e.size(),

@@ -6,7 +6,8 @@
 //! (0xff never occurs in UTF-8). Properties:
 //! - `check_member_path` never panics; what it accepts is canonical (no
 //!   empty, `.` or `..` component, no control character, not absolute,
-//!   under a root, within the length limit);
+//!   under a root, within the length limit), and is what `MemberPath`
+//!   accepts;
 //! - `compare` is a total order consistent with bytewise comparison where
 //!   `/` sorts first, and a directory sorts right before its subtree;
 //! - `resolve_symlink_target` never panics; what it accepts resolves inside
@@ -16,7 +17,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use packet_core::path;
+use packet_core::{path, MemberPath};
 use unicode_normalization::UnicodeNormalization;
 
 const MAX: usize = 4096;
@@ -35,6 +36,11 @@ fuzz_target!(|data: &[u8]| {
         None => (data, &b""[..]),
     };
     for bytes in [a, b] {
+        // The type that holds a member path accepts exactly what the rules do.
+        assert_eq!(
+            MemberPath::from_bytes(bytes).ok().as_deref(),
+            path::check_member_path(bytes, MAX).ok()
+        );
         if let Ok(p) = path::check_member_path(bytes, MAX) {
             assert!(
                 canonical(p) && p.len() <= MAX && path::root_of(p).is_some(),

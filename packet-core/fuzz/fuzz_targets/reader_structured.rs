@@ -17,7 +17,8 @@
 mod common;
 
 use libfuzzer_sys::{fuzz_mutator, fuzz_target, fuzzer_mutate};
-use packet_core::{Digest, Entry, Format, Harness, HarnessKind, Kind, Member};
+use packet_core::raw::{encode_manifest, UncheckedManifest, UncheckedMember};
+use packet_core::{Digest, Entry, Format, Harness, HarnessKind, Kind};
 
 const SEEDS: &[&[u8]] = &[
     include_bytes!("../../../tests/vectors/packets/symlinks.packet"),
@@ -94,6 +95,19 @@ impl Rng {
     }
 }
 
+/// A member with any path: an empty file, a directory or a symlink.
+fn member(path: String, entry: Entry) -> UncheckedMember {
+    UncheckedMember { path, entry }
+}
+
+fn empty_file() -> Entry {
+    Entry::File {
+        size: 0,
+        sha256: Digest::of(b""),
+        executable: false,
+    }
+}
+
 fn join(dir: &str, name: &str) -> String {
     if name.starts_with('/') {
         name.to_string()
@@ -104,14 +118,14 @@ fn join(dir: &str, name: &str) -> String {
 
 fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
     let (verified, mut bodies) = common::read(bytes, 0).ok()?;
-    let mut m = verified.manifest;
+    let mut m = UncheckedManifest::from(verified.manifest);
     let steps = 1 + rng.below(3);
     for _ in 0..steps {
         let n = m.members.len();
         let dirs: Vec<String> = m
             .members
             .iter()
-            .filter(|e| e.kind() == Kind::Dir)
+            .filter(|e| e.entry.kind() == Kind::Dir)
             .map(|e| e.path.clone())
             .collect();
         let dir = dirs
@@ -122,19 +136,18 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
         match rng.below(12) {
             0 => {
                 let p = join(&dir, NAMES[rng.below(NAMES.len())]);
-                m.members
-                    .insert(at, Member::file(p, 0, Digest::of(b""), false));
+                m.members.insert(at, member(p, empty_file()));
                 bodies.insert(at, Vec::new());
             }
             1 => {
                 let p = join(&dir, NAMES[rng.below(NAMES.len())]);
-                m.members.insert(at, Member::dir(p));
+                m.members.insert(at, member(p, Entry::Dir));
                 bodies.insert(at, Vec::new());
             }
             2 => {
                 let p = join(&dir, &format!("l{}", rng.below(3)));
-                m.members
-                    .insert(at, Member::symlink(p, TARGETS[rng.below(TARGETS.len())]));
+                let target = TARGETS[rng.below(TARGETS.len())].into();
+                m.members.insert(at, member(p, Entry::Symlink { target }));
                 bodies.insert(at, Vec::new());
             }
             3 if n > 0 => {
@@ -145,7 +158,7 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                     1 => e.path.replace('k', "\u{212a}").replace('e', "e\u{200b}"),
                     _ => e.path.clone(),
                 };
-                m.members.insert(at, Member { path: twin, ..e });
+                m.members.insert(at, UncheckedMember { path: twin, ..e });
                 bodies.insert(at, Vec::new());
             }
             4 if n > 0 => {
@@ -197,8 +210,7 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
                 // A member below a symlink or a file.
                 let e = m.members[rng.below(n)].clone();
                 let p = format!("{}/x", e.path);
-                m.members
-                    .insert(at, Member::file(p, 0, Digest::of(b""), false));
+                m.members.insert(at, member(p, empty_file()));
                 bodies.insert(at, Vec::new());
             }
             10 => {
@@ -242,11 +254,12 @@ fn mutate_members(bytes: &[u8], rng: &mut Rng) -> Option<Vec<u8>> {
     }
     bodies.resize(m.members.len(), Vec::new());
     for (i, e) in m.members.iter().enumerate() {
-        if e.kind() == Kind::File && bodies[i].len() as u64 != e.size() && rng.below(2) == 0 {
-            bodies[i].resize(e.size().min(1 << 16) as usize, 0);
+        let (kind, size) = (e.entry.kind(), e.entry.size());
+        if kind == Kind::File && bodies[i].len() as u64 != size && rng.below(2) == 0 {
+            bodies[i].resize(size.min(1 << 16) as usize, 0);
         }
     }
-    Some(common::encode_raw(&m, &bodies))
+    Some(encode_manifest(&m, &bodies))
 }
 
 fn mutate_blocks(bytes: &mut Vec<u8>, rng: &mut Rng) {

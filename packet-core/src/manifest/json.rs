@@ -19,7 +19,9 @@ use serde::{Deserialize, Deserializer};
 use crate::digest::Digest;
 use crate::error::{Error, ErrorCode};
 use crate::header::Kind;
-use crate::manifest::{Entry, Exclusion, Format, Harness, Manifest, Member, Totals};
+use crate::manifest::{
+    Entry, Exclusion, Format, Harness, Manifest, Member, Totals, UncheckedManifest, UncheckedMember,
+};
 use crate::path::MANIFEST_PATH;
 use crate::scan;
 
@@ -90,25 +92,85 @@ impl Sink for Comparer<'_> {
     }
 }
 
+/// A member as its JSON object is written: a path and an entry, checked
+/// ([`Member`]) or not ([`UncheckedMember`]).
+pub(crate) trait Listed {
+    /// Its path.
+    fn path(&self) -> &str;
+    /// Its type and facts.
+    fn entry(&self) -> &Entry;
+}
+
+impl Listed for Member {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn entry(&self) -> &Entry {
+        &self.entry
+    }
+}
+
+impl Listed for UncheckedMember {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn entry(&self) -> &Entry {
+        &self.entry
+    }
+}
+
+/// The fields of a manifest, its paths checked or not, as [`Parts`].
+macro_rules! parts_of {
+    ($m:expr) => {
+        Parts {
+            exclusions: &$m.exclusions,
+            format: $m.format,
+            harness: $m.harness.as_ref(),
+            members: &$m.members,
+            totals: &$m.totals,
+        }
+    };
+}
+
 /// Writes the canonical JSON of `manifest`.
 pub(crate) fn write_manifest(m: &Manifest, out: &mut impl Sink) {
-    out.put(b"{");
-    if !m.exclusions.is_empty() {
-        out.put(b"\"exclusions\":[");
-        write_list(&m.exclusions, out, write_exclusion);
-        out.put(b"],");
+    parts_of!(m).write(out);
+}
+
+/// Writes the canonical JSON of a manifest whose paths are not checked.
+pub(crate) fn write_unchecked(m: &UncheckedManifest, out: &mut impl Sink) {
+    parts_of!(m).write(out);
+}
+
+/// A manifest's fields, whichever kind of member it lists.
+struct Parts<'a, M> {
+    exclusions: &'a [Exclusion],
+    format: Format,
+    harness: Option<&'a Harness>,
+    members: &'a [M],
+    totals: &'a Totals,
+}
+
+impl<M: Listed> Parts<'_, M> {
+    fn write(&self, out: &mut impl Sink) {
+        out.put(b"{");
+        if !self.exclusions.is_empty() {
+            out.put(b"\"exclusions\":[");
+            write_list(self.exclusions, out, write_exclusion);
+            out.put(b"],");
+        }
+        out.put(b"\"format\":");
+        string(self.format.id(), out);
+        if let Some(h) = self.harness {
+            out.put(b",\"harness\":");
+            write_harness(h, out);
+        }
+        out.put(b",\"members\":[");
+        write_members(self.members, out);
+        out.put(b"],\"totals\":");
+        write_totals(self.totals, out);
+        out.put(b"}");
     }
-    out.put(b"\"format\":");
-    string(m.format.id(), out);
-    if let Some(h) = &m.harness {
-        out.put(b",\"harness\":");
-        write_harness(h, out);
-    }
-    out.put(b",\"members\":[");
-    write_members(&m.members, out);
-    out.put(b"],\"totals\":");
-    write_totals(&m.totals, out);
-    out.put(b"}");
 }
 
 /// Writes the items of a JSON array, separated by commas.
@@ -122,7 +184,7 @@ fn write_list<T, S: Sink>(items: &[T], out: &mut S, write: impl Fn(&T, &mut S)) 
 }
 
 /// Writes the members array's items.
-pub(crate) fn write_members(members: &[Member], out: &mut impl Sink) {
+pub(crate) fn write_members<M: Listed>(members: &[M], out: &mut impl Sink) {
     write_list(members, out, write_member);
 }
 
@@ -160,12 +222,13 @@ fn write_harness(h: &Harness, out: &mut impl Sink) {
 }
 
 /// Writes the canonical JSON of one member object.
-pub(crate) fn write_member(e: &Member, out: &mut impl Sink) {
+pub(crate) fn write_member(e: &impl Listed, out: &mut impl Sink) {
+    let entry = e.entry();
     out.put(b"{\"mode\":\"");
-    out.put(e.mode().as_str().as_bytes());
+    out.put(entry.mode().as_str().as_bytes());
     out.put(b"\",\"path\":");
-    string(&e.path, out);
-    match &e.entry {
+    string(e.path(), out);
+    match entry {
         Entry::File { size, sha256, .. } => {
             out.put(b",\"sha256\":\"");
             let mut hex = [0u8; 64];
@@ -184,7 +247,7 @@ pub(crate) fn write_member(e: &Member, out: &mut impl Sink) {
         Entry::Dir => {}
     }
     out.put(b",\"type\":");
-    string(e.kind().as_str(), out);
+    string(entry.kind().as_str(), out);
     out.put(b"}");
 }
 
@@ -274,8 +337,8 @@ fn string(s: &str, out: &mut impl Sink) {
 /// Parses `packet.json` into the closed, typed shape, then checks that it
 /// names this format and is byte for byte its canonical serialisation. The
 /// member-set rules are the caller's next step.
-pub(crate) fn parse_canonical(bytes: &[u8]) -> Result<Manifest, Error> {
-    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
+pub(crate) fn parse_canonical(bytes: &[u8]) -> Result<UncheckedManifest, Error> {
+    let manifest: UncheckedManifest = serde_json::from_slice(bytes).map_err(|e| {
         let text = alloc::string::ToString::to_string(&e);
         match text.strip_prefix(MODE_FAULT) {
             // A member whose mode does not fit its type: the rule of §4,
@@ -302,15 +365,15 @@ pub(crate) fn parse_canonical(bytes: &[u8]) -> Result<Manifest, Error> {
 }
 
 /// Whether `text` is exactly the canonical JSON of `manifest`.
-pub(crate) fn is_canonical(manifest: &Manifest, text: &[u8]) -> bool {
+pub(crate) fn is_canonical(manifest: &UncheckedManifest, text: &[u8]) -> bool {
     let mut comparer = Comparer::new(text);
-    write_manifest(manifest, &mut comparer);
+    write_unchecked(manifest, &mut comparer);
     comparer.matches()
 }
 
 /// A member object that parses and is exactly its canonical serialisation.
-pub(crate) fn parse_member(text: &[u8]) -> Option<Member> {
-    let raw: RawMember = serde_json::from_slice(text).ok()?;
+pub(crate) fn parse_member(text: &[u8]) -> Option<UncheckedMember> {
+    let raw: MemberJson = serde_json::from_slice(text).ok()?;
     let member = member_from_raw(raw).ok()?;
     let mut comparer = Comparer::new(text);
     write_member(&member, &mut comparer);
@@ -345,7 +408,7 @@ impl<T: for<'a> Deserialize<'a>> PresentOnly for Vec<T> {
 /// The JSON shape of one member, keys in bytewise order.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawMember {
+struct MemberJson {
     mode: String,
     path: String,
     #[serde(default, deserialize_with = "present")]
@@ -361,20 +424,20 @@ struct RawMember {
 /// Deserialises the members array one member at a time: no intermediate
 /// list of raw members, which for 250,000 members would cost as much
 /// memory as the members themselves.
-pub(super) fn members<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Member>, D::Error> {
+pub(super) fn members<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<UncheckedMember>, D::Error> {
     struct Members;
     impl<'de> serde::de::Visitor<'de> for Members {
-        type Value = Vec<Member>;
+        type Value = Vec<UncheckedMember>;
         fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             f.write_str("a list of members")
         }
         fn visit_seq<A: serde::de::SeqAccess<'de>>(
             self,
             mut seq: A,
-        ) -> Result<Vec<Member>, A::Error> {
+        ) -> Result<Vec<UncheckedMember>, A::Error> {
             use serde::de::Error as _;
             let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-            while let Some(raw) = seq.next_element::<RawMember>()? {
+            while let Some(raw) = seq.next_element::<MemberJson>()? {
                 out.push(member_from_raw(raw).map_err(A::Error::custom)?);
             }
             Ok(out)
@@ -403,7 +466,7 @@ pub(super) fn format<'de, D: Deserializer<'de>>(d: D) -> Result<Format, D::Error
     })
 }
 
-fn member_from_raw(r: RawMember) -> Result<Member, String> {
+fn member_from_raw(r: MemberJson) -> Result<UncheckedMember, String> {
     let kind = match r.kind.as_str() {
         "file" => Kind::File,
         "dir" => Kind::Dir,
@@ -462,7 +525,7 @@ fn member_from_raw(r: RawMember) -> Result<Member, String> {
             ))
         }
     };
-    Ok(Member {
+    Ok(UncheckedMember {
         path: r.path,
         entry,
     })
@@ -514,8 +577,8 @@ mod tests {
         let m = odd_manifest();
         let mut ours = Vec::new();
         write_manifest(&m, &mut ours);
-        let back: Manifest = serde_json::from_slice(&ours).unwrap();
-        assert_eq!(back, m);
+        let back: UncheckedManifest = serde_json::from_slice(&ours).unwrap();
+        assert_eq!(back, UncheckedManifest::from(m.clone()));
         let value: serde_json::Value = serde_json::from_slice(&ours).unwrap();
         assert_eq!(value["harness"]["rollout"], "harness/codex/x");
         assert_eq!(value["harness"]["thread_id"], "t");
@@ -537,6 +600,7 @@ mod tests {
         let mut counter = Counter::default();
         write_manifest(&m, &mut counter);
         assert_eq!(counter.0, ours.len() as u64);
+        let m = UncheckedManifest::from(m);
         assert!(is_canonical(&m, &ours));
         let mut longer = ours.clone();
         longer.push(b' ');

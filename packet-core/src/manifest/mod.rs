@@ -1,10 +1,17 @@
 //! The manifest, `packet.json` (docs/session-packet.md §5): its types here,
 //! its canonical JSON and strict parse in [`json`], its parse as it streams
-//! in [`stream`], and the rules the whole member set obeys in [`rules`].
+//! in [`stream`], the rules the whole member set obeys in [`rules`], the
+//! manifest as parsed, before its paths are checked, in [`unchecked`], and
+//! one member as reports show it in [`summary`].
 
 pub(crate) mod json;
 mod rules;
 pub(crate) mod stream;
+mod summary;
+mod unchecked;
+
+pub use summary::MemberSummary;
+pub use unchecked::{UncheckedManifest, UncheckedMember};
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -15,7 +22,7 @@ use crate::digest::Digest;
 use crate::error::{Error, ErrorCode};
 use crate::header::{self, HeaderSpec, Kind, BLOCK};
 use crate::limits::Limits;
-use crate::path::{self, MANIFEST_PATH};
+use crate::path::{self, IntoMemberPath, MemberPath, MANIFEST_PATH};
 
 /// The format id of the packets this crate writes: the value of the
 /// manifest's `format` key.
@@ -121,6 +128,13 @@ impl core::fmt::Display for Mode {
     }
 }
 
+/// The manifest's four octal digits, as its JSON writes them.
+impl Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// What a member is, with exactly the facts its type has: a file has a
 /// size, a digest and an execute bit; a directory nothing more; a symlink
 /// its target.
@@ -144,11 +158,62 @@ pub enum Entry {
     },
 }
 
+impl Entry {
+    /// Its type.
+    pub const fn kind(&self) -> Kind {
+        match self {
+            Entry::File { .. } => Kind::File,
+            Entry::Dir => Kind::Dir,
+            Entry::Symlink { .. } => Kind::Symlink,
+        }
+    }
+
+    /// Its mode.
+    pub const fn mode(&self) -> Mode {
+        match self {
+            Entry::File {
+                executable: true, ..
+            } => Mode::EXECUTABLE,
+            Entry::File { .. } => Mode::FILE,
+            Entry::Dir => Mode::DIR,
+            Entry::Symlink { .. } => Mode::SYMLINK,
+        }
+    }
+
+    /// The size its header declares: a file's body size, zero for the
+    /// other types.
+    pub const fn size(&self) -> u64 {
+        match self {
+            Entry::File { size, .. } => *size,
+            Entry::Dir | Entry::Symlink { .. } => 0,
+        }
+    }
+
+    /// A symlink's target.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Entry::Symlink { target } => Some(target),
+            Entry::File { .. } | Entry::Dir => None,
+        }
+    }
+
+    /// What the header of a member at `path` encodes.
+    pub(crate) fn header_spec<'a>(&'a self, path: &'a str) -> HeaderSpec<'a> {
+        HeaderSpec {
+            path,
+            kind: self.kind(),
+            mode: self.mode().bits(),
+            size: self.size(),
+            target: self.target().unwrap_or(""),
+        }
+    }
+}
+
 /// One member as the manifest lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
-    /// Canonical member path.
-    pub path: String,
+    /// Its path, which follows the path rules ([`MemberPath`]).
+    pub path: MemberPath,
     /// Its type and the facts that type has.
     pub entry: Entry,
 }
@@ -164,17 +229,19 @@ pub struct Body {
 
 impl Member {
     /// A directory member.
-    pub fn dir(path: impl Into<String>) -> Member {
+    #[track_caller]
+    pub fn dir(path: impl IntoMemberPath) -> Member {
         Member {
-            path: path.into(),
+            path: path.into_member_path(),
             entry: Entry::Dir,
         }
     }
 
     /// A regular file member; `executable` picks 0o755 over 0o644.
-    pub fn file(path: impl Into<String>, size: u64, sha256: Digest, executable: bool) -> Member {
+    #[track_caller]
+    pub fn file(path: impl IntoMemberPath, size: u64, sha256: Digest, executable: bool) -> Member {
         Member {
-            path: path.into(),
+            path: path.into_member_path(),
             entry: Entry::File {
                 size,
                 sha256,
@@ -184,9 +251,10 @@ impl Member {
     }
 
     /// A symlink member.
-    pub fn symlink(path: impl Into<String>, target: impl Into<String>) -> Member {
+    #[track_caller]
+    pub fn symlink(path: impl IntoMemberPath, target: impl Into<String>) -> Member {
         Member {
-            path: path.into(),
+            path: path.into_member_path(),
             entry: Entry::Symlink {
                 target: target.into(),
             },
@@ -195,32 +263,18 @@ impl Member {
 
     /// Its type.
     pub const fn kind(&self) -> Kind {
-        match self.entry {
-            Entry::File { .. } => Kind::File,
-            Entry::Dir => Kind::Dir,
-            Entry::Symlink { .. } => Kind::Symlink,
-        }
+        self.entry.kind()
     }
 
     /// Its mode.
     pub const fn mode(&self) -> Mode {
-        match self.entry {
-            Entry::File {
-                executable: true, ..
-            } => Mode::EXECUTABLE,
-            Entry::File { .. } => Mode::FILE,
-            Entry::Dir => Mode::DIR,
-            Entry::Symlink { .. } => Mode::SYMLINK,
-        }
+        self.entry.mode()
     }
 
     /// The size its header declares: a file's body size, zero for the
     /// other types.
     pub const fn size(&self) -> u64 {
-        match self.entry {
-            Entry::File { size, .. } => size,
-            Entry::Dir | Entry::Symlink { .. } => 0,
-        }
+        self.entry.size()
     }
 
     /// A file's SHA-256.
@@ -233,10 +287,7 @@ impl Member {
 
     /// A symlink's target.
     pub fn target(&self) -> Option<&str> {
-        match &self.entry {
-            Entry::Symlink { target } => Some(target),
-            Entry::File { .. } | Entry::Dir => None,
-        }
+        self.entry.target()
     }
 
     /// A file's body, when it has bytes in the packet (a file of at least
@@ -250,21 +301,12 @@ impl Member {
 
     /// What the member's header encodes.
     pub(crate) fn header_spec(&self) -> HeaderSpec<'_> {
-        HeaderSpec {
-            path: &self.path,
-            kind: self.kind(),
-            mode: self.mode().bits(),
-            size: self.size(),
-            target: self.target().unwrap_or(""),
-        }
+        self.entry.header_spec(&self.path)
     }
 
     /// The path relative to its root (empty for a root itself).
     pub fn relative_path(&self) -> &str {
-        match self.path.split_once('/') {
-            Some((_, rest)) => rest,
-            None => "",
-        }
+        self.path.relative()
     }
 }
 
@@ -441,12 +483,15 @@ pub struct Totals {
 impl Totals {
     /// Counts `members` and sums their file sizes.
     pub fn of(members: &[Member]) -> Totals {
-        let mut t = Totals {
-            members: members.len() as u64,
-            ..Totals::default()
-        };
-        for m in members {
-            match m.entry {
+        Totals::of_entries(members.iter().map(|m| &m.entry))
+    }
+
+    /// Counts members by their entries and sums their file sizes.
+    pub fn of_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Totals {
+        let mut t = Totals::default();
+        for entry in entries {
+            t.members += 1;
+            match *entry {
                 Entry::File { size, .. } => {
                     t.files += 1;
                     t.bytes = t.bytes.saturating_add(size);
@@ -460,21 +505,17 @@ impl Totals {
 }
 
 /// The manifest. Fields are declared in bytewise key order, which is the
-/// canonical serialisation order.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// canonical serialisation order. Its JSON is read through
+/// [`UncheckedManifest`], whose paths [`Manifest::parse`] then checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
     /// Exclusion rules that applied, sorted by (rule, pattern).
-    #[serde(default, deserialize_with = "json::present")]
     pub exclusions: Vec<Exclusion>,
     /// The format version.
-    #[serde(deserialize_with = "json::format")]
     pub format: Format,
     /// Harness state carried, if any.
-    #[serde(default, deserialize_with = "json::present")]
     pub harness: Option<Harness>,
     /// Every member after `packet.json`, in archive order.
-    #[serde(deserialize_with = "json::members")]
     pub members: Vec<Member>,
     /// Counts and bytes.
     pub totals: Totals,
@@ -552,9 +593,7 @@ impl Manifest {
             )
             .at_path(MANIFEST_PATH));
         }
-        let manifest = json::parse_canonical(bytes)?;
-        manifest.validate_with_len(&limits, bytes.len() as u64)?;
-        Ok(manifest)
+        json::parse_canonical(bytes)?.check(&limits, bytes.len() as u64)
     }
 
     /// Checks every rule the member set obeys (docs/session-packet.md,

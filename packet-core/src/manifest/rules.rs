@@ -23,13 +23,41 @@ impl Manifest {
         manifest_len: u64,
     ) -> Result<(), Error> {
         let limits = limits.for_format(self.format);
-        self.check_member_count(&limits)?;
+        check_member_count(self.members.len(), &limits)?;
+        let (has_workspace, has_harness) = self.check_members_in_order(&limits)?;
+        if !has_workspace {
+            return Err(Error::new(
+                ErrorCode::MemberMissing,
+                "every packet has a \"workspace\" directory member",
+            )
+            .at_path(WORKSPACE_ROOT));
+        }
+        self.check_symlinks_through_symlinks(&limits)?;
+        self.check_collisions()?;
+        self.check_bodies()?;
+        self.check_harness(has_harness)?;
+        self.check_exclusions()?;
+        if Totals::of(&self.members) != self.totals {
+            return Err(Error::new(
+                ErrorCode::ManifestTotals,
+                "totals do not match the members listed",
+            )
+            .at_path(MANIFEST_PATH));
+        }
+        self.check_size(&limits, manifest_len)
+    }
+
+    /// The rules checked member by member, in archive order: each member
+    /// on its own, then its place after the previous one and below its
+    /// parent. Returns whether the `workspace` and `harness` roots are
+    /// listed.
+    pub(crate) fn check_members_in_order(&self, limits: &Limits) -> Result<(bool, bool), Error> {
         let mut ancestors: Vec<&Member> = Vec::new();
         let mut previous: Option<&str> = None;
         let mut has_workspace = false;
         let mut has_harness = false;
         for member in &self.members {
-            check_member(member, &limits)?;
+            check_member(member, limits)?;
             if let Some(prev) = previous {
                 match path::compare(prev, &member.path) {
                     Ordering::Less => {}
@@ -49,7 +77,7 @@ impl Manifest {
                     }
                 }
             }
-            previous = Some(&member.path);
+            previous = Some(member.path.as_str());
             match path::parent(&member.path) {
                 None => {
                     // A root: `workspace` or `harness`, always a directory.
@@ -97,26 +125,7 @@ impl Manifest {
             }
             ancestors.push(member);
         }
-        if !has_workspace {
-            return Err(Error::new(
-                ErrorCode::MemberMissing,
-                "every packet has a \"workspace\" directory member",
-            )
-            .at_path(WORKSPACE_ROOT));
-        }
-        self.check_symlinks_through_symlinks(&limits)?;
-        self.check_collisions()?;
-        self.check_bodies()?;
-        self.check_harness(has_harness)?;
-        self.check_exclusions()?;
-        if Totals::of(&self.members) != self.totals {
-            return Err(Error::new(
-                ErrorCode::ManifestTotals,
-                "totals do not match the members listed",
-            )
-            .at_path(MANIFEST_PATH));
-        }
-        self.check_size(&limits, manifest_len)
+        Ok((has_workspace, has_harness))
     }
 
     /// The limits on the member count and on the packet's size, alone:
@@ -125,36 +134,12 @@ impl Manifest {
     /// terabytes is refused for its size, not hashed first).
     pub fn check_limits(&self, limits: &Limits) -> Result<(), Error> {
         let limits = limits.for_format(self.format);
-        self.check_member_count(&limits)?;
+        check_member_count(self.members.len(), &limits)?;
         self.check_size(&limits, self.canonical_len())
     }
 
-    fn check_member_count(&self, limits: &Limits) -> Result<(), Error> {
-        if self.members.len() as u64 > limits.max_members {
-            return Err(Error::new(
-                ErrorCode::LimitMembers,
-                alloc::format!(
-                    "{} members, the limit is {}",
-                    self.members.len(),
-                    limits.max_members
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     fn check_size(&self, limits: &Limits, manifest_len: u64) -> Result<(), Error> {
-        let size = packet_size(manifest_len, &self.members);
-        if size > limits.max_packet_bytes {
-            return Err(Error::new(
-                ErrorCode::LimitSize,
-                alloc::format!(
-                    "the packet would be {size} bytes, the limit is {}",
-                    limits.max_packet_bytes
-                ),
-            ));
-        }
-        Ok(())
+        limits.check_packet_size(packet_size(manifest_len, &self.members))
     }
 
     fn check_symlinks_through_symlinks(&self, limits: &Limits) -> Result<(), Error> {
@@ -364,6 +349,17 @@ impl Manifest {
     }
 }
 
+/// The limit on the member count, checked before any member is.
+pub(crate) fn check_member_count(count: usize, limits: &Limits) -> Result<(), Error> {
+    if count as u64 > limits.max_members {
+        return Err(Error::new(
+            ErrorCode::LimitMembers,
+            alloc::format!("{count} members, the limit is {}", limits.max_members),
+        ));
+    }
+    Ok(())
+}
+
 /// FNV-1a, 64 bits: a fast, deterministic hash for bucketing keys.
 fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -388,7 +384,9 @@ fn is_ancestor(dir: &str, path: &str) -> bool {
 /// Checks one member on its own: path, mode for its type, fields for its
 /// type, credentials.
 fn check_member(member: &Member, limits: &Limits) -> Result<(), Error> {
-    let path = path::check_member_path_str(&member.path, limits.max_path_bytes)?;
+    // The path follows the rules on its own; a reader's limit may be tighter.
+    member.path.check_length(limits.max_path_bytes)?;
+    let path = member.path.as_str();
     match &member.entry {
         Entry::File { size, .. } => {
             let most = limits.max_packet_bytes.min(header::MAX_MEMBER_BYTES);

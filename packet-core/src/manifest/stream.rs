@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use crate::error::Error;
 use crate::limits::Limits;
-use crate::manifest::{json, Manifest, Member};
+use crate::manifest::{json, Manifest, UncheckedManifest, UncheckedMember};
 
 /// Where the members array starts. In canonical JSON it cannot occur
 /// inside a string (a `"` inside a string is always escaped) and it is
@@ -34,13 +34,13 @@ enum Mode {
     /// Inside it: members parsed so far and the text after the last one.
     Members {
         prefix: Vec<u8>,
-        members: Vec<Member>,
+        members: Vec<UncheckedMember>,
         pending: Vec<u8>,
     },
     /// After it: the text from its closing `]` on.
     Suffix {
         prefix: Vec<u8>,
-        members: Vec<Member>,
+        members: Vec<UncheckedMember>,
         suffix: Vec<u8>,
     },
     /// The whole text, for [`Manifest::parse`].
@@ -184,8 +184,7 @@ impl ManifestStream {
         {
             if let Some(mut manifest) = parse_skeleton(prefix, suffix) {
                 manifest.members = core::mem::take(members);
-                manifest.validate_with_len(&limits.clamped(), len)?;
-                return Ok(manifest);
+                return manifest.check(&limits.clamped(), len);
             }
         }
         Manifest::parse(&self.take_text(), limits)
@@ -218,17 +217,17 @@ fn object_len(text: &[u8]) -> Option<usize> {
 
 /// The manifest around an empty members array, if it parses, names this
 /// format and is canonical.
-fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<Manifest> {
+fn parse_skeleton(prefix: &[u8], suffix: &[u8]) -> Option<UncheckedManifest> {
     let mut text = Vec::with_capacity(prefix.len() + suffix.len());
     text.extend_from_slice(prefix);
     text.extend_from_slice(suffix);
-    let manifest: Manifest = serde_json::from_slice(&text).ok()?;
+    let manifest: UncheckedManifest = serde_json::from_slice(&text).ok()?;
     json::is_canonical(&manifest, &text).then_some(manifest)
 }
 
 /// The exact text: the prefix, each member's canonical text (which is the
 /// text it was parsed from) separated by commas, then `rest`.
-fn rebuild(prefix: &[u8], members: &[Member], rest: &[u8]) -> Vec<u8> {
+fn rebuild(prefix: &[u8], members: &[UncheckedMember], rest: &[u8]) -> Vec<u8> {
     let mut text = Vec::new();
     text.extend_from_slice(prefix);
     json::write_members(members, &mut text);

@@ -60,7 +60,12 @@ fn valid_manifests() -> Vec<(Format, String, Vec<u8>)> {
             Member::dir("harness/claude"),
             Member::dir("harness/claude/projects"),
             Member::dir("harness/claude/projects/-work"),
-            Member::file(transcript.clone(), 3, Digest::of(b"{}\n"), false),
+            Member::file(
+                packet_core::MemberPath::parse(&transcript).unwrap(),
+                3,
+                Digest::of(b"{}\n"),
+                false,
+            ),
             Member::dir("workspace"),
         ],
         Some(Harness {

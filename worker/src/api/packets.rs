@@ -66,16 +66,12 @@ pub(super) async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRo
 /// 413 when `size` is over the server's packet limit (packet-core's
 /// `limit_size`, refused before a byte is read).
 pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
-    (size > config.limits.max_packet_bytes).then(|| {
-        Problem::over_limit(
-            packet_core::ErrorCode::LimitSize,
-            format!(
-                "the packet is {size} bytes, this server accepts at most {}",
-                config.limits.max_packet_bytes
-            ),
-            packet_core::ErrorCode::LimitSize.advice(),
-        )
-    })
+    let refused = config.limits.check_packet_size(size).err()?;
+    Some(Problem::over_limit(
+        refused.code(),
+        refused.message(),
+        refused.advice(),
+    ))
 }
 
 /// A verification that did not store the packet: packet-core's refusal

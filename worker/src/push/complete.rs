@@ -31,7 +31,7 @@ pub fn classes_of(manifest: &packet_core::Manifest) -> HashMap<Body, Vec<(u8, St
             let class = scan_class(&m.path);
             let list = out.entry(b).or_default();
             if !list.iter().any(|(c, _)| *c == class) {
-                list.push((class, m.path.clone()));
+                list.push((class, m.path.to_string()));
             }
         }
     }

@@ -199,11 +199,12 @@ impl KeptFindings {
                 continue;
             };
             for (line, rule) in found.secrets {
-                kept.secrets.push((m.path.clone(), line, rule.to_string()));
+                kept.secrets
+                    .push((m.path.to_string(), line, rule.to_string()));
             }
             for (line, setting, why) in found.git {
                 kept.git
-                    .push((m.path.clone(), line, setting, why.to_string()));
+                    .push((m.path.to_string(), line, setting, why.to_string()));
             }
         }
         kept

@@ -423,7 +423,7 @@ mod tests {
         let members: Vec<Member> = std::iter::once(Member::dir("workspace"))
             .chain((0..200).map(|i| {
                 Member::file(
-                    format!("workspace/f{i:03}"),
+                    packet_core::MemberPath::parse(&format!("workspace/f{i:03}")).unwrap(),
                     10,
                     Digest::of(&[i as u8, 1]),
                     false,

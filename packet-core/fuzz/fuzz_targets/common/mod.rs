@@ -1,13 +1,14 @@
 //! Shared by the `reader` and `reader_structured` targets: reading a packet whole and in
-//! chunks, the properties every outcome must have, and the raw encoder the
-//! structure-aware mutator uses to write packets the writer would refuse.
+//! chunks, and the properties every outcome must have. The structure-aware
+//! mutator writes packets the writer would refuse with packet-core's raw
+//! encoder (`packet_core::raw`).
 #![allow(dead_code)]
 
 use packet_core::assembled::{Assembly, BodyHasher};
-use packet_core::raw::{encode_header, encode_member_header, HeaderSpec, BLOCK};
+use packet_core::raw::UncheckedManifest;
 use packet_core::{
-    path, reader, BodyScan, Digest, Event, Kind, Limits, Manifest, Reader, ReaderOptions, Step,
-    Totals, VerifiedPacket, Writer,
+    path, reader, BodyScan, Digest, Event, Limits, Reader, ReaderOptions, Step, Totals,
+    VerifiedPacket, Writer,
 };
 
 /// A refusal as outcomes are compared: its code, path and offset.
@@ -162,37 +163,8 @@ pub fn check(bytes: &[u8]) {
     );
 }
 
-/// Encodes a manifest and bodies as the format would, without checking any
-/// rule (so hostile member sets can be written).
-pub fn encode_raw(manifest: &Manifest, bodies: &[Vec<u8>]) -> Vec<u8> {
-    let json = manifest.to_canonical_json();
-    let mut out = Vec::new();
-    encode_header(
-        &HeaderSpec {
-            path: "packet.json",
-            kind: Kind::File,
-            mode: 0o644,
-            size: json.len() as u64,
-            target: "",
-        },
-        &mut out,
-    );
-    out.extend_from_slice(&json);
-    out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
-    for (i, e) in manifest.members.iter().enumerate() {
-        encode_member_header(e, &mut out);
-        if e.kind() == Kind::File {
-            let body = bodies.get(i).map(Vec::as_slice).unwrap_or(&[]);
-            out.extend_from_slice(body);
-            out.resize(out.len().div_ceil(BLOCK) * BLOCK, 0);
-        }
-    }
-    out.resize(out.len() + 2 * BLOCK, 0);
-    out
-}
-
 /// Recomputes totals after a mutation (sometimes left stale on purpose by
 /// the caller).
-pub fn retotal(manifest: &mut Manifest) {
-    manifest.totals = Totals::of(&manifest.members);
+pub fn retotal(manifest: &mut UncheckedManifest) {
+    manifest.totals = Totals::of_entries(manifest.members.iter().map(|m| &m.entry));
 }
