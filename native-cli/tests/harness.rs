@@ -1296,3 +1296,138 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["code"], "opencode_session_conflict");
 }
+
+#[test]
+fn an_in_place_restore_checks_the_opencode_program_and_export_as_unpack_does() {
+    use packet_core::in_memory::{build, Source};
+    use packet_core::{Harness, HarnessKind, Limits};
+    let store = Store::start();
+    let t = tmp();
+    let bin = fake_opencode(t.path());
+    let session = |b: &OpencodeBox| b.data.join("sessions").join(format!("{OC_SESSION}.json"));
+    let (host_a, host_b) = (t.path().join("a"), t.path().join("b"));
+    let a = opencode_box(t.path(), "a");
+    let b = opencode_box(t.path(), "b");
+    let save = |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path| {
+        let r = on_box(
+            b,
+            host,
+            &[
+                "save",
+                s(ws),
+                "--remote",
+                &store.url,
+                "--ref",
+                "sessions/oc/latest",
+                "--quiet",
+                "--harness",
+                "opencode",
+                "--session",
+                OC_SESSION,
+                "--opencode-bin",
+                s(&bin),
+            ],
+        );
+        assert_eq!(r.code, 0, "save: {}", String::from_utf8_lossy(&r.stdout));
+    };
+    let restore = |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path| {
+        on_box(
+            b,
+            host,
+            &[
+                "restore",
+                "sessions/oc/latest",
+                "--remote",
+                &store.url,
+                "--into",
+                s(ws),
+                "--quiet",
+                "--opencode-import",
+                "--opencode-bin",
+                s(&bin),
+            ],
+        )
+    };
+    let ws_a = host_a.join("ws");
+    write(&ws_a.join("app.js"), "console.log(1)\n");
+    write(&session(&a), export_json(&["msg_1"]));
+    save(&a, &host_a, &ws_a);
+    let ws_b = host_b.join("ws");
+    let r = restore(&b, &host_b, &ws_b);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    write(&ws_a.join("app.js"), "console.log(2)\n");
+    write(&session(&a), export_json(&["msg_1", "msg_2"]));
+    save(&a, &host_a, &ws_a);
+    let unchanged = |b: &OpencodeBox| {
+        assert_eq!(
+            fs::read_to_string(ws_b.join("app.js")).unwrap(),
+            "console.log(1)\n"
+        );
+        assert_eq!(
+            fs::read_to_string(session(b)).unwrap(),
+            export_json(&["msg_1"])
+        );
+    };
+
+    // An OpenCode older than the exporter: refused before anything changes.
+    write(&b.data.join("version"), "1.9.0\n");
+    let r = restore(&b, &host_b, &ws_b);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["code"], "opencode_too_old");
+    unchanged(&b);
+    fs::remove_file(b.data.join("version")).unwrap();
+
+    // A checkpoint whose export is not harness/opencode/<session>.json.
+    let stray = format!("harness/opencode/copy-of-{OC_SESSION}.json");
+    let file = |path: &str, text: &str| Source::File {
+        path: path.into(),
+        contents: text.as_bytes().to_vec(),
+        executable: false,
+    };
+    let dir = |path: &str| Source::Dir { path: path.into() };
+    let built = build(
+        &[
+            dir("harness"),
+            dir("harness/opencode"),
+            file(&stray, &export_json(&["msg_1", "msg_2"])),
+            dir("workspace"),
+            file("workspace/app.js", "console.log(3)\n"),
+        ],
+        Some(Harness {
+            kind: HarnessKind::Opencode,
+            model: Some("claude-sonnet-4-5".into()),
+            session_log: stray.clone(),
+            session_id: OC_SESSION.into(),
+            provider: Some("anthropic".into()),
+            version: Some("1.18.33".into()),
+        }),
+        vec![],
+        &Limits::FORMAT,
+    )
+    .unwrap();
+    let packet = t.path().join("stray.tar");
+    fs::write(&packet, &built.bytes).unwrap();
+    let r = on_box(
+        &a,
+        &host_a,
+        &[
+            "push",
+            s(&packet),
+            "--remote",
+            &store.url,
+            "--ref",
+            "sessions/oc/latest",
+            "--quiet",
+        ],
+    );
+    assert_eq!(r.code, 0, "push: {}", String::from_utf8_lossy(&r.stdout));
+    let fresh = restore(&b, &host_b, &t.path().join("b/fresh"));
+    assert_eq!(fresh.code, 5, "{}", String::from_utf8_lossy(&fresh.stdout));
+    assert_eq!(fresh.json()["code"], "session_log_invalid");
+    let r = restore(&b, &host_b, &ws_b);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    let j = r.json();
+    assert_eq!(j["code"], "session_log_invalid");
+    assert_eq!(j["path"], stray.as_str());
+    unchanged(&b);
+}

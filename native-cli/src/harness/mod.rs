@@ -162,8 +162,6 @@ pub trait Importer: Sync {
     /// Before any byte of the packet is read: refuses a `program` that
     /// cannot take the session (one older than the harness that wrote it).
     fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()>;
-    /// The file, in its staging folder, the session is staged as.
-    fn staged_name(&self, harness: &Harness) -> String;
     /// Once the packet verified, before anything moves: what the staged
     /// `file` holds, and whether the harness needs it given its own copy
     /// of the session (`local` says which copies are refused).

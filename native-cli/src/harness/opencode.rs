@@ -243,7 +243,7 @@ impl Adapter for Opencode {
         Ok(RestorePlan {
             moves: Vec::new(),
             rollout_path: None,
-            import: Some(self.staged_name(harness)),
+            import: Some(format!("{}.json", harness.session_id)),
         })
     }
 }
@@ -254,10 +254,6 @@ impl Importer for Opencode {
     fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()> {
         let local = version(program, workspace)?;
         check_not_older(program, &local, harness.version.as_deref())
-    }
-
-    fn staged_name(&self, harness: &Harness) -> String {
-        format!("{}.json", harness.session_id)
     }
 
     /// Reads the staged export and compares it with this machine's copy of

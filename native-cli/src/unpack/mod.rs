@@ -43,7 +43,9 @@ use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::HarnessReport;
 
-pub(crate) use harness::{confine_harness_symlinks, prepare_harness, HarnessTarget};
+pub(crate) use harness::{
+    confine_harness_symlinks, prepare_harness, prepare_import, HarnessTarget,
+};
 use into_place::{move_into_place, Moved};
 pub use report::{GitNeutralized, RemovedSetting, UnpackReport};
 pub(crate) use target::{Created, Staging, Target};
