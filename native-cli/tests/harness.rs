@@ -975,6 +975,37 @@ fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace()
     );
     assert_eq!(again.code, 0, "{}", String::from_utf8_lossy(&again.stdout));
 
+    // An earlier version of the session is brought forward.
+    write(
+        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        export_json(&["msg_1"]),
+    );
+    let forward = oc(
+        &[
+            "unpack",
+            s(&packet),
+            "--digest",
+            &digest,
+            "--into",
+            s(&t.path().join("b/forward")),
+            "--opencode-import",
+            "--opencode-bin",
+            s(&bin),
+        ],
+        &b,
+    );
+    assert_eq!(
+        forward.code,
+        0,
+        "{}",
+        String::from_utf8_lossy(&forward.stdout)
+    );
+    assert_eq!(forward.json()["harness"]["messages"], 2);
+    assert_eq!(
+        fs::read_to_string(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap(),
+        export
+    );
+
     // Another copy of the session with other messages is never replaced.
     let other = export_json(&["msg_1", "msg_9"]);
     write(
@@ -1288,13 +1319,28 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
         export_json(&["msg_1", "msg_2", "msg_3"])
     );
 
-    // Into an empty folder, a copy with other messages is refused even
-    // when it is the start of the checkpoint's.
+    // Into an empty folder, an earlier version of the session is brought
+    // forward too; a copy that went its own way is refused, and nothing is
+    // restored.
     let c = opencode_box(t.path(), "c");
     write(&session(&c), export_json(&["msg_1"]));
     let r = restore(&c, &t.path().join("c"), &t.path().join("c/ws"), &[]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["harness"]["messages"], 3);
+    assert_eq!(
+        fs::read_to_string(session(&c)).unwrap(),
+        export_json(&["msg_1", "msg_2", "msg_3"])
+    );
+    let d = opencode_box(t.path(), "d");
+    write(&session(&d), export_json(&["msg_1", "msg_y"]));
+    let r = restore(&d, &t.path().join("d"), &t.path().join("d/ws"), &[]);
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["code"], "opencode_session_conflict");
+    assert!(!t.path().join("d/ws").exists());
+    assert_eq!(
+        fs::read_to_string(session(&d)).unwrap(),
+        export_json(&["msg_1", "msg_y"])
+    );
 }
 
 #[test]

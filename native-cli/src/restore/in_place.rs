@@ -30,7 +30,7 @@ use super::recording::{self, Checkpoint, Recorder, Stats};
 use super::scan::{self, Change, ChangeKind, Expected, HarnessPlace, Known, Scan};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, Destinations, Importer, LocalCopy, PendingImport, RestorePlan};
+use crate::harness::{self, Destinations, Diverged, Importer, PendingImport, RestorePlan};
 use crate::progress::Progress;
 use crate::record::Record;
 use crate::remote::delta_pull::{DeltaPull, DeltaPullReport, SourceKind};
@@ -296,20 +296,21 @@ pub fn restore(
         ));
     };
 
-    // A session to import: imported only if this machine's copy, if any,
-    // is the start of the checkpoint's.
+    // A session to import: imported unless this machine holds it already;
+    // a copy of it that went its own way only with --discard-local.
     let import = match &staged_import {
         Some(staged) => {
             let file = staged.staging.path.join(&staged.name);
-            let local = LocalCopy::Forward {
-                discard: discard_local,
+            let diverged = match discard_local {
+                true => Diverged::ImportedOver,
+                false => Diverged::Refused,
             };
             Some(PendingImport::prepare(
                 staged.program,
                 staged.harness,
                 file,
                 &workspace,
-                local,
+                diverged,
             )?)
         }
         None => None,
