@@ -219,7 +219,7 @@ pub fn restore(
     let actions = Actions::of(&new, &scan, &harness_dest, &folder.path, discard_local);
     refuse_changes(&folder.path, &actions.conflicts, discard_local)?;
     let stored: Vec<Body> = actions.kept_bodies.iter().copied().collect();
-    pull.keep_only(|b| actions.wanted.contains(b));
+    pull.bodies.keep_only(|b| actions.wanted.contains(b));
 
     // What the folder holds already, for the bodies that change.
     add_workspace_sources(
