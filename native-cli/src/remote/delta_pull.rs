@@ -7,9 +7,11 @@
 //! `packet.json`, checked against a /2 packet's name, and its large bodies'
 //! chunk lists); the caller says what this machine holds
 //! ([`DeltaPull::add_bases`], [`DeltaPull::add_cache`], or its own places
-//! in [`DeltaPull::local`]); [`DeltaPull::plan`] asks `pull_plan` where each
-//! body comes from; [`DeltaPull::land`] carries the plan out into the
-//! caller's sink (`land`), and [`DeltaPull::verify`] is the gate: a /2
+//! in [`DeltaPull::local`]): these open and read the files, and what the
+//! files give is decided from data alone in `pull_local`;
+//! [`DeltaPull::plan`] asks `pull_plan` where each body comes from;
+//! [`DeltaPull::land`] carries the plan out into the caller's sink
+//! (`land`), and [`DeltaPull::verify`] is the gate: a /2
 //! packet is accepted only by packet-core's [`Assembly`], once every body
 //! is proven. [`pull_into_file`] writes the packet file this way.
 
