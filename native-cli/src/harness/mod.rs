@@ -159,7 +159,7 @@ pub fn session_noun(name: &str) -> &'static str {
 /// restored one by running its program once the workspace is in place
 /// (OpenCode's `opencode import`).
 pub trait Importer: Sync {
-    /// Before any byte of the packet is read: refuses a `program` that
+    /// Before any body of the packet is read: refuses a `program` that
     /// cannot take the session (one older than the harness that wrote it).
     fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()>;
     /// Once the packet verified, before anything moves: what the staged
