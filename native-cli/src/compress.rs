@@ -2,7 +2,9 @@
 //! on its own as one zstd frame (level and window from
 //! `pillbox_wire::chunking`), and kept as it is when that does not save
 //! 3 %: a chunk batch carries each frame as the store will keep and serve
-//! it. A frame received is decoded to exactly its raw size, never more,
+//! it. A frame received has its shape checked from its headers by the
+//! wire's rule ([`pillbox_wire::frames`], which the Worker applies to what
+//! it is sent), then is decoded to exactly its raw size, never more,
 //! before its bytes are hashed and used.
 
 use std::borrow::Cow;
@@ -10,6 +12,7 @@ use std::borrow::Cow;
 use packet_core::Digest;
 use pillbox_wire::chunking::{keep_compressed, ZSTD_LEVEL, ZSTD_WINDOW_LOG};
 use pillbox_wire::chunks::{Encoding, Frame};
+use pillbox_wire::frames::{self, ShapeError};
 use pillbox_wire::PartLimits;
 
 use crate::error::{CliError, Result};
@@ -84,8 +87,10 @@ impl Unframer {
     }
 
     /// The raw bytes of a frame: its stored bytes for identity, else the
-    /// zstd frame decoded to exactly its raw size (never more). Not hashed:
-    /// the caller checks them against the frame's name.
+    /// zstd frame, once its shape is a chunk frame's
+    /// ([`pillbox_wire::frames::check`]), decoded to exactly its raw size
+    /// (never more). Not hashed: the caller checks them against the
+    /// frame's name.
     pub fn decode<'a>(
         &'a mut self,
         frame: &Frame,
@@ -95,6 +100,13 @@ impl Unframer {
         let raw: &[u8] = match frame.encoding {
             Encoding::Identity => stored,
             Encoding::Zstd => {
+                frames::check(u64::from(frame.raw_size), stored).map_err(|e| match e {
+                    // As a frame decoded to another size is told.
+                    ShapeError::SizeMismatch { declared, .. } => {
+                        decoded_to(frame, declared as usize)
+                    }
+                    e => format!("chunk {} is not a chunk frame: {e}", frame.sha256),
+                })?;
                 self.raw.clear();
                 self.raw.reserve(raw_size);
                 self.zstd
@@ -104,15 +116,18 @@ impl Unframer {
             }
         };
         if raw.len() != raw_size {
-            return Err(format!(
-                "chunk {} decodes to {} bytes, its table says {}",
-                frame.sha256,
-                raw.len(),
-                frame.raw_size
-            ));
+            return Err(decoded_to(frame, raw.len()));
         }
         Ok(raw)
     }
+}
+
+/// The refusal of a frame that decodes to `len` bytes, not its raw size.
+fn decoded_to(frame: &Frame, len: usize) -> String {
+    format!(
+        "chunk {} decodes to {len} bytes, its table says {}",
+        frame.sha256, frame.raw_size
+    )
 }
 
 fn compressor_error(e: std::io::Error) -> CliError {
@@ -172,5 +187,42 @@ mod tests {
             .contains("does not hash"));
         assert!(unframe(&Frame::identity(b"abc"), b"abd".to_vec()).is_err());
         assert!(unframe(&f.frame, b"not zstd".to_vec()).is_err());
+    }
+
+    #[test]
+    fn a_frame_of_another_shape_is_refused_before_it_is_decoded() {
+        let text = b"fn main() { println!(\"hello\"); }\n".repeat(2_000);
+        let d = Digest::of(&text);
+        let f = frame(d, &text, true).unwrap();
+        let raw = f.frame.raw_size;
+        let good = f.stored.into_owned();
+        let stored_as = |stored: &[u8]| Frame::zstd(d, raw, stored.len() as u32);
+        assert_eq!(unframe(&stored_as(&good), good.clone()).unwrap(), text);
+        // A skippable frame after it: libzstd would pass over it, a chunk
+        // frame is one frame and nothing more.
+        let mut skippable = good.clone();
+        skippable.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 2, 3, 4]);
+        let e = unframe(&stored_as(&skippable), skippable).unwrap_err();
+        assert!(e.contains("12 bytes follow the zstd frame"), "{e}");
+        // A content size in its header other than the table's raw size:
+        // told as a frame that decodes to another size is.
+        let other = Frame::zstd(d, raw - 1, good.len() as u32);
+        let e = unframe(&other, good.clone()).unwrap_err();
+        assert!(
+            e.ends_with(&format!(
+                "decodes to {raw} bytes, its table says {}",
+                raw - 1
+            )),
+            "{e}"
+        );
+        // A window over 8 MiB, refused by its header.
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        enc.long_distance_matching(true).unwrap();
+        enc.window_log(27).unwrap();
+        std::io::Write::write_all(&mut enc, &text).unwrap();
+        let wide = enc.finish().unwrap();
+        let e = unframe(&stored_as(&wide), wide).unwrap_err();
+        assert!(e.contains("a window of 134217728 bytes"), "{e}");
     }
 }

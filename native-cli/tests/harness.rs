@@ -3,12 +3,14 @@
 //! and restored into fresh ones; OpenCode sessions exported and imported
 //! through a stand-in `opencode` program, by unpack and by restore (fresh
 //! and in place); the packet limit checked before a session log is read;
-//! restore-check.
+//! restore-check. The fixtures are in `common` (`codex`, `claude`,
+//! `opencode`).
 
 mod common;
 mod store;
 
 use std::fs;
+use std::path::{Path, PathBuf};
 
 use common::*;
 use serde_json::Value;
@@ -16,24 +18,15 @@ use store::Store;
 
 const MODEL: &str = "gpt-5.1-codex";
 
-fn codex_packet(t: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, Value) {
+/// The sample workspace and a Codex home with its rollout, packed: the
+/// packet, the rollout and the pack report.
+fn codex_packet(t: &Path) -> (PathBuf, PathBuf, Value) {
     let ws = t.join("ws");
     sample_workspace(&ws);
     let home = t.join("codex-home");
     let rollout = codex_home(&home, THREAD, &ws, MODEL);
     let packet = t.join("p.tar");
-    let r = pack(
-        &ws,
-        &packet,
-        &[
-            "--harness",
-            "codex",
-            "--thread",
-            THREAD,
-            "--codex-home",
-            s(&home),
-        ],
-    );
+    let r = pack(&ws, &packet, &codex_flags(&home));
     (packet, rollout, r)
 }
 
@@ -77,16 +70,12 @@ fn codex_rollout_round_trips_into_a_fresh_home() {
     write(&new_home.join("config.toml"), "model = \"gpt-test\"\n");
     let out = t.path().join("restored");
     let d = r["digest"].as_str().unwrap();
-    let u = ok(&[
-        "unpack",
-        s(&packet),
-        "--digest",
+    let u = ok(&unpack_args(
+        &packet,
         d,
-        "--into",
-        s(&out),
-        "--codex-home",
-        s(&new_home),
-    ]);
+        &out,
+        &["--codex-home", s(&new_home)],
+    ));
     let restored = fs::canonicalize(&new_home)
         .unwrap()
         .join(member.strip_prefix("harness/codex/").unwrap());
@@ -105,8 +94,7 @@ fn codex_rollout_round_trips_into_a_fresh_home() {
     assert_eq!(snapshot(&t.path().join("ws")), snapshot(&out));
 
     // restore-check accepts the checkpoint unpack printed.
-    let cp = t.path().join("checkpoint.json");
-    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
+    let cp = checkpoint_file(t.path().join("checkpoint.json"), &u);
     let c = ok(&["restore-check", "--checkpoint", s(&cp)]);
     assert_eq!(c["schema"], "pillbox.checkpoint.restore-check/1");
     assert_eq!(c["rollout_path"], s(&restored));
@@ -119,16 +107,7 @@ fn codex_rollout_round_trips_into_a_fresh_home() {
     // Restoring again refuses to overwrite the rollout, and leaves the new workspace target untouched.
     let out2 = t.path().join("restored2");
     fails(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            d,
-            "--into",
-            s(&out2),
-            "--codex-home",
-            s(&new_home),
-        ],
+        &unpack_args(&packet, d, &out2, &["--codex-home", s(&new_home)]),
         5,
         "target_not_empty",
     );
@@ -140,19 +119,16 @@ fn without_a_codex_home_the_rollout_is_verified_but_not_restored() {
     let t = tmp();
     let (packet, _, r) = codex_packet(t.path());
     let out = t.path().join("out");
-    let u = ok(&[
-        "unpack",
-        s(&packet),
-        "--digest",
+    let u = ok(&unpack_args(
+        &packet,
         r["digest"].as_str().unwrap(),
-        "--into",
-        s(&out),
-    ]);
+        &out,
+        &[],
+    ));
     assert_eq!(u["harness"]["restored"], false);
     assert_eq!(u["harness"]["rollout_path"], Value::Null);
     assert!(!out.join("harness").exists());
-    let cp = t.path().join("cp.json");
-    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
+    let cp = checkpoint_file(t.path().join("cp.json"), &u);
     let j = fails(
         &["restore-check", "--checkpoint", s(&cp)],
         5,
@@ -164,28 +140,24 @@ fn without_a_codex_home_the_rollout_is_verified_but_not_restored() {
 #[test]
 fn restore_check_refuses_relative_and_absent_rollouts() {
     let t = tmp();
+    let check = |thread: &str, rollout: &str, exit: i32, code: &str| {
+        let args = [
+            "restore-check",
+            "--thread",
+            thread,
+            "--rollout-path",
+            rollout,
+        ];
+        fails(&args, exit, code)
+    };
     let rel = format!("sessions/2026/11/30/rollout-2026-11-30T01-02-03-{THREAD}.jsonl");
-    let j = fails(
-        &["restore-check", "--thread", THREAD, "--rollout-path", &rel],
-        5,
-        "invalid_rollout_path",
-    );
+    let j = check(THREAD, &rel, 5, "invalid_rollout_path");
     assert!(j["advice"]
         .as_str()
         .unwrap()
         .contains("start a fresh thread"));
     let absent = t.path().join(&rel);
-    fails(
-        &[
-            "restore-check",
-            "--thread",
-            THREAD,
-            "--rollout-path",
-            s(&absent),
-        ],
-        5,
-        "rollout_unavailable",
-    );
+    check(THREAD, s(&absent), 5, "rollout_unavailable");
     let home = t.path().join("home");
     let rollout = codex_home(&home, THREAD, t.path(), MODEL);
     ok(&[
@@ -196,28 +168,8 @@ fn restore_check_refuses_relative_and_absent_rollouts() {
         s(&rollout),
     ]);
     let other = "0199a213-81c0-7800-8aa1-000000000000";
-    fails(
-        &[
-            "restore-check",
-            "--thread",
-            other,
-            "--rollout-path",
-            s(&rollout),
-        ],
-        5,
-        "invalid_rollout_path",
-    );
-    fails(
-        &[
-            "restore-check",
-            "--thread",
-            "NOT-A-UUID",
-            "--rollout-path",
-            s(&rollout),
-        ],
-        2,
-        "usage",
-    );
+    check(other, s(&rollout), 5, "invalid_rollout_path");
+    check("NOT-A-UUID", s(&rollout), 2, "usage");
 }
 
 #[test]
@@ -228,24 +180,21 @@ fn codex_pack_refuses_bad_ids_missing_and_mismatched_rollouts() {
     let home = t.path().join("home");
     let rollout = codex_home(&home, THREAD, &ws, MODEL);
     let out = t.path().join("p.tar");
-    let base = |id: &str| {
-        vec![
-            "pack".to_owned(),
-            s(&ws).into(),
-            "-o".into(),
-            s(&out).into(),
-            "--harness".into(),
-            "codex".into(),
-            "--thread".into(),
-            id.into(),
-            "--codex-home".into(),
-            s(&home).into(),
-        ]
+    let refused = |id: &str, exit: i32, code: &str| {
+        let flags = [
+            "--harness",
+            "codex",
+            "--thread",
+            id,
+            "--codex-home",
+            s(&home),
+        ];
+        fails(&pack_args(&ws, &out, &flags), exit, code)
     };
     let upper = THREAD.to_uppercase();
     // An id given on the command line in the wrong shape is a usage error
     // that shows the shape.
-    let j = fails(&args(&base(&upper)), 2, "usage");
+    let j = refused(&upper, 2, "usage");
     assert!(
         j["message"]
             .as_str()
@@ -254,64 +203,32 @@ fn codex_pack_refuses_bad_ids_missing_and_mismatched_rollouts() {
         "{j}"
     );
     let other = "0199a213-81c0-7800-8aa1-000000000001";
-    let j = fails(&args(&base(other)), 5, "rollout_not_found");
+    let j = refused(other, 5, "rollout_not_found");
     assert!(j["advice"].as_str().unwrap().contains("without --harness"));
     // A rollout whose session_meta names another thread.
     let text = fs::read_to_string(&rollout)
         .unwrap()
         .replacen(THREAD, other, 2);
     fs::write(&rollout, text).unwrap();
-    fails(&args(&base(THREAD)), 5, "rollout_mismatch");
+    refused(THREAD, 5, "rollout_mismatch");
     assert!(!out.exists());
     // CODEX_HOME is honoured when no flag is given.
     let home2 = t.path().join("home2");
     codex_home(&home2, THREAD, &ws, MODEL);
+    let flags = ["--harness", "codex", "--thread", THREAD];
     let r = run(pillbox()
-        .args([
-            "checkpoint",
-            "pack",
-            s(&ws),
-            "-o",
-            s(&out),
-            "--harness",
-            "codex",
-            "--thread",
-            THREAD,
-            "--expect-model",
-            MODEL,
-        ])
+        .arg("checkpoint")
+        .args(pack_args(&ws, &out, &flags))
+        .args(["--expect-model", MODEL])
         .env("CODEX_HOME", &home2));
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["harness"]["model"], MODEL);
     let r = run(pillbox()
-        .args([
-            "checkpoint",
-            "pack",
-            s(&ws),
-            "-o",
-            s(&out),
-            "--harness",
-            "codex",
-            "--thread",
-            THREAD,
-        ])
+        .arg("checkpoint")
+        .args(pack_args(&ws, &out, &flags))
         .env("HOME", t.path().join("nohome"))
         .env("CODEX_HOME", &home2));
     assert_eq!(r.code, 0);
-}
-
-const SESSION: &str = "5f1c7a0e-2b6d-4c3e-9a8f-0123456789ab";
-
-fn args(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
-fn encoded(path: &std::path::Path) -> String {
-    path.to_str()
-        .unwrap()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect()
 }
 
 #[test]
@@ -330,38 +247,30 @@ fn claude_transcript_moves_to_the_new_workspace_project_folder() {
     let transcript = format!(
         "{}\n{}\n",
         format_args!(
-            r#"{{"type":"user","sessionId":"{SESSION}","cwd":"{}","message":{{"role":"user","content":"hi"}},"uuid":"u1"}}"#,
+            r#"{{"type":"user","sessionId":"{CLAUDE_SESSION}","cwd":"{}","message":{{"role":"user","content":"hi"}},"uuid":"u1"}}"#,
             ws_real.display()
         ),
         format_args!(
-            r#"{{"type":"assistant","sessionId":"{SESSION}","cwd":"{}","message":{{"model":"claude-sonnet-4-5","role":"assistant","content":[]}},"uuid":"a1"}}"#,
+            r#"{{"type":"assistant","sessionId":"{CLAUDE_SESSION}","cwd":"{}","message":{{"model":"claude-sonnet-4-5","role":"assistant","content":[]}},"uuid":"a1"}}"#,
             ws_real.display()
         )
     );
-    write(&project.join(format!("{SESSION}.jsonl")), &transcript);
     write(
-        &project.join(SESSION).join("tool-results/r1.txt"),
+        &project.join(format!("{CLAUDE_SESSION}.jsonl")),
+        &transcript,
+    );
+    write(
+        &project.join(CLAUDE_SESSION).join("tool-results/r1.txt"),
         "tool output\n",
     );
 
     let packet = t.path().join("p.tar");
-    let r = pack(
-        &ws,
-        &packet,
-        &[
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--claude-config-dir",
-            s(&config),
-        ],
-    );
+    let r = pack(&ws, &packet, &claude_flags(&config));
     assert_eq!(r["harness"]["kind"], "claude");
     assert_eq!(r["harness"]["model"], "claude-sonnet-4-5");
     assert_eq!(
         r["harness"]["member"],
-        format!("harness/claude/{SESSION}.jsonl")
+        format!("harness/claude/{CLAUDE_SESSION}.jsonl")
     );
     assert!(!fs::read(&packet)
         .unwrap()
@@ -370,26 +279,22 @@ fn claude_transcript_moves_to_the_new_workspace_project_folder() {
 
     let new_ws = t.path().join("elsewhere/new-ws");
     let new_config = t.path().join("claude2");
-    let u = ok(&[
-        "unpack",
-        s(&packet),
-        "--digest",
+    let u = ok(&unpack_args(
+        &packet,
         r["digest"].as_str().unwrap(),
-        "--into",
-        s(&new_ws),
-        "--claude-config-dir",
-        s(&new_config),
-    ]);
+        &new_ws,
+        &["--claude-config-dir", s(&new_config)],
+    ));
     let new_project = fs::canonicalize(&new_config)
         .unwrap()
         .join("projects")
         .join(encoded(&fs::canonicalize(&new_ws).unwrap()));
-    let restored = new_project.join(format!("{SESSION}.jsonl"));
+    let restored = new_project.join(format!("{CLAUDE_SESSION}.jsonl"));
     assert_eq!(u["harness"]["rollout_path"], s(&restored));
     // The bytes are carried unchanged (cwd fields keep the old path).
     assert_eq!(fs::read_to_string(&restored).unwrap(), transcript);
     assert_eq!(
-        fs::read_to_string(new_project.join(SESSION).join("tool-results/r1.txt")).unwrap(),
+        fs::read_to_string(new_project.join(CLAUDE_SESSION).join("tool-results/r1.txt")).unwrap(),
         "tool output\n"
     );
     assert_eq!(names(&new_config), ["projects"]);
@@ -401,34 +306,23 @@ fn claude_transcript_moves_to_the_new_workspace_project_folder() {
     // Found by searching every project folder when the workspace moved.
     let moved = t.path().join("moved");
     fs::rename(&ws, &moved).unwrap();
-    let r2 = pack(
-        &moved,
-        &t.path().join("p2.tar"),
-        &[
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--claude-config-dir",
-            s(&config),
-        ],
-    );
+    let r2 = pack(&moved, &t.path().join("p2.tar"), &claude_flags(&config));
     assert_eq!(
         r2["harness"]["source_path"],
-        s(&project.join(format!("{SESSION}.jsonl")))
+        s(&project.join(format!("{CLAUDE_SESSION}.jsonl")))
     );
     let c = ok(&[
         "restore-check",
         "--harness",
         "claude",
         "--thread",
-        SESSION,
+        CLAUDE_SESSION,
         "--rollout-path",
         s(&restored),
     ]);
     assert_eq!(
         c["resume"],
-        serde_json::json!(["claude", "--resume", SESSION])
+        serde_json::json!(["claude", "--resume", CLAUDE_SESSION])
     );
 }
 
@@ -437,64 +331,26 @@ fn claude_pack_without_a_transcript_says_so() {
     let t = tmp();
     let ws = t.path().join("ws");
     write(&ws.join("a"), "x");
+    let packet = t.path().join("p.tar");
+    let none = t.path().join("none");
     let j = fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&t.path().join("p.tar")),
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--claude-config-dir",
-            s(&t.path().join("none")),
-        ],
+        &pack_args(&ws, &packet, &claude_flags(&none)),
         5,
         "transcript_not_found",
     );
-    assert!(j["message"].as_str().unwrap().contains(SESSION));
+    assert!(j["message"].as_str().unwrap().contains(CLAUDE_SESSION));
     // An id flag of the other harness is a usage error, not silently ignored.
-    fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&t.path().join("p.tar")),
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--thread",
-            THREAD,
-        ],
-        2,
-        "usage",
-    );
-    fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&t.path().join("p.tar")),
-            "--harness",
-            "codex",
-        ],
-        2,
-        "usage",
-    );
-    fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&t.path().join("p.tar")),
-            "--thread",
-            THREAD,
-        ],
-        2,
-        "usage",
-    );
+    let usage = |flags: &[&str]| fails(&pack_args(&ws, &packet, flags), 2, "usage");
+    usage(&[
+        "--harness",
+        "claude",
+        "--session",
+        CLAUDE_SESSION,
+        "--thread",
+        THREAD,
+    ]);
+    usage(&["--harness", "codex"]);
+    usage(&["--thread", THREAD]);
 }
 
 // ---- Codex: compressed rollouts ------------------------------------------
@@ -508,31 +364,9 @@ fn a_compressed_codex_rollout_travels_compressed() {
     let rollout = codex_home(&home, THREAD, &ws, MODEL);
     let zst = compress(&rollout);
     let packet = t.path().join("p.tar");
-    let base = [
-        "--harness",
-        "codex",
-        "--thread",
-        THREAD,
-        "--codex-home",
-        s(&home),
-    ];
+    let base = codex_flags(&home);
     // Both forms present: Codex could read either, so pack refuses.
-    let j = fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&packet),
-            base[0],
-            base[1],
-            base[2],
-            base[3],
-            base[4],
-            base[5],
-        ],
-        5,
-        "rollout_ambiguous",
-    );
+    let j = fails(&pack_args(&ws, &packet, &base), 5, "rollout_ambiguous");
     assert!(j["message"]
         .as_str()
         .unwrap()
@@ -545,43 +379,23 @@ fn a_compressed_codex_rollout_travels_compressed() {
     assert_eq!(r["harness"]["model"], MODEL, "read from inside the .zst");
     assert_eq!(r["harness"]["source_path"], s(&zst));
     let new_home = t.path().join("new-home");
-    let u = ok(&[
-        "unpack",
-        s(&packet),
-        "--digest",
+    let u = ok(&unpack_args(
+        &packet,
         r["digest"].as_str().unwrap(),
-        "--into",
-        s(&t.path().join("out")),
-        "--codex-home",
-        s(&new_home),
-    ]);
+        &t.path().join("out"),
+        &["--codex-home", s(&new_home)],
+    ));
     let restored = fs::canonicalize(&new_home)
         .unwrap()
         .join(member.strip_prefix("harness/codex/").unwrap());
     assert_eq!(u["harness"]["rollout_path"], s(&restored));
     assert_eq!(fs::read(&restored).unwrap(), fs::read(&zst).unwrap());
-    let cp = t.path().join("cp.json");
-    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
+    let cp = checkpoint_file(t.path().join("cp.json"), &u);
     let c = ok(&["restore-check", "--checkpoint", s(&cp)]);
     assert_eq!(c["model"], MODEL);
     // A .zst that is not zstd.
     fs::write(&zst, &fs::read(&restored).unwrap()[..8]).unwrap();
-    fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&packet),
-            base[0],
-            base[1],
-            base[2],
-            base[3],
-            base[4],
-            base[5],
-        ],
-        5,
-        "session_log_invalid",
-    );
+    fails(&pack_args(&ws, &packet, &base), 5, "session_log_invalid");
 }
 
 #[test]
@@ -597,19 +411,9 @@ fn a_rollout_too_large_for_the_packet_is_refused_before_it_is_read() {
     f.set_len((16 << 30) - 5).unwrap();
     drop(f);
     let started = std::time::Instant::now();
+    let packet = t.path().join("p.tar");
     let j = fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&t.path().join("p.tar")),
-            "--harness",
-            "codex",
-            "--thread",
-            THREAD,
-            "--codex-home",
-            s(&home),
-        ],
+        &pack_args(&ws, &packet, &codex_flags(&home)),
         5,
         "session_log_too_large",
     );
@@ -630,65 +434,6 @@ fn a_rollout_too_large_for_the_packet_is_refused_before_it_is_read() {
 
 // ---- Claude Code: long project paths ---------------------------------------
 
-/// Claude Code's project folder name, written out independently of the
-/// CLI's code: `-` for every UTF-16 unit that is not an ASCII letter or
-/// digit; past 200 characters, a cut and the base-36 |Java hashCode|.
-fn claude_folder(path: &std::path::Path) -> String {
-    let units: Vec<u16> = path.to_str().unwrap().encode_utf16().collect();
-    let plain: String = units
-        .iter()
-        .map(|&u| {
-            if u < 128 && (u as u8 as char).is_ascii_alphanumeric() {
-                u as u8 as char
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    if plain.len() <= 200 {
-        return plain;
-    }
-    let mut h: i32 = 0;
-    for &u in &units {
-        h = h.wrapping_mul(31).wrapping_add(u as i32);
-    }
-    let mut n = (h as i64).abs();
-    let mut digits = String::new();
-    loop {
-        digits.insert(0, char::from_digit((n % 36) as u32, 36).unwrap());
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    format!("{}-{digits}", &plain[..200])
-}
-
-fn long_dir(root: &std::path::Path, tag: &str) -> std::path::PathBuf {
-    let mut p = root.join(tag);
-    for i in 0..8 {
-        p = p.join(format!("a_rather_long_folder_name_{i}"));
-    }
-    p
-}
-
-fn claude_transcript(config: &std::path::Path, folder: &str) -> String {
-    let transcript = format!(
-        "{}\n",
-        format_args!(
-            r#"{{"type":"assistant","sessionId":"{SESSION}","message":{{"model":"claude-sonnet-4-5","role":"assistant","content":[]}},"uuid":"a1"}}"#
-        )
-    );
-    write(
-        &config
-            .join("projects")
-            .join(folder)
-            .join(format!("{SESSION}.jsonl")),
-        &transcript,
-    );
-    transcript
-}
-
 #[test]
 fn claude_workspaces_with_long_paths_use_the_hashed_folder_name() {
     let t = tmp();
@@ -702,42 +447,27 @@ fn claude_workspaces_with_long_paths_use_the_hashed_folder_name() {
     // A stray copy elsewhere: the workspace's own folder is taken first.
     claude_transcript(&config, "-some-other-project");
     let packet = t.path().join("p.tar");
-    let r = pack(
-        &ws,
-        &packet,
-        &[
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--claude-config-dir",
-            s(&config),
-        ],
-    );
+    let r = pack(&ws, &packet, &claude_flags(&config));
     assert_eq!(
         r["harness"]["source_path"],
         s(&config
             .join("projects")
             .join(&folder)
-            .join(format!("{SESSION}.jsonl")))
+            .join(format!("{CLAUDE_SESSION}.jsonl")))
     );
     let new_ws = long_dir(t.path(), "new");
     let new_config = t.path().join("claude2");
-    let u = ok(&[
-        "unpack",
-        s(&packet),
-        "--digest",
+    let u = ok(&unpack_args(
+        &packet,
         r["digest"].as_str().unwrap(),
-        "--into",
-        s(&new_ws),
-        "--claude-config-dir",
-        s(&new_config),
-    ]);
+        &new_ws,
+        &["--claude-config-dir", s(&new_config)],
+    ));
     let restored = fs::canonicalize(&new_config)
         .unwrap()
         .join("projects")
         .join(claude_folder(&fs::canonicalize(&new_ws).unwrap()))
-        .join(format!("{SESSION}.jsonl"));
+        .join(format!("{CLAUDE_SESSION}.jsonl"));
     assert_eq!(u["harness"]["rollout_path"], s(&restored));
     assert_eq!(fs::read_to_string(&restored).unwrap(), transcript);
 }
@@ -758,43 +488,22 @@ fn claude_code_project_dir_name_names_the_folder() {
     };
     let r = run_with(
         "chosen-name",
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&packet),
-            "--harness",
-            "claude",
-            "--session",
-            SESSION,
-            "--claude-config-dir",
-            s(&config),
-        ],
+        &pack_args(&ws, &packet, &claude_flags(&config)),
     );
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     let digest = r.json()["digest"].as_str().unwrap().to_owned();
     let new_config = t.path().join("claude2");
     let unpack = |name: &str, into: &str| {
-        run_with(
-            name,
-            &[
-                "unpack",
-                s(&packet),
-                "--digest",
-                &digest,
-                "--into",
-                s(&t.path().join(into)),
-                "--claude-config-dir",
-                s(&new_config),
-            ],
-        )
+        let into = t.path().join(into);
+        let flags = ["--claude-config-dir", s(&new_config)];
+        run_with(name, &unpack_args(&packet, &digest, &into, &flags))
     };
     let u = unpack("restored-here", "out");
     assert_eq!(u.code, 0, "{}", String::from_utf8_lossy(&u.stdout));
     let restored = fs::canonicalize(&new_config)
         .unwrap()
         .join("projects/restored-here")
-        .join(format!("{SESSION}.jsonl"));
+        .join(format!("{CLAUDE_SESSION}.jsonl"));
     assert_eq!(u.json()["harness"]["rollout_path"], s(&restored));
     let bad = unpack("../escape", "out2");
     assert_eq!(bad.code, 5);
@@ -807,13 +516,10 @@ fn claude_code_project_dir_name_names_the_folder() {
 #[test]
 fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace() {
     let t = tmp();
-    let bin = fake_opencode(t.path());
+    let opencode = Opencode::new(t.path());
     let a = opencode_box(t.path(), "a");
     let export = export_json(&["msg_1", "msg_2"]);
-    write(
-        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
-        &export,
-    );
+    write(&a.session(), &export);
     let ws = t.path().join("a/ws");
     write(&ws.join("app.js"), "console.log(1)\n");
     // OpenCode's state inside the workspace (a project-local data folder) is
@@ -824,21 +530,7 @@ fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace()
     );
     write(&ws.join(".local/share/opencode/auth.json"), "{}");
     let packet = t.path().join("p.tar");
-    let r = oc(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&packet),
-            "--harness",
-            "opencode",
-            "--session",
-            OC_SESSION,
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &a,
-    );
+    let r = opencode.pack(&a, &ws, &packet);
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     let r = r.json();
     let member = format!("harness/opencode/{OC_SESSION}.json");
@@ -878,54 +570,27 @@ fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace()
         "{rules:?}"
     );
     let digest = r["digest"].as_str().unwrap().to_owned();
+    let unpack =
+        |b: &OpencodeBox, into: &str| opencode.unpack(b, &packet, &digest, &t.path().join(into));
 
     // Box B: without --opencode-import the export is verified, not imported.
     let b = opencode_box(t.path(), "b");
-    let u = oc(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            &digest,
-            "--into",
-            s(&t.path().join("b/plain")),
-        ],
-        &b,
-    );
+    let plain = t.path().join("b/plain");
+    let u = oc(&unpack_args(&packet, &digest, &plain, &[]), &b);
     assert_eq!(u.code, 0);
     assert_eq!(u.json()["harness"]["restored"], false);
-    assert!(!b
-        .data
-        .join("sessions")
-        .join(format!("{OC_SESSION}.json"))
-        .exists());
+    assert!(!b.session().exists());
 
     // With it: imported from inside the new workspace.
     let new_ws = t.path().join("b/elsewhere/ws2");
-    let u = oc(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            &digest,
-            "--into",
-            s(&new_ws),
-            "--opencode-import",
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    let u = unpack(&b, "b/elsewhere/ws2");
     assert_eq!(u.code, 0, "{}", String::from_utf8_lossy(&u.stdout));
     let u = u.json();
     assert_eq!(u["harness"]["restored"], true);
     assert_eq!(u["harness"]["rollout_path"], Value::Null);
     assert_eq!(u["harness"]["messages"], 2);
     assert_eq!(u["harness"]["last_message"], "msg_2");
-    assert_eq!(
-        fs::read_to_string(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap(),
-        export
-    );
+    assert_eq!(fs::read_to_string(b.session()).unwrap(), export);
     assert_eq!(
         fs::read_to_string(b.data.join("import-cwd"))
             .unwrap()
@@ -938,18 +603,8 @@ fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace()
     );
     assert!(!new_ws.join(".local/share/opencode/opencode.db").exists());
     assert!(!new_ws.join(".local/share/opencode/auth.json").exists());
-    let cp = t.path().join("cp.json");
-    fs::write(&cp, serde_json::to_vec(&u).unwrap()).unwrap();
-    let c = oc(
-        &[
-            "restore-check",
-            "--checkpoint",
-            s(&cp),
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    let cp = checkpoint_file(t.path().join("cp.json"), &u);
+    let c = opencode.restore_check(&b, &cp);
     assert_eq!(c.code, 0, "{}", String::from_utf8_lossy(&c.stdout));
     let c = c.json();
     assert_eq!(c["rollout_path"], Value::Null);
@@ -959,117 +614,45 @@ fn opencode_sessions_travel_as_an_export_and_are_imported_in_the_new_workspace()
     );
 
     // The same session again: nothing to import, nothing refused.
-    let again = oc(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            &digest,
-            "--into",
-            s(&t.path().join("b/again")),
-            "--opencode-import",
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    let again = unpack(&b, "b/again");
     assert_eq!(again.code, 0, "{}", String::from_utf8_lossy(&again.stdout));
+
+    // An earlier version of the session is brought forward.
+    b.holds(&["msg_1"]);
+    let forward = unpack(&b, "b/forward");
+    assert_eq!(
+        forward.code,
+        0,
+        "{}",
+        String::from_utf8_lossy(&forward.stdout)
+    );
+    assert_eq!(forward.json()["harness"]["messages"], 2);
+    assert_eq!(fs::read_to_string(b.session()).unwrap(), export);
 
     // Another copy of the session with other messages is never replaced.
     let other = export_json(&["msg_1", "msg_9"]);
-    write(
-        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
-        &other,
-    );
-    let j = oc(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            &digest,
-            "--into",
-            s(&t.path().join("b/clash")),
-            "--opencode-import",
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    write(&b.session(), &other);
+    let j = unpack(&b, "b/clash");
     assert_eq!(j.code, 5);
     assert_eq!(j.json()["code"], "opencode_session_conflict");
     assert!(!t.path().join("b/clash").exists());
-    assert_eq!(
-        fs::read_to_string(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap(),
-        other
-    );
-    let c = oc(
-        &[
-            "restore-check",
-            "--checkpoint",
-            s(&cp),
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    assert_eq!(fs::read_to_string(b.session()).unwrap(), other);
+    let c = opencode.restore_check(&b, &cp);
     assert_eq!(c.json()["code"], "opencode_session_conflict");
     // A session resumed since (more messages after the packet's) passes.
-    write(
-        &b.data.join("sessions").join(format!("{OC_SESSION}.json")),
-        export_json(&["msg_1", "msg_2", "msg_3"]),
-    );
-    let c = oc(
-        &[
-            "restore-check",
-            "--checkpoint",
-            s(&cp),
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    b.holds(&["msg_1", "msg_2", "msg_3"]);
+    let c = opencode.restore_check(&b, &cp);
     assert_eq!(c.code, 0);
-    fs::remove_file(b.data.join("sessions").join(format!("{OC_SESSION}.json"))).unwrap();
-    let c = oc(
-        &[
-            "restore-check",
-            "--checkpoint",
-            s(&cp),
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    fs::remove_file(b.session()).unwrap();
+    let c = opencode.restore_check(&b, &cp);
     assert_eq!(c.json()["code"], "rollout_unavailable");
 
     // An OpenCode older than the exporter is refused before anything is written.
     write(&b.data.join("version"), "1.9.0\n");
-    let j = oc(
-        &[
-            "unpack",
-            s(&packet),
-            "--digest",
-            &digest,
-            "--into",
-            s(&t.path().join("b/old")),
-            "--opencode-import",
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    let j = unpack(&b, "b/old");
     assert_eq!(j.json()["code"], "opencode_too_old");
     assert!(!t.path().join("b/old").exists());
-    let c = oc(
-        &[
-            "restore-check",
-            "--checkpoint",
-            s(&cp),
-            "--opencode-bin",
-            s(&bin),
-        ],
-        &b,
-    );
+    let c = opencode.restore_check(&b, &cp);
     assert_eq!(c.json()["code"], "opencode_too_old");
 }
 
@@ -1082,21 +665,15 @@ fn opencode_pack_refusals_name_the_command() {
     write(&ws.join("a"), "x");
     let out = t.path().join("p.tar");
     let pack_with = |bin: &str, id: &str| {
-        oc(
-            &[
-                "pack",
-                s(&ws),
-                "-o",
-                s(&out),
-                "--harness",
-                "opencode",
-                "--session",
-                id,
-                "--opencode-bin",
-                bin,
-            ],
-            &a,
-        )
+        let flags = [
+            "--harness",
+            "opencode",
+            "--session",
+            id,
+            "--opencode-bin",
+            bin,
+        ];
+        oc(&pack_args(&ws, &out, &flags), &a)
     };
     let missing = pack_with(s(&t.path().join("no/opencode")), OC_SESSION);
     assert_eq!(
@@ -1117,17 +694,14 @@ fn opencode_pack_refusals_name_the_command() {
         "usage"
     );
     write(
-        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
+        &a.session(),
         "{\"info\":{\"id\":\"ses_other\"},\"messages\":[]}",
     );
     assert_eq!(
         pack_with(s(&bin), OC_SESSION).json()["code"],
         "session_log_mismatch"
     );
-    write(
-        &a.data.join("sessions").join(format!("{OC_SESSION}.json")),
-        "[]",
-    );
+    write(&a.session(), "[]");
     assert_eq!(
         pack_with(s(&bin), OC_SESSION).json()["code"],
         "session_log_invalid"
@@ -1135,90 +709,31 @@ fn opencode_pack_refusals_name_the_command() {
     assert!(!out.exists());
     // --thread is Codex's.
     fails(
-        &[
-            "pack",
-            s(&ws),
-            "-o",
-            s(&out),
-            "--harness",
-            "opencode",
-            "--thread",
-            THREAD,
-        ],
+        &pack_args(&ws, &out, &["--harness", "opencode", "--thread", THREAD]),
         2,
         "usage",
     );
-}
-
-/// `checkpoint ARGS` on the box `b` (its OpenCode data) whose state and
-/// cache folders are under `host`.
-fn on_box(b: &OpencodeBox, host: &std::path::Path, args: &[&str]) -> Run {
-    let mut cmd = pillbox();
-    cmd.env("XDG_STATE_HOME", host.join("state"))
-        .env("XDG_CACHE_HOME", host.join("cache"))
-        .env_remove("PILLBOX_REMOTE")
-        .arg("checkpoint")
-        .args(args);
-    with_box(&mut cmd, b)
 }
 
 #[test]
 fn restore_imports_an_opencode_session_fresh_and_in_place() {
     let store = Store::start();
     let t = tmp();
-    let bin = fake_opencode(t.path());
-    let session = |b: &OpencodeBox| b.data.join("sessions").join(format!("{OC_SESSION}.json"));
-    let (host_a, host_b) = (t.path().join("a"), t.path().join("b"));
+    let opencode = Opencode::new(t.path());
+    let save = |b: &OpencodeBox, ws: &Path| opencode.save(b, &store.url, ws);
+    let restore =
+        |b: &OpencodeBox, ws: &Path, extra: &[&str]| opencode.restore(b, &store.url, ws, extra);
     let a = opencode_box(t.path(), "a");
     let b = opencode_box(t.path(), "b");
-    let save = |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path| {
-        let r = on_box(
-            b,
-            host,
-            &[
-                "save",
-                s(ws),
-                "--remote",
-                &store.url,
-                "--ref",
-                "sessions/oc/latest",
-                "--quiet",
-                "--harness",
-                "opencode",
-                "--session",
-                OC_SESSION,
-                "--opencode-bin",
-                s(&bin),
-            ],
-        );
-        assert_eq!(r.code, 0, "save: {}", String::from_utf8_lossy(&r.stdout));
-    };
-    let restore =
-        |b: &OpencodeBox, host: &std::path::Path, ws: &std::path::Path, extra: &[&str]| {
-            let mut args = vec![
-                "restore",
-                "sessions/oc/latest",
-                "--remote",
-                &store.url,
-                "--into",
-                s(ws),
-                "--quiet",
-                "--opencode-import",
-                "--opencode-bin",
-                s(&bin),
-            ];
-            args.extend_from_slice(extra);
-            on_box(b, host, &args)
-        };
     // Turn 1 on A.
-    let ws_a = host_a.join("ws");
+    let ws_a = a.root.join("ws");
     write(&ws_a.join("app.js"), "console.log(1)\n");
-    write(&session(&a), export_json(&["msg_1"]));
-    save(&a, &host_a, &ws_a);
+    a.holds(&["msg_1"]);
+    save(&a, &ws_a);
 
     // Turn 2 on B: restored fresh and imported from inside the workspace.
-    let ws_b = host_b.join("ws");
-    let r = restore(&b, &host_b, &ws_b, &[]);
+    let ws_b = b.root.join("ws");
+    let r = restore(&b, &ws_b, &[]);
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     let v = r.json();
     assert_eq!(v["harness"]["restored"], true, "{v}");
@@ -1226,7 +741,7 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
     assert_eq!(v["harness"]["messages"], 1);
     assert_eq!(v["harness"]["last_message"], "msg_1");
     assert_eq!(
-        fs::read_to_string(session(&b)).unwrap(),
+        fs::read_to_string(b.session()).unwrap(),
         export_json(&["msg_1"])
     );
     assert_eq!(
@@ -1236,12 +751,12 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
         s(&fs::canonicalize(&ws_b).unwrap())
     );
     write(&ws_b.join("app.js"), "console.log(2)\n");
-    write(&session(&b), export_json(&["msg_1", "msg_2"]));
-    save(&b, &host_b, &ws_b);
+    b.holds(&["msg_1", "msg_2"]);
+    save(&b, &ws_b);
 
     // Turn 3 on A, in place: A's copy is the start of the checkpoint's,
     // so the checkpoint's is imported over it.
-    let r = restore(&a, &host_a, &ws_a, &[]);
+    let r = restore(&a, &ws_a, &[]);
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     let v = r.json();
     assert_eq!(v["harness"]["restored"], true, "{v}");
@@ -1252,47 +767,153 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
         "console.log(2)\n"
     );
     assert_eq!(
-        fs::read_to_string(session(&a)).unwrap(),
+        fs::read_to_string(a.session()).unwrap(),
         export_json(&["msg_1", "msg_2"])
     );
 
     // Restored again with nothing new: A holds the same session, and
     // nothing is imported.
     fs::remove_file(a.data.join("import-cwd")).unwrap();
-    let r = restore(&a, &host_a, &ws_a, &[]);
+    let r = restore(&a, &ws_a, &[]);
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["harness"]["restored"], true);
     assert!(!a.data.join("import-cwd").exists());
 
     // A's copy went its own way: refused, and kept, unless --discard-local.
-    write(&session(&a), export_json(&["msg_1", "msg_x"]));
+    a.holds(&["msg_1", "msg_x"]);
     write(&ws_b.join("app.js"), "console.log(3)\n");
-    write(&session(&b), export_json(&["msg_1", "msg_2", "msg_3"]));
-    save(&b, &host_b, &ws_b);
-    let r = restore(&a, &host_a, &ws_a, &[]);
+    b.holds(&["msg_1", "msg_2", "msg_3"]);
+    save(&b, &ws_b);
+    let r = restore(&a, &ws_a, &[]);
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["code"], "opencode_session_conflict");
     assert_eq!(
-        fs::read_to_string(session(&a)).unwrap(),
+        fs::read_to_string(a.session()).unwrap(),
         export_json(&["msg_1", "msg_x"])
     );
     assert_eq!(
         fs::read_to_string(ws_a.join("app.js")).unwrap(),
         "console.log(2)\n"
     );
-    let r = restore(&a, &host_a, &ws_a, &["--discard-local"]);
+    let r = restore(&a, &ws_a, &["--discard-local"]);
     assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["harness"]["messages"], 3);
     assert_eq!(
-        fs::read_to_string(session(&a)).unwrap(),
+        fs::read_to_string(a.session()).unwrap(),
         export_json(&["msg_1", "msg_2", "msg_3"])
     );
 
-    // Into an empty folder, a copy with other messages is refused even
-    // when it is the start of the checkpoint's.
+    // Into an empty folder, an earlier version of the session is brought
+    // forward too; a copy that went its own way is refused, and nothing is
+    // restored.
     let c = opencode_box(t.path(), "c");
-    write(&session(&c), export_json(&["msg_1"]));
-    let r = restore(&c, &t.path().join("c"), &t.path().join("c/ws"), &[]);
+    c.holds(&["msg_1"]);
+    let r = restore(&c, &c.root.join("ws"), &[]);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["harness"]["messages"], 3);
+    assert_eq!(
+        fs::read_to_string(c.session()).unwrap(),
+        export_json(&["msg_1", "msg_2", "msg_3"])
+    );
+    let d = opencode_box(t.path(), "d");
+    d.holds(&["msg_1", "msg_y"]);
+    let r = restore(&d, &d.root.join("ws"), &[]);
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
     assert_eq!(r.json()["code"], "opencode_session_conflict");
+    assert!(!t.path().join("d/ws").exists());
+    assert_eq!(
+        fs::read_to_string(d.session()).unwrap(),
+        export_json(&["msg_1", "msg_y"])
+    );
+}
+
+#[test]
+fn an_in_place_restore_checks_the_opencode_program_and_export_as_unpack_does() {
+    use packet_core::in_memory::{build, Source};
+    use packet_core::{Harness, HarnessKind, Limits};
+    let store = Store::start();
+    let t = tmp();
+    let opencode = Opencode::new(t.path());
+    let restore = |b: &OpencodeBox, ws: &Path| opencode.restore(b, &store.url, ws, &[]);
+    let a = opencode_box(t.path(), "a");
+    let b = opencode_box(t.path(), "b");
+    let ws_a = a.root.join("ws");
+    write(&ws_a.join("app.js"), "console.log(1)\n");
+    a.holds(&["msg_1"]);
+    opencode.save(&a, &store.url, &ws_a);
+    let ws_b = b.root.join("ws");
+    let r = restore(&b, &ws_b);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    write(&ws_a.join("app.js"), "console.log(2)\n");
+    a.holds(&["msg_1", "msg_2"]);
+    opencode.save(&a, &store.url, &ws_a);
+    let unchanged = |b: &OpencodeBox| {
+        assert_eq!(
+            fs::read_to_string(ws_b.join("app.js")).unwrap(),
+            "console.log(1)\n"
+        );
+        assert_eq!(
+            fs::read_to_string(b.session()).unwrap(),
+            export_json(&["msg_1"])
+        );
+    };
+
+    // An OpenCode older than the exporter: refused before anything changes.
+    write(&b.data.join("version"), "1.9.0\n");
+    let r = restore(&b, &ws_b);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(r.json()["code"], "opencode_too_old");
+    unchanged(&b);
+    fs::remove_file(b.data.join("version")).unwrap();
+
+    // A checkpoint whose export is not harness/opencode/<session>.json.
+    let stray = format!("harness/opencode/copy-of-{OC_SESSION}.json");
+    let file = |path: &str, text: &str| Source::File {
+        path: path.into(),
+        contents: text.as_bytes().to_vec(),
+        executable: false,
+    };
+    let dir = |path: &str| Source::Dir { path: path.into() };
+    let built = build(
+        &[
+            dir("harness"),
+            dir("harness/opencode"),
+            file(&stray, &export_json(&["msg_1", "msg_2"])),
+            dir("workspace"),
+            file("workspace/app.js", "console.log(3)\n"),
+        ],
+        Some(Harness {
+            kind: HarnessKind::Opencode,
+            model: Some("claude-sonnet-4-5".into()),
+            session_log: stray.clone(),
+            session_id: OC_SESSION.into(),
+            provider: Some("anthropic".into()),
+            version: Some("1.18.33".into()),
+        }),
+        vec![],
+        &Limits::FORMAT,
+    )
+    .unwrap();
+    let packet = t.path().join("stray.tar");
+    fs::write(&packet, &built.bytes).unwrap();
+    let args = [
+        "push",
+        s(&packet),
+        "--remote",
+        &store.url,
+        "--ref",
+        OC_REF,
+        "--quiet",
+    ];
+    let r = a.checkpoint(&args);
+    assert_eq!(r.code, 0, "push: {}", String::from_utf8_lossy(&r.stdout));
+    let fresh = restore(&b, &b.root.join("fresh"));
+    assert_eq!(fresh.code, 5, "{}", String::from_utf8_lossy(&fresh.stdout));
+    assert_eq!(fresh.json()["code"], "session_log_invalid");
+    let r = restore(&b, &ws_b);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    let j = r.json();
+    assert_eq!(j["code"], "session_log_invalid");
+    assert_eq!(j["path"], stray.as_str());
+    unchanged(&b);
 }

@@ -41,6 +41,7 @@
 //! | [`pushes`] | `/v1/pushes/…` (JSON), and the chunk request of `POST /v1/packets/{digest}/chunks` |
 //! | [`chunking`] | how bodies and `packet.json` are cut and chunks compressed (the one table) |
 //! | [`chunks`] | the chunk batch, `application/x-pillbox-chunks` (binary) |
+//! | [`frames`] | a chunk frame's shape, read from its headers before it is decoded (the Worker's and the CLI's one check) |
 //! | [`recipes`] | recipes (`application/x-pillbox-recipes`) and a push's create body (`application/x-pillbox-push`), binary |
 //! | [`binary`] | the binary bodies' refusals and their codes |
 //! | [`problem`] | every refusal |
@@ -55,6 +56,7 @@ pub mod binary;
 pub mod chunking;
 pub mod chunks;
 pub mod codes;
+pub mod frames;
 pub mod info;
 pub mod packets;
 pub mod problem;

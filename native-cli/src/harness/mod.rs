@@ -159,21 +159,20 @@ pub fn session_noun(name: &str) -> &'static str {
 /// restored one by running its program once the workspace is in place
 /// (OpenCode's `opencode import`).
 pub trait Importer: Sync {
-    /// Before any byte of the packet is read: refuses a `program` that
+    /// Before any body of the packet is read: refuses a `program` that
     /// cannot take the session (one older than the harness that wrote it).
     fn check(&self, program: &Path, harness: &Harness, workspace: &Path) -> Result<()>;
-    /// The file, in its staging folder, the session is staged as.
-    fn staged_name(&self, harness: &Harness) -> String;
     /// Once the packet verified, before anything moves: what the staged
     /// `file` holds, and whether the harness needs it given its own copy
-    /// of the session (`local` says which copies are refused).
+    /// of the session (`diverged` says what becomes of a copy that went
+    /// its own way).
     fn prepare(
         &self,
         program: &Path,
         harness: &Harness,
         file: PathBuf,
         workspace: &Path,
-        local: LocalCopy,
+        diverged: Diverged,
     ) -> Result<Import>;
     /// Hands the staged `file` to the harness, from inside the restored
     /// workspace.
@@ -205,9 +204,9 @@ impl<'a> PendingImport<'a> {
         harness: &Harness,
         file: PathBuf,
         workspace: &Path,
-        local: LocalCopy,
+        diverged: Diverged,
     ) -> Result<PendingImport<'a>> {
-        let import = importer.prepare(program, harness, file, workspace, local)?;
+        let import = importer.prepare(program, harness, file, workspace, diverged)?;
         Ok(PendingImport {
             program,
             importer,
@@ -233,18 +232,17 @@ impl<'a> PendingImport<'a> {
     }
 }
 
-/// What a restore makes of the harness's own copy of a session when it
-/// holds other messages than the packet's.
-#[derive(Clone, Copy, Debug)]
-pub enum LocalCopy {
-    /// Refused (a restore into an empty folder).
+/// What a restore does with the harness's own copy of a session that went
+/// its own way: one with messages the packet's lacks. Any other copy is
+/// settled the same way by unpack and every restore: the packet's session
+/// itself is left as it is, and an earlier version of it (its messages the
+/// start of the packet's) is brought forward, which loses nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diverged {
+    /// Refused (unpack; a restore without `--discard-local`).
     Refused,
-    /// Brought forward when it is the start of the packet's; any other is
-    /// refused unless `discard` (a restore over a checkpoint).
-    Forward {
-        /// `--discard-local`.
-        discard: bool,
-    },
+    /// Imported over (a restore in place with `--discard-local`).
+    ImportedOver,
 }
 
 /// Where a restore puts one harness's state.

@@ -24,7 +24,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::flags::{CommandLine, Home, IdFlag, PathFlag, ProgramFlag, Restore, Switch};
-use super::{Adapter, Import, Importer, LocalCopy, LocateRequest, Located, RestorePlan};
+use super::{Adapter, Diverged, Import, Importer, LocateRequest, Located, RestorePlan};
 use crate::error::{CliError, Refused, Result};
 use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
@@ -243,7 +243,7 @@ impl Adapter for Opencode {
         Ok(RestorePlan {
             moves: Vec::new(),
             rollout_path: None,
-            import: Some(self.staged_name(harness)),
+            import: Some(format!("{}.json", harness.session_id)),
         })
     }
 }
@@ -256,39 +256,25 @@ impl Importer for Opencode {
         check_not_older(program, &local, harness.version.as_deref())
     }
 
-    fn staged_name(&self, harness: &Harness) -> String {
-        format!("{}.json", harness.session_id)
-    }
-
     /// Reads the staged export and compares it with this machine's copy of
-    /// the session, if any: `opencode import` would replace a copy with
-    /// other messages.
+    /// the session, if any ([`import_needed`]).
     fn prepare(
         &self,
         program: &Path,
         harness: &Harness,
         file: PathBuf,
         workspace: &Path,
-        local: LocalCopy,
+        diverged: Diverged,
     ) -> Result<Import> {
         let summary = Summary::read(&file)?;
         let session = &harness.session_id;
-        let needed = match local_session(program, session, workspace)? {
-            None => true,
-            Some(copy) if copy.message_ids == summary.message_ids => false,
-            Some(copy) => match local {
-                LocalCopy::Forward { .. } if summary.message_ids.starts_with(&copy.message_ids) => {
-                    true
-                }
-                LocalCopy::Forward { discard: true } => true,
-                LocalCopy::Forward { discard: false } | LocalCopy::Refused => {
-                    return Err(Refused::OpencodeSessionConflict {
-                        id: session.clone(),
-                    }
-                    .into())
-                }
-            },
-        };
+        let local = local_session(program, session, workspace)?;
+        let needed = import_needed(
+            session,
+            local.as_ref().map(|c| c.message_ids.as_slice()),
+            &summary.message_ids,
+            diverged,
+        )?;
         Ok(Import {
             file,
             message_ids: summary.message_ids,
@@ -307,6 +293,32 @@ impl Importer for Opencode {
         }
         Ok(())
     }
+}
+
+/// Whether session `id`, whose export holds the messages `packet`, is to
+/// be imported given this machine's copy of it (`local`, its messages).
+/// `opencode import` adds the messages and parts it does not hold and
+/// keeps the ones it does (observed with 1.18.33): no copy, or an earlier
+/// version of the session (its messages the start of `packet`), becomes
+/// the packet's session, losing nothing; the same messages need nothing;
+/// a copy that went its own way (messages `packet` lacks) would be mixed
+/// with the packet's, and is refused unless `diverged` says otherwise.
+fn import_needed(
+    id: &str,
+    local: Option<&[String]>,
+    packet: &[String],
+    diverged: Diverged,
+) -> Result<bool> {
+    let Some(local) = local else {
+        return Ok(true);
+    };
+    if local == packet {
+        return Ok(false);
+    }
+    if packet.starts_with(local) || diverged == Diverged::ImportedOver {
+        return Ok(true);
+    }
+    Err(Refused::OpencodeSessionConflict { id: id.to_owned() }.into())
 }
 
 /// The command line as a person would type it, for messages.
@@ -719,6 +731,37 @@ mod tests {
         );
         std::fs::write(&p, "not json").unwrap();
         assert_eq!(Summary::read(&p).unwrap_err().code(), "session_log_invalid");
+    }
+
+    #[test]
+    fn a_copy_of_the_session_is_brought_forward_unless_it_went_its_own_way() {
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let packet = ids(&["m1", "m2", "m3"]);
+        let needed = |local: Option<&[&str]>, diverged| {
+            let local = local.map(ids);
+            import_needed("ses_x", local.as_deref(), &packet, diverged)
+        };
+        for diverged in [Diverged::Refused, Diverged::ImportedOver] {
+            // None here, or an earlier version: imported.
+            assert!(needed(None, diverged).unwrap());
+            assert!(needed(Some(&[]), diverged).unwrap());
+            assert!(needed(Some(&["m1"]), diverged).unwrap());
+            assert!(needed(Some(&["m1", "m2"]), diverged).unwrap());
+            // The same session: nothing to do.
+            assert!(!needed(Some(&["m1", "m2", "m3"]), diverged).unwrap());
+        }
+        // Its own way: other messages, messages out of order, or more
+        // (resumed since).
+        for local in [
+            &["m1", "mx"][..],
+            &["m2"],
+            &["m2", "m1"],
+            &["m1", "m2", "m3", "m4"],
+        ] {
+            let e = needed(Some(local), Diverged::Refused).unwrap_err();
+            assert_eq!(e.code(), "opencode_session_conflict", "{local:?}");
+            assert!(needed(Some(local), Diverged::ImportedOver).unwrap());
+        }
     }
 
     #[test]

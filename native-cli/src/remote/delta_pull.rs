@@ -7,9 +7,11 @@
 //! `packet.json`, checked against a /2 packet's name, and its large bodies'
 //! chunk lists); the caller says what this machine holds
 //! ([`DeltaPull::add_bases`], [`DeltaPull::add_cache`], or its own places
-//! in [`DeltaPull::local`]); [`DeltaPull::plan`] asks `pull_plan` where each
-//! body comes from; [`DeltaPull::land`] carries the plan out into the
-//! caller's sink (`land`), and [`DeltaPull::verify`] is the gate: a /2
+//! in [`DeltaPull::local`]): these open and read the files, and what the
+//! files give is decided from data alone in `pull_local`;
+//! [`DeltaPull::plan`] asks `pull_plan` where each body comes from;
+//! [`DeltaPull::land`] carries the plan out into the caller's sink
+//! (`land`), and [`DeltaPull::verify`] is the gate: a /2
 //! packet is accepted only by packet-core's [`Assembly`], once every body
 //! is proven. [`pull_into_file`] writes the packet file this way.
 
@@ -25,7 +27,6 @@ use packet_core::offsets::{Offsets, Piece as PacketPiece};
 use packet_core::{
     Body, Digest, Event, Findings, Limits, Manifest, Reader, ReaderOptions, VerifiedPacket,
 };
-use pillbox_wire::chunking::MAX_CHUNK;
 use pillbox_wire::recipes::ChunkName;
 use serde::Serialize;
 
@@ -34,7 +35,8 @@ use super::fetch::Fetcher;
 use super::land::{self, Landed, Sink, Source};
 use super::packet_path;
 use super::parts::{self, KnownBase, Parts};
-use super::pull_plan::{self, At, BatchLimits, Cut, Earlier, Held, Plan, Wanted};
+pub use super::pull_local::{Bodies, Local, SourceKind};
+use super::pull_plan::{self, At, BatchLimits, Plan};
 use super::Remote;
 use crate::cache::{Cache, PackWriter};
 use crate::chunking::{self, BODIES};
@@ -86,81 +88,6 @@ pub struct DeltaPullReport {
     pub evicted_bytes: u64,
 }
 
-/// The distinct bodies of a packet, in its order, and which members have
-/// each.
-pub struct Bodies {
-    /// The bodies to land, as `pull_plan` takes them.
-    pub wanted: Vec<Wanted>,
-    /// The members (indices into the manifest) that have each body.
-    pub members: Vec<Vec<usize>>,
-}
-
-impl Bodies {
-    /// Every body of `manifest`, cut as `recipes` say (a body with no
-    /// recipe is one chunk when it can be, else kept whole by the store).
-    pub fn of(manifest: &Manifest, recipes: &HashMap<Body, Vec<ChunkName>>) -> Bodies {
-        let mut wanted = Vec::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        let mut slot: HashMap<Body, usize> = HashMap::new();
-        for (i, m) in manifest.members.iter().enumerate() {
-            let Some(body) = m.body() else { continue };
-            if let Some(&s) = slot.get(&body) {
-                members[s].push(i);
-                continue;
-            }
-            let cut = match recipes.get(&body) {
-                Some(chunks) => Cut::Chunks(chunks.clone()),
-                None if body.size <= u64::from(MAX_CHUNK) => Cut::Chunks(vec![ChunkName {
-                    sha256: body.sha256,
-                    size: body.size as u32,
-                }]),
-                None => Cut::Whole,
-            };
-            slot.insert(body, wanted.len());
-            wanted.push(Wanted {
-                body,
-                cut,
-                earlier: None,
-            });
-            members.push(vec![i]);
-        }
-        Bodies { wanted, members }
-    }
-}
-
-/// What this machine holds for a pull: the places, and what is where.
-#[derive(Default)]
-pub struct Local {
-    /// The places (`At::source` numbers index it).
-    pub sources: Vec<Source>,
-    /// What is where.
-    pub held: Held,
-    /// What each source is, for the report.
-    pub kinds: Vec<SourceKind>,
-}
-
-/// What a source is, for the report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceKind {
-    /// `--base` packet number `n`.
-    Base(usize),
-    /// A pack of the chunk cache.
-    Cache,
-    /// `packet.json`'s own chunks.
-    Manifest,
-    /// The workspace (or a harness file) being restored over.
-    Workspace,
-}
-
-impl Local {
-    /// Adds a source; returns its number.
-    pub fn add(&mut self, source: Source, kind: SourceKind) -> usize {
-        self.sources.push(source);
-        self.kinds.push(kind);
-        self.sources.len() - 1
-    }
-}
-
 /// A delta pull being planned and carried out.
 pub struct DeltaPull<'r> {
     fetcher: Fetcher<'r>,
@@ -174,8 +101,6 @@ pub struct DeltaPull<'r> {
     assembly: Option<Assembly>,
     /// The bodies.
     pub bodies: Bodies,
-    /// Where each wanted body's first copy starts in the packet.
-    pub packet_offsets: Vec<u64>,
     /// What this machine holds.
     pub local: Local,
     cache: Option<Mutex<Cache>>,
@@ -209,12 +134,6 @@ impl<'r> DeltaPull<'r> {
         };
         let (manifest, assembly) = describe_manifest(&parts, digest)?;
         let bodies = Bodies::of(&manifest, &parts.recipes);
-        let offsets = Offsets::of(&manifest);
-        let packet_offsets = bodies
-            .members
-            .iter()
-            .map(|m| offsets.data_offsets()[m[0]])
-            .collect();
         let mut local = Local::default();
         if let Some(b) = base {
             // Its packet.json's bytes are a source of body chunks too (a
@@ -228,7 +147,6 @@ impl<'r> DeltaPull<'r> {
             manifest,
             assembly,
             bodies,
-            packet_offsets,
             local,
             cache,
             report: DeltaPullReport {
@@ -251,50 +169,27 @@ impl<'r> DeltaPull<'r> {
     /// path, cut the same way). A file that is not a packet is reported
     /// and left out.
     pub fn add_bases(&mut self, paths: &[PathBuf]) {
-        let by_path: HashMap<&str, usize> = self
-            .bodies
-            .members
-            .iter()
-            .enumerate()
-            .flat_map(|(slot, ms)| {
-                ms.iter()
-                    .map(move |&m| (m, slot))
-                    .collect::<Vec<_>>()
-                    .into_iter()
-            })
-            .map(|(m, slot)| (self.manifest.members[m].path.as_str(), slot))
-            .collect();
         for path in paths {
             let n = self.report.bases.len();
             match open_base(path) {
                 Ok((file, m, offsets)) => {
                     let cuts_file = file.try_clone();
                     let source = self.local.add(Source::File(file), SourceKind::Base(n));
-                    for (member, &at) in m.members.iter().zip(&offsets) {
-                        let Some(body) = member.body() else { continue };
-                        let at = At { source, offset: at };
-                        self.local.held.bodies.entry(body).or_insert(at);
-                        // An earlier version of a large body at this path.
-                        let Some(&slot) = by_path.get(member.path.as_str()) else {
-                            continue;
-                        };
-                        let w = &mut self.bodies.wanted[slot];
-                        if w.body == body || BODIES.is_one_chunk(body.size) {
-                            continue;
-                        }
-                        if !matches!(w.cut, Cut::Chunks(_))
-                            || self.local.held.bodies.contains_key(&w.body)
-                        {
-                            continue;
-                        }
-                        if w.earlier.is_none() {
-                            w.earlier = Some(Earlier { at, len: body.size });
-                        }
+                    let versions = self.bodies.take_base(
+                        &self.manifest,
+                        &m,
+                        &offsets,
+                        source,
+                        &mut self.local.held,
+                    );
+                    // The chunks of each earlier version, cut as the
+                    // store cuts bodies.
+                    for version in versions {
                         let Ok(f) = cuts_file.as_ref() else { continue };
                         let reader = RangeReader {
                             file: f,
-                            at: at.offset,
-                            end: at.offset + body.size,
+                            at: version.at.offset,
+                            end: version.at.offset + version.len,
                         };
                         if let Ok(cut) = chunking::cut(reader, &BODIES, path, |_, _| Ok(())) {
                             for p in cut.pieces {
@@ -302,7 +197,7 @@ impl<'r> DeltaPull<'r> {
                                     .held
                                     .chunks
                                     .entry(p.name())
-                                    .or_insert(at.plus(p.offset));
+                                    .or_insert(version.at.plus(p.offset));
                             }
                         }
                     }
@@ -326,18 +221,7 @@ impl<'r> DeltaPull<'r> {
     /// The chunks the cache holds, of those not held here yet.
     pub fn add_cache(&mut self) {
         let Some(cache) = &self.cache else { return };
-        let mut names: Vec<ChunkName> = Vec::new();
-        for w in &self.bodies.wanted {
-            if self.local.held.bodies.contains_key(&w.body) {
-                continue;
-            }
-            if let Cut::Chunks(list) = &w.cut {
-                names.extend(
-                    list.iter()
-                        .filter(|c| !self.local.held.chunks.contains_key(c)),
-                );
-            }
-        }
+        let names = self.bodies.unheld_chunks(&self.local.held);
         cache_chunks(cache, &names, &mut self.local);
     }
 
@@ -381,7 +265,7 @@ impl<'r> DeltaPull<'r> {
             plan,
             sources: &self.local.sources,
             fetcher: &self.fetcher,
-            packet_offsets: &self.packet_offsets,
+            packet_offsets: &self.bodies.offsets,
             scan,
             sink,
             keep: Some(&keep),
@@ -400,21 +284,6 @@ impl<'r> DeltaPull<'r> {
             }
         }
         Ok(landed)
-    }
-
-    /// Keeps only the bodies `keep` names (the others are at hand already:
-    /// the caller proves them to [`DeltaPull::verify`]).
-    pub fn keep_only(&mut self, keep: impl Fn(&Body) -> bool) {
-        let wanted = std::mem::take(&mut self.bodies.wanted);
-        let members = std::mem::take(&mut self.bodies.members);
-        let offsets = std::mem::take(&mut self.packet_offsets);
-        for ((w, m), o) in wanted.into_iter().zip(members).zip(offsets) {
-            if keep(&w.body) {
-                self.bodies.wanted.push(w);
-                self.bodies.members.push(m);
-                self.packet_offsets.push(o);
-            }
-        }
     }
 
     /// The gate of a /2 packet: every body's proof given to packet-core's
@@ -446,21 +315,15 @@ impl<'r> DeltaPull<'r> {
     /// The report, with what `landed` read from where; the cache marks
     /// what it served as used and evicts.
     pub fn finish(mut self, landed: &Landed) -> Result<DeltaPullReport> {
-        for (n, bytes) in landed.read_from.iter().enumerate() {
-            match self.local.kinds.get(n) {
-                Some(SourceKind::Base(b)) => {
-                    self.report.from_bases_bytes += bytes;
-                    if let Some(r) = self.report.bases.get_mut(*b) {
-                        r.used_bytes += bytes;
-                    }
-                }
-                Some(SourceKind::Cache) => self.report.from_cache_bytes += bytes,
-                Some(SourceKind::Workspace | SourceKind::Manifest) => {
-                    self.report.from_workspace_bytes += bytes;
-                }
-                None => {}
+        let tally = self.local.tally(&landed.read_from);
+        for (b, bytes) in tally.bases {
+            self.report.from_bases_bytes += bytes;
+            if let Some(r) = self.report.bases.get_mut(b) {
+                r.used_bytes += bytes;
             }
         }
+        self.report.from_cache_bytes += tally.cache;
+        self.report.from_workspace_bytes += tally.workspace;
         let fetched = &self.fetcher.fetched;
         use std::sync::atomic::Ordering::Relaxed;
         // Body bytes: packet.json's chunks are not counted, a range is.

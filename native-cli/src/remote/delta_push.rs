@@ -401,7 +401,9 @@ impl<'r> Push2<'r> {
                 .chain(body_items.iter().copied())
                 .filter(|i| once.insert(i.sha256))
                 .collect();
-            let (batch, sent) = self.batch(&items, true)?;
+            let Some((batch, sent)) = self.batch(&items, true, None)? else {
+                return Err(unlimited_batch_stopped());
+            };
             let body = recipes.encode_push(&batch);
             self.report.requests += 1;
             let r = self.remote.send_bytes(
@@ -569,20 +571,15 @@ impl<'r> Push2<'r> {
     }
 
     /// Reads `items` (each checked against its name), frames each and
-    /// encodes the batch; returns it and what it carries.
-    fn batch(&self, items: &[Item], zstd_ok: bool) -> Result<(Vec<u8>, Sent)> {
-        self.batch_within(items, zstd_ok, u64::MAX)
-            .map(|b| b.unwrap_or_default())
-    }
-
-    /// [`Self::batch`], or none as soon as the frames come to more than
-    /// `limit` bytes as sent (what is held stays within the limit and one
-    /// frame).
-    fn batch_within(
+    /// encodes the batch; returns it and what it carries. Given a `limit`,
+    /// none as soon as the frames come to more than `limit` bytes as sent
+    /// (what is held stays within the limit and one frame); without one,
+    /// always the batch.
+    fn batch(
         &self,
         items: &[Item],
         zstd_ok: bool,
-        limit: u64,
+        limit: Option<u64>,
     ) -> Result<Option<(Vec<u8>, Sent)>> {
         let mut frames = Vec::with_capacity(items.len());
         let mut stored: Vec<Vec<u8>> = Vec::with_capacity(items.len());
@@ -593,7 +590,7 @@ impl<'r> Push2<'r> {
             sent.chunks += 1;
             sent.raw += u64::from(frame.raw_size);
             sent.stored += u64::from(frame.stored_size);
-            if sent.stored > limit {
+            if limit.is_some_and(|limit| sent.stored > limit) {
                 return Ok(None);
             }
             frames.push(frame);
@@ -850,11 +847,13 @@ impl<'r> Push2<'r> {
         spare: &AtomicU32,
     ) -> Result<Sent> {
         let limit = session.part_limits.max_bytes;
-        let Some((batch, sent)) = self.batch_within(part, zstd_ok, limit)? else {
+        let Some((batch, sent)) = self.batch(part, zstd_ok, Some(limit))? else {
             let mut all = Sent::default();
             for range in parts_of(part, &session.part_limits, false) {
                 let n = spare.fetch_add(1, Ordering::Relaxed);
-                let (batch, sent) = self.batch(&part[range.clone()], zstd_ok)?;
+                let Some((batch, sent)) = self.batch(&part[range.clone()], zstd_ok, None)? else {
+                    return Err(unlimited_batch_stopped());
+                };
                 self.put_part(session, n, &part[range], &batch)?;
                 all.chunks += sent.chunks;
                 all.raw += sent.raw;
@@ -1055,6 +1054,11 @@ fn cut_all(
         return Err(CliError::Bug("a body was not cut".into()));
     }
     Ok(out)
+}
+
+/// [`Push2::batch`] stopped a batch it was given no limit for.
+fn unlimited_batch_stopped() -> CliError {
+    CliError::Bug("a batch with no limit was stopped".into())
 }
 
 /// Groups `items` into parts within the store's limits, in order. Sizes

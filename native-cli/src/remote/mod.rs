@@ -23,6 +23,7 @@
 //! | `pull` | `pull`: a delta pull, or a download verified as it arrives, continued after a drop |
 //! | `delta_pull` | delta pull: what the packet is made of, what this machine holds (bases, the cache, a workspace), the plan carried out into a sink, the Assembly gate |
 //! | `parts` | `packet.json` and the large bodies' chunk lists: recipes (with a base), manifest chunks held here or fetched |
+//! | `pull_local` | what a delta pull wants and what this machine holds for it: the bodies, what a base gives, what to ask the cache for, where the bytes came from (pure) |
 //! | `pull_plan` | the pure plan: where each body's pieces come from, which chunks to fetch in which batches |
 //! | `fetch` | `POST …/chunks` batches several at a time (frames decoded on the receiving thread) and `Range` reads |
 //! | `land` | carrying a plan out: pieces read or fetched, each hashed, written to a sink; each body proven and scanned |
@@ -40,6 +41,7 @@ pub mod land;
 mod log;
 pub mod parts;
 mod pull;
+mod pull_local;
 pub mod pull_plan;
 mod push;
 mod refs;

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use packet_core::secrets::Scanner;
 use packet_core::{
-    git, scan_class, Body, BodyFindings, BodyScanner, Entry, HarnessKind, Kind, Limits, Manifest,
-    VerifiedPacket,
+    git, scan_class, Body, BodyFindings, BodyScanner, Entry, Harness, HarnessKind, Kind, Limits,
+    Manifest, VerifiedPacket,
 };
 use rustix::fs::{
     fchmod, fstat, mkdirat, renameat, symlinkat, unlinkat, AtFlags, FileType, Mode, OFlags,
@@ -30,7 +30,7 @@ use super::recording::{self, Checkpoint, Recorder, Stats};
 use super::scan::{self, Change, ChangeKind, Expected, HarnessPlace, Known, Scan};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, Destinations, LocalCopy, PendingImport, RestorePlan};
+use crate::harness::{self, Destinations, Diverged, Importer, PendingImport, RestorePlan};
 use crate::progress::Progress;
 use crate::record::Record;
 use crate::remote::delta_pull::{DeltaPull, DeltaPullReport, SourceKind};
@@ -40,7 +40,7 @@ use crate::remote::pull_plan::{At, Cut, Earlier};
 use crate::remote::{self, PullSources, PullTarget, Remote};
 use crate::report::HarnessReport;
 use crate::unpack::{
-    Created, GitNeutralized, RemovedSetting, Staging, Target, UnpackRequest, DIR_MODE,
+    self, Created, GitNeutralized, RemovedSetting, Staging, Target, UnpackRequest, DIR_MODE,
     GIT_CONFIG_MAX, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
 };
 use crate::walk::open_beneath;
@@ -182,10 +182,20 @@ pub fn restore(
         created.dir_all(home)?;
         let home = std::fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
         let plan = harness::adapter(h.kind).restore_plan(&home, h, &new, &workspace)?;
-        crate::unpack::confine_harness_symlinks(&new, h.kind, &plan)?;
+        unpack::confine_harness_symlinks(&new, h.kind, &plan)?;
         new_places = places_of(&new, h.kind, &plan);
         harness_plan = Some(plan);
     }
+    // A session handed to its harness's program: the program and where the
+    // checkpoint holds the session are checked as unpack checks them,
+    // before any body is fetched.
+    let staged_import = match &new.harness {
+        Some(h) => match request.harness.program(h.kind) {
+            Some(program) => StagedImport::prepare(program, h, &new, &workspace)?,
+            None => None,
+        },
+        None => None,
+    };
     let unscanned: Vec<HarnessPlace<'_>> = new_places
         .iter()
         .filter(|(m, _)| !scan.found.contains_key(m.as_str()))
@@ -209,7 +219,7 @@ pub fn restore(
     let actions = Actions::of(&new, &scan, &harness_dest, &folder.path, discard_local);
     refuse_changes(&folder.path, &actions.conflicts, discard_local)?;
     let stored: Vec<Body> = actions.kept_bodies.iter().copied().collect();
-    pull.keep_only(|b| actions.wanted.contains(b));
+    pull.bodies.keep_only(|b| actions.wanted.contains(b));
 
     // What the folder holds already, for the bodies that change.
     add_workspace_sources(
@@ -238,19 +248,6 @@ pub fn restore(
     let ws_staging = Staging::create_named(&folder, &ws_name)?;
     let harness_staging = match &harness_staging_home {
         Some(h) => Some(Staging::create_named(&Target::harness_home(h)?, &ws_name)?),
-        None => None,
-    };
-    // A session handed to its harness's program is staged to be imported.
-    let importing = new
-        .harness
-        .as_ref()
-        .and_then(|h| Some((h, request.harness.program(h.kind)?)));
-    let staged_import = match importing {
-        Some((h, (_, importer))) => Some(StagedImport {
-            staging: Staging::create(&Target::harness_home(&std::env::temp_dir())?)?,
-            member: h.session_log.clone(),
-            name: importer.staged_name(h),
-        }),
         None => None,
     };
     let sink = staged_sink(
@@ -299,17 +296,24 @@ pub fn restore(
         ));
     };
 
-    // A session to import: imported only if this machine's copy, if any,
-    // is the start of the checkpoint's.
-    let import = match (importing, &staged_import) {
-        (Some((h, program)), Some(staged)) => {
+    // A session to import: imported unless this machine holds it already;
+    // a copy of it that went its own way only with --discard-local.
+    let import = match &staged_import {
+        Some(staged) => {
             let file = staged.staging.path.join(&staged.name);
-            let local = LocalCopy::Forward {
-                discard: discard_local,
+            let diverged = match discard_local {
+                true => Diverged::ImportedOver,
+                false => Diverged::Refused,
             };
-            Some(PendingImport::prepare(program, h, file, &workspace, local)?)
+            Some(PendingImport::prepare(
+                staged.program,
+                staged.harness,
+                file,
+                &workspace,
+                diverged,
+            )?)
         }
-        _ => None,
+        None => None,
     };
 
     // Everything verified: the journal names the destination, then the
@@ -889,12 +893,35 @@ fn add_workspace_sources(
     Ok(())
 }
 
-/// A session log staged to be imported: the member, and the file in
-/// `staging` it is staged as.
-struct StagedImport {
+/// A session staged to be imported by its harness's program: the member,
+/// and the file in `staging` it is staged as.
+struct StagedImport<'a> {
+    program: (&'a Path, &'static dyn Importer),
+    harness: &'a Harness,
     staging: Staging,
     member: String,
     name: String,
+}
+
+impl<'a> StagedImport<'a> {
+    /// The program's check and the adapter's plan, as unpack makes them
+    /// ([`unpack::prepare_import`]); `None` when the plan imports nothing.
+    fn prepare(
+        program: (&'a Path, &'static dyn Importer),
+        harness: &'a Harness,
+        new: &Manifest,
+        workspace: &Path,
+    ) -> Result<Option<StagedImport<'a>>> {
+        let (plan, staging) =
+            unpack::prepare_import(program.0, program.1, new, harness, workspace)?;
+        Ok(plan.import.map(|name| StagedImport {
+            program,
+            harness,
+            staging,
+            member: harness.session_log.clone(),
+            name,
+        }))
+    }
 }
 
 /// Where each landed body is staged: in the workspace's staging folder

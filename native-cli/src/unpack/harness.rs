@@ -1,17 +1,19 @@
 //! Where a packet's harness state goes, decided from its manifest before
 //! any body is read: its destination (a folder, or the harness's program),
-//! the adapter's plan, and a staging folder; and the check that keeps a
-//! harness symlink inside the folder it is restored as.
+//! the adapter's plan, and a staging folder; for a harness restored by its
+//! program, the program's check, which a restore in place makes too; and
+//! the check that keeps a harness symlink inside the folder it is restored
+//! as.
 
 use std::fs;
 use std::path::Path;
 
-use packet_core::{Kind, Limits};
+use packet_core::{Harness, Kind, Limits, Manifest};
 
 use super::target::{Created, Staging, Target};
 use super::UnpackRequest;
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{self, Destination, RestorePlan};
+use crate::harness::{self, Destination, Importer, RestorePlan};
 
 /// Where harness members go while the packet is read, and then for good.
 pub(crate) struct HarnessTarget {
@@ -26,7 +28,7 @@ pub(crate) struct HarnessTarget {
 /// in the home (for a harness restored by its program, which is checked
 /// first, in the temporary folder).
 pub(crate) fn prepare_harness(
-    m: &packet_core::Manifest,
+    m: &Manifest,
     request: &UnpackRequest,
     created: &mut Created,
     workspace: &Path,
@@ -37,22 +39,16 @@ pub(crate) fn prepare_harness(
     let Some(to) = request.harness.get(h.kind) else {
         return Ok(None);
     };
-    let adapter = harness::adapter(h.kind);
     let (plan, staging) = match to {
         Destination::Dir(home) => {
             created.dir_all(home)?;
             let home = fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
-            let plan = adapter.restore_plan(&home, h, m, workspace)?;
+            let plan = harness::adapter(h.kind).restore_plan(&home, h, m, workspace)?;
             plan.refuse_existing()?;
             (plan, Staging::create(&Target::harness_home(&home)?)?)
         }
         Destination::Program { program, importer } => {
-            // Before any byte is read: a program that cannot take the
-            // session is known now.
-            importer.check(program, h, workspace)?;
-            let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
-            let plan = adapter.restore_plan(&staging.path, h, m, workspace)?;
-            (plan, staging)
+            prepare_import(program, *importer, m, h, workspace)?
         }
     };
     confine_harness_symlinks(m, h.kind, &plan)?;
@@ -63,12 +59,30 @@ pub(crate) fn prepare_harness(
     }))
 }
 
+/// For a harness restored by its program, before any body is read: the
+/// program can take the session ([`Importer::check`]), the adapter's plan
+/// (which says where the packet holds the session, and refuses a packet
+/// that holds it elsewhere) and a staging folder for it in the temporary
+/// folder. Unpack, a fresh restore and a restore in place all ask here.
+pub(crate) fn prepare_import(
+    program: &Path,
+    importer: &dyn Importer,
+    m: &Manifest,
+    h: &Harness,
+    workspace: &Path,
+) -> Result<(RestorePlan, Staging)> {
+    importer.check(program, h, workspace)?;
+    let staging = Staging::create(&Target::harness_home(&std::env::temp_dir())?)?;
+    let plan = harness::adapter(h.kind).restore_plan(&staging.path, h, m, workspace)?;
+    Ok((plan, staging))
+}
+
 /// Refuses a harness symlink that would point out of the folder it is
 /// restored as: packet-core keeps every link inside `harness/`, but
 /// `harness/` is not one folder on the host; a session's folder moves on
 /// its own into the harness home, where `..` leads to other sessions.
 pub(crate) fn confine_harness_symlinks(
-    manifest: &packet_core::Manifest,
+    manifest: &Manifest,
     kind: packet_core::HarnessKind,
     plan: &RestorePlan,
 ) -> Result<()> {

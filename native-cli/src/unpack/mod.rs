@@ -38,12 +38,14 @@ use std::sync::{mpsc, Arc};
 use packet_core::{Digest, Event, ReaderOptions, VerifiedPacket};
 
 use crate::error::{CliError, Refused, Result};
-use crate::harness::{Destination, Destinations, LocalCopy, PendingImport};
+use crate::harness::{Destination, Destinations, Diverged, PendingImport};
 use crate::packet_io::{self, Block, PacketSource};
 use crate::progress::Progress;
 use crate::report::HarnessReport;
 
-pub(crate) use harness::{confine_harness_symlinks, prepare_harness, HarnessTarget};
+pub(crate) use harness::{
+    confine_harness_symlinks, prepare_harness, prepare_import, HarnessTarget,
+};
 use into_place::{move_into_place, Moved};
 pub use report::{GitNeutralized, RemovedSetting, UnpackReport};
 pub(crate) use target::{Created, Staging, Target};
@@ -260,8 +262,8 @@ pub(crate) fn finish_placing(
         harness: harness_target,
         path: workspace,
     } = staged;
-    // Everything verified. A session to import must not replace another
-    // copy of it on this machine.
+    // Everything verified. A session to import must not be mixed with a
+    // copy of it on this machine that went its own way.
     let import = match (&harness_target, &read.manifest.harness) {
         (Some(t), Some(h)) => match (&t.to, &t.plan.import) {
             (Destination::Program { program, importer }, Some(relative)) => {
@@ -270,7 +272,7 @@ pub(crate) fn finish_placing(
                     h,
                     t.staging.path.join(relative),
                     &workspace,
-                    LocalCopy::Refused,
+                    Diverged::Refused,
                 )?)
             }
             _ => None,

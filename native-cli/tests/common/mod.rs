@@ -1,6 +1,15 @@
 //! Helpers shared by the integration tests: run the real binary, build
-//! trees on disk, and snapshot trees for comparison.
+//! trees on disk, and snapshot trees for comparison; each harness's
+//! fixtures in a module of its own (`codex`, `claude`, `opencode`).
 #![allow(dead_code)]
+
+mod claude;
+mod codex;
+mod opencode;
+
+// Not every test file uses every harness.
+#[allow(unused_imports)]
+pub use {claude::*, codex::*, opencode::*};
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -110,6 +119,32 @@ pub fn pack(ws: &Path, out: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["pack", s(ws), "-o", s(out), "--quiet"];
     args.extend_from_slice(extra);
     ok(&args)
+}
+
+/// `pack WS -o OUT EXTRA…`'s arguments.
+pub fn pack_args<'a>(ws: &'a Path, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["pack", s(ws), "-o", s(out)];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `unpack PACKET --digest DIGEST --into INTO EXTRA…`'s arguments.
+pub fn unpack_args<'a>(
+    packet: &'a Path,
+    digest: &'a str,
+    into: &'a Path,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["unpack", s(packet), "--digest", digest, "--into", s(into)];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Writes a report (unpack's, restore's) to `path`, for
+/// `restore-check --checkpoint`; returns the path.
+pub fn checkpoint_file(path: PathBuf, report: &Value) -> PathBuf {
+    fs::write(&path, serde_json::to_vec(report).unwrap()).unwrap();
+    path
 }
 
 /// A path as `&str`.
@@ -244,51 +279,6 @@ pub fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// A lowercase UUIDv7-shaped thread id.
-pub const THREAD: &str = "0199a213-81c0-7800-8aa1-bbab2a035a53";
-
-/// Builds a Codex home with a realistic rollout for `thread` (and an
-/// `auth.json` and state database that must never be packed); returns the
-/// rollout's path.
-pub fn codex_home(home: &Path, thread: &str, cwd: &Path, model: &str) -> PathBuf {
-    write(
-        &home.join("auth.json"),
-        r#"{"OPENAI_API_KEY":"sk-never-packed"}"#,
-    );
-    write(&home.join("state_5.sqlite"), "SQLite format 3\0");
-    write(
-        &home.join("config.toml"),
-        "model = \"gpt-test\"\nmodel_provider = \"mock\"\n",
-    );
-    let name = format!("rollout-2026-11-30T01-02-03-{thread}.jsonl");
-    let rollout = home.join("sessions/2026/11/30").join(name);
-    let lines = [
-        format!(
-            r#"{{"timestamp":"2026-11-30T01:02:03.456Z","type":"session_meta","payload":{{"id":"{thread}","session_id":"{thread}","timestamp":"2026-11-30T01:02:03.400Z","cwd":"{}","originator":"codex_exec","cli_version":"0.171.0","instructions":null,"model_provider":"mock"}}}}"#,
-            cwd.display()
-        ),
-        r#"{"timestamp":"2026-11-30T01:02:03.500Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hello"}]}}"#.to_owned(),
-        format!(
-            r#"{{"timestamp":"2026-11-30T01:02:03.510Z","type":"turn_context","payload":{{"cwd":"{}","approval_policy":"never","sandbox_policy":{{"type":"read-only"}},"model":"{model}","summary":"auto"}}}}"#,
-            cwd.display()
-        ),
-        r#"{"timestamp":"2026-11-30T01:02:04.000Z","type":"event_msg","payload":{"type":"agent_message","message":"hi"}}"#.to_owned(),
-    ];
-    write(&rollout, lines.join("\n") + "\n");
-    rollout
-}
-
-/// Writes `path` compressed as Codex does, beside it as `<path>.zst`;
-/// returns the compressed file's path.
-pub fn compress(path: &Path) -> PathBuf {
-    let plain = fs::read(path).unwrap();
-    let z =
-        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
-    let zst = PathBuf::from(format!("{}.zst", path.display()));
-    fs::write(&zst, z).unwrap();
-    zst
-}
-
 /// Checks `value` against `proto/cli/<file>` with the subset of JSON Schema
 /// those files use (type, const, enum, properties, required,
 /// additionalProperties, items, minItems, minimum, anyOf, $ref; `pattern`
@@ -405,90 +395,4 @@ fn check(schema: &Value, doc: &str, v: &Value, at: &str) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// An OpenCode session id.
-pub const OC_SESSION: &str = "ses_dceb97773ffeEbFZpPTlgwYItc";
-
-/// A stand-in for `opencode` with the commands pack and unpack use. Its
-/// "database" is `$XDG_DATA_HOME/opencode/sessions/<id>.json`; it records
-/// the environment and working directory it ran with.
-pub const FAKE_OPENCODE: &str = r#"#!/bin/sh
-data="${XDG_DATA_HOME:-$HOME/.local/share}/opencode"
-mkdir -p "$data/sessions"
-env > "$data/last-env"
-pwd > "$data/last-cwd"
-case "$1" in
-  --version) cat "$data/version" 2>/dev/null || echo 1.18.33 ;;
-  export)
-    if [ -f "$data/sessions/$2.json" ]; then
-      echo "Exporting session: $2" >&2
-      cat "$data/sessions/$2.json"
-    else
-      printf '\033[91m\033[1mError: \033[0mSession not found: %s\n' "$2" >&2
-      exit 1
-    fi ;;
-  import)
-    id=$(sed -n 's/.*"id": *"\(ses_[A-Za-z0-9]*\)".*/\1/p' "$2" | head -n 1)
-    cp "$2" "$data/sessions/$id.json"
-    pwd > "$data/import-cwd"
-    echo "Imported session: $id" ;;
-  *) echo "unknown command $1" >&2; exit 2 ;;
-esac
-"#;
-
-pub fn export_json(messages: &[&str]) -> String {
-    let messages: Vec<String> = messages
-        .iter()
-        .map(|id| {
-            format!(
-                r#"    {{"info": {{"role": "assistant", "id": "{id}", "modelID": "mock-model", "providerID": "mock"}}, "parts": [{{"type": "text", "text": "tool output: OPENAI_API_KEY is set"}}]}}"#
-            )
-        })
-        .collect();
-    format!(
-        "{{\n  \"info\": {{\n    \"id\": \"{OC_SESSION}\",\n    \"directory\": \"/old/ws\",\n    \"model\": {{\"id\": \"claude-sonnet-4-5\", \"providerID\": \"anthropic\"}},\n    \"version\": \"1.18.33\"\n  }},\n  \"messages\": [\n{}\n  ]\n}}\n",
-        messages.join(",\n")
-    )
-}
-
-pub struct OpencodeBox {
-    /// Its `opencode` data folder.
-    pub data: PathBuf,
-    /// Its `$XDG_DATA_HOME`.
-    pub xdg: PathBuf,
-}
-
-/// A machine's OpenCode data folder (as `$XDG_DATA_HOME`).
-pub fn opencode_box(root: &Path, name: &str) -> OpencodeBox {
-    let xdg = root.join(name).join("xdg-data");
-    let data = xdg.join("opencode");
-    fs::create_dir_all(data.join("sessions")).unwrap();
-    write(
-        &data.join("auth.json"),
-        r#"{"anthropic":{"type":"api","key":"sk-ant-never-packed"}}"#,
-    );
-    write(
-        &data.join("opencode.db"),
-        "SQLite format 3\0sessions and keys",
-    );
-    OpencodeBox { data, xdg }
-}
-
-pub fn fake_opencode(root: &Path) -> PathBuf {
-    let p = root.join("bin/opencode");
-    write(&p, FAKE_OPENCODE);
-    chmod(&p, 0o755);
-    p
-}
-
-pub fn with_box(cmd: &mut assert_cmd::Command, b: &OpencodeBox) -> Run {
-    run(cmd
-        .env("XDG_DATA_HOME", &b.xdg)
-        .env("ANTHROPIC_API_KEY", "sk-ant-env-secret")
-        .env("OPENCODE_AUTH_CONTENT", "{\"k\":\"sk-inline\"}"))
-}
-
-pub fn oc(args: &[&str], b: &OpencodeBox) -> Run {
-    with_box(pillbox().arg("checkpoint").args(args), b)
 }
