@@ -12,7 +12,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`route`] | method + path → [`route::Route`] (pure) |
+//! | [`route`] | the table of routes (path, methods and their operationIds, the scope needed), method + path → [`route::Route`] (pure) |
 //! | [`query`] | query strings: pages, cursors, labels, filters (pure) |
 //! | [`conditions`] | ETags, `If-Match` / `If-None-Match` (pure) |
 //! | [`problem`] | refusals and their JSON bodies (pure) |
