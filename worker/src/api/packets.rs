@@ -25,14 +25,13 @@ use crate::query::{upload_labels, Query};
 use crate::range::{self, RangeAnswer};
 use crate::search::{self, Cursor};
 use crate::storage::chunk::ChunkRef;
-use crate::storage::findings::KeptFindings;
-use crate::storage::index::packets::{self, NewPacket, NewStorage, PacketRow, Storage};
-use crate::storage::index::{new_id, packs};
-use crate::storage::keys;
-use crate::storage::load;
+use crate::storage::index::packets::{self, PacketRow, Storage};
+use crate::storage::load::{self, indexed};
 use crate::storage::read::{self, Output};
 use crate::storage::stored::Stored;
-use crate::storage::stream::{self, FixedPut, StoreError};
+use crate::storage::stream::{FixedPut, StoreError};
+use crate::upload::request::check_single;
+use crate::upload::single::{self, Sent};
 
 /// Packets and members never change under their digest.
 const PACKET_TYPE: &str = "application/x-tar";
@@ -55,14 +54,6 @@ fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size::<0>() as u64 * 65536
 }
 
-/// The indexed packet with this digest, or 404.
-pub(super) async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRow, Problem> {
-    packets::get(db, digest)
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| Problem::not_found(format!("no packet {digest} is stored")))
-}
-
 /// 413 when `size` is over the server's packet limit (packet-core's
 /// `limit_size`, refused before a byte is read).
 pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
@@ -76,15 +67,6 @@ pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
             packet_core::ErrorCode::LimitSize.advice(),
         )
     })
-}
-
-/// A verification that did not store the packet: packet-core's refusal
-/// (422), or a storage failure (500).
-pub(super) fn refusal(e: StoreError) -> Problem {
-    match e {
-        StoreError::Refused(e) => Problem::from_packet_error(&e),
-        StoreError::Failed(message) => Problem::internal(message),
-    }
 }
 
 /// `201`: the packet is verified, stored and indexed by this request.
@@ -134,61 +116,18 @@ pub async fn upload(
     if let Some(p) = too_large(size, config) {
         return Err(p);
     }
-    if size > config.max_single_upload_bytes {
-        return Err(Problem::new(
-            ApiCode::UploadTooLarge,
-            format!(
-                "a single upload takes at most {} bytes, this one is {size}",
-                config.max_single_upload_bytes
-            ),
-            "upload it in parts: POST /v1/uploads (see docs/worker.md)",
-        ));
-    }
+    check_single(size, config)?;
     let body = req
         .inner()
         .body()
         .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "the upload has no body"))?;
-    // A key of its own, never reused: the clean-up may still be deleting an
-    // earlier object of the same packet.
-    let key = keys::upload(&new_id(db).await.map_err(internal)?);
-    packs::insert(db, &key, size, 0, &digest.to_string())
-        .await
-        .map_err(internal)?;
-    let verified = match stream::verify_into_bucket(
-        bucket,
-        &key,
-        body,
-        size,
+    let sent = Sent {
         digest,
-        config.limits,
-        config.packet_hasher,
-    )
-    .await
-    {
-        Ok(v) => v,
-        Err(e) => {
-            // The put was aborted: no object, so no row for it either.
-            let _ = packs::forget(db, &key).await;
-            return Err(refusal(e));
-        }
+        size,
+        body,
+        labels: &labels,
     };
-    let packs = [key.clone()];
-    packets::insert_whole(
-        db,
-        &NewPacket {
-            digest: &digest,
-            size,
-            manifest: &verified.manifest,
-            manifest_range: verified.manifest_range.clone(),
-            storage: NewStorage::Whole { key: &key },
-            packs: &packs,
-            labels: &labels,
-            findings: KeptFindings::of(&verified.findings).to_text(),
-        },
-    )
-    .await
-    .map_err(internal)?;
-    super::log_findings(&digest, &verified.findings);
+    single::store(bucket, db, config, sent).await?;
     stored(db, &digest).await
 }
 
@@ -201,7 +140,7 @@ fn rebuilt_body(
     digest: Digest,
     range: core::ops::Range<u64>,
 ) -> Result<ResponseBody, Problem> {
-    let sink = FixedPut::new(range.end - range.start).map_err(refusal)?;
+    let sink = FixedPut::new(range.end - range.start).map_err(StoreError::problem)?;
     let readable = sink.readable.clone();
     let bucket = bucket.clone();
     wasm_bindgen_futures::spawn_local(async move {
@@ -574,7 +513,7 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     let mut table = Vec::with_capacity(HEAD_BYTES + ENTRY_BYTES * frames.len());
     encode_table(&frames, &mut table);
     let length = table.len() as u64 + total;
-    let sink = FixedPut::new(length).map_err(refusal)?;
+    let sink = FixedPut::new(length).map_err(StoreError::problem)?;
     let readable = sink.readable.clone();
     let bucket = bucket.clone();
     wasm_bindgen_futures::spawn_local(async move {
