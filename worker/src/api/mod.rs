@@ -2,9 +2,9 @@
 //! ([`crate::route`]), authorizes it and hands it to the one handler of its
 //! route. Handlers parse, authorize, call and answer: the flows of
 //! [`crate::upload`] and [`crate::push`] and the storage
-//! ([`crate::storage`]: streams into R2, reads, the D1 tables, the
-//! clean-up) move the bytes and the rows, and every rule about packets is
-//! packet-core's.
+//! ([`crate::storage`]: streams into R2, what reads answer with, the D1
+//! tables, the clean-up) move the bytes and the rows, and every rule about
+//! packets is packet-core's.
 //! Every JSON answer is a [`pillbox_wire`] type (built from rows by their
 //! table's file in [`crate::storage::index`]), every refusal a [`Problem`].
 //!
