@@ -38,7 +38,7 @@ function wrangler(args, options = {}) {
 
 const quote = (v) => (v === null || v === undefined ? 'NULL' : typeof v === 'number' ? String(v) : `'${String(v).replace(/'/g, "''")}'`);
 
-/** The rows the old Worker's index wrote for a verified packet (worker/src/index.rs before 0002). */
+/** The rows the old Worker's index wrote for a verified packet before 0002 (the index is now worker/src/storage/index/). */
 function oldRows(entry, labels, created) {
   const harness = entry.harness;
   const files = entry.members.filter((m) => m.type === 'file');

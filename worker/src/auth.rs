@@ -8,7 +8,8 @@
 //! which entry matched nor how much of a hash did). Tokens are never logged
 //! or echoed; a refusal names the token's `id` at most.
 //!
-//! [`required`] says what a route needs; [`Tokens::authenticate`] turns the
+//! [`required`] says what a route needs, from its row of the routes' table
+//! and the server's access settings; [`Tokens::authenticate`] turns the
 //! `Authorization` header into a [`Grant`], and [`Grant::allows`] checks it.
 
 use packet_core::Digest;
@@ -16,7 +17,7 @@ use pillbox_wire::ApiCode;
 use serde::Deserialize;
 
 use crate::problem::Problem;
-use crate::route::Route;
+use crate::route::{Access, Route};
 
 pub use pillbox_wire::ReadAccess;
 
@@ -132,39 +133,25 @@ impl Need {
     }
 }
 
-/// What `route` needs, or `None` when anyone may call it: `GET /v1`, CORS
-/// preflights and the inspector's pages always; reads with
-/// `READ_ACCESS=public`; listing and search with `LIST_ACCESS=public`.
+/// What `route` needs (its row of [`crate::route::ROUTES`]), or `None`
+/// when anyone may call it: `GET /v1`, CORS preflights and the
+/// inspector's pages always; reads with `READ_ACCESS=public`; listing and
+/// search with `LIST_ACCESS=public`.
 pub fn required(route: &Route, reads: ReadAccess, lists: ReadAccess) -> Option<Need> {
-    let read = (reads == ReadAccess::Token).then_some(Need::Read);
-    match route {
-        Route::Preflight | Route::Info | Route::Assets => None,
-        Route::GetPacket { .. }
-        | Route::GetManifest(_)
-        | Route::GetMember { .. }
-        | Route::GetRecipes(_)
-        | Route::GetChunks(_)
-        | Route::GetRef(_)
-        | Route::RefHistory(_)
-        | Route::DigestsByPrefix(_) => read,
-        Route::ListPackets | Route::ListRefs | Route::Search => {
-            (lists == ReadAccess::Token).then_some(Need::List)
-        }
-        Route::UploadPacket(_)
-        | Route::CreateUpload
-        | Route::GetUpload(_)
-        | Route::UploadPart { .. }
-        | Route::CompleteUpload(_)
-        | Route::AbortUpload(_)
-        | Route::CreatePush
-        | Route::GetPush(_)
-        | Route::AbortPush(_)
-        | Route::PushRecipes(_)
-        | Route::PushPart { .. }
-        | Route::CompletePush(_) => Some(Need::Push),
-        Route::PutRef(name) | Route::DeleteRef(name) => Some(Need::Ref(name.clone())),
-        Route::DeletePacket(_) => Some(Need::Delete),
-        Route::BenchBaseline | Route::BenchCosts => Some(Need::Admin),
+    match route.spec().access {
+        Access::Anyone => None,
+        Access::Read => (reads == ReadAccess::Token).then_some(Need::Read),
+        Access::List => (lists == ReadAccess::Token).then_some(Need::List),
+        Access::Push => Some(Need::Push),
+        // Every route that needs a refs scope names its ref (route's
+        // tests); one that did not would need admin.
+        Access::Refs => Some(
+            route
+                .ref_name()
+                .map_or(Need::Admin, |name| Need::Ref(name.to_string())),
+        ),
+        Access::Delete => Some(Need::Delete),
+        Access::Admin => Some(Need::Admin),
     }
 }
 

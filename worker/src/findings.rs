@@ -26,6 +26,15 @@ pub fn log_line(digest: &Digest, findings: &Findings) -> Option<String> {
     .ok()
 }
 
+/// Logs the line of a packet just stored, if it has one (wherever a
+/// packet becomes stored).
+#[cfg(target_arch = "wasm32")]
+pub fn log(digest: &Digest, findings: &Findings) {
+    if let Some(line) = log_line(digest, findings) {
+        worker::console_warn!("{line}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,10 @@
-//! Frames streamed in (docs/transfer.md, "Parts"): a push's create body
-//! (its recipes, then a chunk batch) or a part (a chunk batch), read as it
-//! arrives, within its cap ([`crate::body`]). The batch's table is checked
-//! before a frame's bytes are read; each frame's stored bytes are copied
-//! into wasm, decoded into exactly their raw size and hashed against its
-//! name ([`crate::push::arrival`]), and the frames the store does not hold
-//! yet are written, as sent, into one new pack through a
+//! Frames streamed in (docs/transfer.md, "Push", steps 1 and 3): a push's
+//! create body (its recipes, then a chunk batch) or a part (a chunk batch),
+//! read as it arrives, within its cap ([`crate::body`]). The batch's table
+//! is checked before a frame's bytes are read; each frame's stored bytes
+//! are copied into wasm, decoded into exactly their raw size and hashed
+//! against its name ([`crate::push::arrival`]), and the frames the store
+//! does not hold yet are written, as sent, into one new pack through a
 //! `FixedLengthStream`. The pack's last bytes are handed to R2 only once
 //! every frame is verified; a refusal aborts the put, so a refused request
 //! stores nothing, and its caller stops the body ([`Body::stop`]), so no

@@ -12,7 +12,7 @@
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`route`] | method + path → [`route::Route`] (pure) |
+//! | [`route`] | the table of routes (path, methods and their operationIds, the scope needed), method + path → [`route::Route`] (pure) |
 //! | [`query`] | query strings: pages, cursors, labels, filters (pure) |
 //! | [`conditions`] | ETags, `If-Match` / `If-None-Match` (pure) |
 //! | [`problem`] | refusals and their JSON bodies (pure) |
@@ -25,10 +25,11 @@
 //! | [`caps`] | what a request body may hold, the count that holds it there, what becomes of a refused one's rest (pure) |
 //! | [`platform`] | a chunk's SHA-256 and a zstd frame decoded by the runtime (wasm; packet-core and `ruzstd` natively) |
 //! | [`binary`] | the encoding of the Worker's own binary objects (pure) |
-//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), streams into R2, reads, compaction, the clean-up (pure; its statements, streams, reads, compaction's reads and clean-up are wasm) |
+//! | [`storage`] | how packets are kept: keys, packs, layouts, roots, chunks, the D1 tables (one file each, rows beside their statements), streams into R2, reads and what they answer with, compaction, the clean-up (pure; its statements, streams, reads, answers, compaction's reads and clean-up are wasm) |
 //! | [`push`] | a /2 push: what is at hand, recipes, the plan, proofs, the gate (pure; its flows through R2 and D1 are wasm) |
-//! | [`search`] | `GET /v1/search` by scanning manifests (pure) |
-//! | [`findings`] | the log line of a stored packet's findings (pure) |
+//! | [`upload`] | a packet uploaded whole, in one request or in parts: what the requests may carry (pure; its flows through R2 and D1 are wasm) |
+//! | [`search`] | `GET /v1/search` by scanning manifests: a cursor, a page filled packet by packet (pure) |
+//! | [`findings`] | the log line of a stored packet's findings (pure; logging it is wasm) |
 //! | `body` | a request body read as it arrives, held to its cap (wasm) |
 //! | `ingest` | frames streamed in (a push's create body, a part): checked, hashed, packed (wasm) |
 //! | `meter` | the D1 and R2 bindings counted, when `BENCH_ROUTES` is `1` (wasm, with `js/meter.mjs`) |
@@ -58,6 +59,7 @@ pub mod range;
 pub mod route;
 pub mod search;
 pub mod storage;
+pub mod upload;
 
 #[cfg(target_arch = "wasm32")]
 mod api;

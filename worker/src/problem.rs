@@ -165,6 +165,12 @@ impl Problem {
     }
 }
 
+/// A runtime failure (R2, D1) as a 500.
+#[cfg(target_arch = "wasm32")]
+pub fn internal(e: worker::Error) -> Problem {
+    Problem::internal(e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,9 @@ pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 500;
 /// The most labels one upload may attach.
 pub const MAX_LABELS: usize = 32;
+/// The most bases a packet's recipes may be asked against (as many as a
+/// push may name).
+pub const MAX_RECIPE_BASES: usize = crate::push::request::MAX_BASES;
 
 /// The decoded `key=value` pairs of a query string, in order (a key may
 /// repeat: `label=a&label=b`).
@@ -120,6 +123,19 @@ impl Query {
         })
     }
 
+    /// The bases of `GET /v1/packets/{digest}/recipes` (`base=`, each read
+    /// as a digest when it is used): at most [`MAX_RECIPE_BASES`].
+    pub fn recipe_bases(&self) -> Result<Vec<String>, Problem> {
+        let bases = self.all("base");
+        if bases.len() > MAX_RECIPE_BASES {
+            return Err(Problem::bad_request(
+                ApiCode::BasesInvalid,
+                format!("name at most {MAX_RECIPE_BASES} bases"),
+            ));
+        }
+        Ok(bases)
+    }
+
     /// The key of `GET /v1/search`: exactly one of `path=` (not empty) and
     /// `sha256=` (`sha256:<hex>` or `<hex>`, checked by packet-core).
     pub fn search_key(&self) -> Result<SearchKey, Problem> {
@@ -178,6 +194,19 @@ mod tests {
         for bad in ["limit=0", "limit=501", "limit=x", "limit=-1", "limit="] {
             assert_eq!(code(query(bad).limit()), "limit_invalid", "{bad}");
         }
+    }
+
+    #[test]
+    fn a_recipes_bases_are_sixteen_at_most_in_the_order_given() {
+        let sixteen: Vec<String> = (0..16).map(|i| format!("b{i:02}")).collect();
+        let text: Vec<String> = sixteen.iter().map(|b| format!("base={b}")).collect();
+        assert_eq!(query(&text.join("&")).recipe_bases(), Ok(sixteen.clone()));
+        assert_eq!(query("").recipe_bases(), Ok(vec![]));
+        let err = query(&format!("{}&base=x", text.join("&")))
+            .recipe_bases()
+            .unwrap_err();
+        assert_eq!((err.status, err.error.code()), (400, "bases_invalid"));
+        assert_eq!(err.error.refusal.details.message, "name at most 16 bases");
     }
 
     #[test]

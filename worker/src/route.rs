@@ -1,6 +1,14 @@
 //! Routing: a request's method and path become a [`Route`] holding parsed,
 //! checked values, or a [`Problem`] (404, 405, 400). Pure, so it is tested
 //! natively.
+//!
+//! [`ROUTES`] is the one table of routes: each route's path, what its
+//! caller needs ([`Access`]) and the methods it serves, each with the
+//! `operationId` of `proto/openapi.yaml`. The router picks a path's route
+//! by method from it, `auth` reads what a route needs from it, and
+//! `worker/tests/openapi.rs` holds it to the document both ways. A new route is a
+//! variant of [`Route`], its row of the table and its path's arm of
+//! [`route`].
 
 use packet_core::Digest;
 use pillbox_wire::ApiCode;
@@ -8,8 +16,9 @@ use pillbox_wire::DigestPrefix;
 
 use crate::problem::Problem;
 
-/// The API's HTTP methods (the ones a route can name).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The API's HTTP methods (the ones a route can name), in the order an
+/// `Allow` header names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
     /// `GET`
     Get,
@@ -40,9 +49,24 @@ impl Method {
             _ => Method::Other,
         }
     }
+
+    /// Its name (`GET`); `OTHER` for a method the API does not name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Put => "PUT",
+            Method::Post => "POST",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Other => "OTHER",
+        }
+    }
 }
 
-/// What a request asks for.
+/// What a request asks for. The doc of each variant that serves the API
+/// opens with its method(s) and path, as `tests/e2e/openapi.test.mjs`
+/// reads them; its row of [`ROUTES`] says the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     /// `OPTIONS` anywhere under `/v1`: a CORS preflight.
@@ -116,7 +140,160 @@ pub enum Route {
     Assets,
 }
 
+impl Route {
+    /// The ref a route names (`/v1/refs/{name}`, `/v1/ref-history/{name}`):
+    /// what a `refs:<prefix>` scope must cover to write it.
+    pub fn ref_name(&self) -> Option<&str> {
+        match self {
+            Route::GetRef(name)
+            | Route::PutRef(name)
+            | Route::DeleteRef(name)
+            | Route::RefHistory(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// What a route's caller needs (docs/worker.md, "Access"; the document's
+/// `security`). [`crate::auth::required`] turns it into a
+/// [`crate::auth::Need`] under the server's access settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing: anyone may call it.
+    Anyone,
+    /// The `read` scope, unless the server sets `READ_ACCESS=public`.
+    Read,
+    /// The `list` scope, unless the server sets `LIST_ACCESS=public`.
+    List,
+    /// The `push` scope.
+    Push,
+    /// A `refs` scope that covers the ref the route names.
+    Refs,
+    /// The `delete` scope.
+    Delete,
+    /// The `admin` scope (the operator's routes).
+    Admin,
+}
+
+/// What a route serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serves {
+    /// Operations of `proto/openapi.yaml`: each method with its
+    /// `operationId`.
+    Api(&'static [(Method, &'static str)]),
+    /// A benchmark's methods, answered only when `BENCH_ROUTES` is `1`
+    /// (not in the document).
+    Bench(&'static [Method]),
+    /// No operation of its own: a CORS preflight, the inspector's files.
+    Beside,
+}
+
+/// A route's row of [`ROUTES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// Its variant of [`Route`].
+    pub name: &'static str,
+    /// Its path, as the document writes it (`…` for the rows beside the
+    /// API: any path under `/v1`, any path outside it).
+    pub path: &'static str,
+    /// What its caller needs.
+    pub access: Access,
+    /// What it serves.
+    pub serves: Serves,
+}
+
+impl RouteSpec {
+    /// The methods it is picked for.
+    pub fn methods(&self) -> Vec<Method> {
+        match self.serves {
+            Serves::Api(operations) => operations.iter().map(|(m, _)| *m).collect(),
+            Serves::Bench(methods) => methods.to_vec(),
+            Serves::Beside => Vec::new(),
+        }
+    }
+}
+
+/// A row's [`Serves`]: `api` and each method with its `operationId`,
+/// `bench` and its methods, or `beside`.
+macro_rules! serves {
+    (api $($method:ident $operation:ident),+) => {
+        Serves::Api(&[$((Method::$method, stringify!($operation))),+])
+    };
+    (bench $($method:ident),+) => {
+        Serves::Bench(&[$(Method::$method),+])
+    };
+    (beside) => {
+        Serves::Beside
+    };
+}
+
+/// [`ROUTES`] and [`Route::spec`] from one row per variant of [`Route`]:
+/// its name, its path, what its caller needs, what it serves.
+macro_rules! routes {
+    (@row $name:ident $path:literal $access:ident ($($serves:tt)+)) => {
+        RouteSpec {
+            name: stringify!($name),
+            path: $path,
+            access: Access::$access,
+            serves: serves!($($serves)+),
+        }
+    };
+    ($($name:ident $path:literal $access:ident ($($serves:tt)+),)+) => {
+        /// Every route, one row each (in the order of [`Route`]'s variants).
+        pub const ROUTES: &[RouteSpec] = &[$(routes!(@row $name $path $access ($($serves)+))),+];
+
+        impl Route {
+            /// Its row of [`ROUTES`].
+            pub fn spec(&self) -> &'static RouteSpec {
+                match self {
+                    $(Route::$name { .. } => {
+                        const ROW: RouteSpec = routes!(@row $name $path $access ($($serves)+));
+                        &ROW
+                    })+
+                }
+            }
+        }
+    };
+}
+
+routes! {
+    // route         path                                    needs   serves
+    Preflight        "/v1/…"                                 Anyone  (beside),
+    Info             "/v1"                                   Anyone  (api Get getInfo, Head headInfo),
+    ListPackets      "/v1/packets"                           List    (api Get listPackets),
+    UploadPacket     "/v1/packets/{digest}"                  Push    (api Put uploadPacket),
+    GetPacket        "/v1/packets/{digest}"                  Read    (api Get getPacket, Head headPacket),
+    DeletePacket     "/v1/packets/{digest}"                  Delete  (api Delete deletePacket),
+    GetManifest      "/v1/packets/{digest}/manifest"         Read    (api Get getPacketManifest),
+    GetMember        "/v1/packets/{digest}/members/{path}"   Read    (api Get getPacketMember, Head headPacketMember),
+    GetRecipes       "/v1/packets/{digest}/recipes"          Read    (api Get getPacketRecipes),
+    GetChunks        "/v1/packets/{digest}/chunks"           Read    (api Post getPacketChunks),
+    CreateUpload     "/v1/uploads"                           Push    (api Post createUpload),
+    GetUpload        "/v1/uploads/{id}"                      Push    (api Get getUpload),
+    UploadPart       "/v1/uploads/{id}/parts/{number}"       Push    (api Put uploadPart),
+    CompleteUpload   "/v1/uploads/{id}/complete"             Push    (api Post completeUpload),
+    AbortUpload      "/v1/uploads/{id}"                      Push    (api Delete abortUpload),
+    CreatePush       "/v1/pushes"                            Push    (api Post createPush),
+    GetPush          "/v1/pushes/{id}"                       Push    (api Get getPush),
+    AbortPush        "/v1/pushes/{id}"                       Push    (api Delete abortPush),
+    PushRecipes      "/v1/pushes/{id}/recipes"               Push    (api Post addPushRecipes),
+    PushPart         "/v1/pushes/{id}/parts/{number}"        Push    (api Put uploadPushPart),
+    CompletePush     "/v1/pushes/{id}/complete"              Push    (api Post completePush),
+    BenchBaseline    "/v1/bench/baseline"                    Admin   (bench Post),
+    BenchCosts       "/v1/bench/costs"                       Admin   (bench Get),
+    ListRefs         "/v1/refs"                              List    (api Get listRefs),
+    GetRef           "/v1/refs/{name}"                       Read    (api Get getRef),
+    PutRef           "/v1/refs/{name}"                       Refs    (api Put putRef),
+    DeleteRef        "/v1/refs/{name}"                       Refs    (api Delete deleteRef),
+    RefHistory       "/v1/ref-history/{name}"                Read    (api Get getRefHistory),
+    DigestsByPrefix  "/v1/digests/{prefix}"                  Read    (api Get findDigests),
+    Search           "/v1/search"                            List    (api Get searchPackets),
+    Assets           "/…"                                    Anyone  (beside),
+}
+
 /// Routes a request. `path` is the URL path as sent (percent-encoded).
+/// Each arm parses one path's values and names the routes that lie there;
+/// [`pick`] takes the one of the request's method from [`ROUTES`].
 pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
     let Some(rest) = path
         .strip_prefix("/v1")
@@ -133,172 +310,98 @@ pub fn route(method: Method, path: &str) -> Result<Route, Problem> {
     } else {
         rest.split('/').collect()
     };
-    use Method::*;
-    let not_allowed = |allowed: &str| Err(Problem::method_not_allowed(allowed));
+    let head = method == Method::Head;
     match segments.as_slice() {
-        [] => match method {
-            Get | Head => Ok(Route::Info),
-            _ => not_allowed("GET, HEAD"),
-        },
-        ["packets"] => match method {
-            Get => Ok(Route::ListPackets),
-            _ => not_allowed("GET"),
-        },
+        [] => pick(method, [Route::Info]),
+        ["packets"] => pick(method, [Route::ListPackets]),
         ["packets", digest] => {
             let digest = parse_digest(digest)?;
-            match method {
-                Put => Ok(Route::UploadPacket(digest)),
-                Get => Ok(Route::GetPacket {
-                    digest,
-                    head: false,
-                }),
-                Head => Ok(Route::GetPacket { digest, head: true }),
-                Delete => Ok(Route::DeletePacket(digest)),
-                _ => not_allowed("GET, HEAD, PUT, DELETE"),
-            }
+            pick(
+                method,
+                [
+                    Route::UploadPacket(digest),
+                    Route::GetPacket { digest, head },
+                    Route::DeletePacket(digest),
+                ],
+            )
         }
         ["packets", digest, "manifest"] => {
-            let digest = parse_digest(digest)?;
-            match method {
-                Get => Ok(Route::GetManifest(digest)),
-                _ => not_allowed("GET"),
-            }
+            pick(method, [Route::GetManifest(parse_digest(digest)?)])
         }
-        ["packets", digest, "recipes"] => {
-            let digest = parse_digest(digest)?;
-            match method {
-                Get => Ok(Route::GetRecipes(digest)),
-                _ => not_allowed("GET"),
-            }
-        }
-        ["packets", digest, "chunks"] => {
-            let digest = parse_digest(digest)?;
-            match method {
-                Post => Ok(Route::GetChunks(digest)),
-                _ => not_allowed("POST"),
-            }
-        }
+        ["packets", digest, "recipes"] => pick(method, [Route::GetRecipes(parse_digest(digest)?)]),
+        ["packets", digest, "chunks"] => pick(method, [Route::GetChunks(parse_digest(digest)?)]),
         ["packets", digest, "members", member @ ..] if !member.is_empty() => {
             let digest = parse_digest(digest)?;
             let path = percent_decode(&member.join("/"))?;
-            match method {
-                Get => Ok(Route::GetMember {
-                    digest,
-                    path,
-                    head: false,
-                }),
-                Head => Ok(Route::GetMember {
-                    digest,
-                    path,
-                    head: true,
-                }),
-                _ => not_allowed("GET, HEAD"),
-            }
+            pick(method, [Route::GetMember { digest, path, head }])
         }
-        ["uploads"] => match method {
-            Post => Ok(Route::CreateUpload),
-            _ => not_allowed("POST"),
-        },
+        ["uploads"] => pick(method, [Route::CreateUpload]),
         ["uploads", id] => {
             let id = check_upload_id(id)?;
-            match method {
-                Get => Ok(Route::GetUpload(id)),
-                Delete => Ok(Route::AbortUpload(id)),
-                _ => not_allowed("GET, DELETE"),
-            }
+            pick(
+                method,
+                [Route::GetUpload(id.clone()), Route::AbortUpload(id)],
+            )
         }
         ["uploads", id, "parts", number] => {
             let id = check_upload_id(id)?;
             let number = parse_part_number(number)?;
-            match method {
-                Put => Ok(Route::UploadPart { id, number }),
-                _ => not_allowed("PUT"),
-            }
+            pick(method, [Route::UploadPart { id, number }])
         }
-        ["uploads", id, "complete"] => {
-            let id = check_upload_id(id)?;
-            match method {
-                Post => Ok(Route::CompleteUpload(id)),
-                _ => not_allowed("POST"),
-            }
-        }
-        ["pushes"] => match method {
-            Post => Ok(Route::CreatePush),
-            _ => not_allowed("POST"),
-        },
+        ["uploads", id, "complete"] => pick(method, [Route::CompleteUpload(check_upload_id(id)?)]),
+        ["pushes"] => pick(method, [Route::CreatePush]),
         ["pushes", id] => {
-            let id = check_session_id(id, "push")?;
-            match method {
-                Get => Ok(Route::GetPush(id)),
-                Delete => Ok(Route::AbortPush(id)),
-                _ => not_allowed("GET, DELETE"),
-            }
+            let id = check_push_id(id)?;
+            pick(method, [Route::GetPush(id.clone()), Route::AbortPush(id)])
         }
-        ["pushes", id, "recipes"] => {
-            let id = check_session_id(id, "push")?;
-            match method {
-                Post => Ok(Route::PushRecipes(id)),
-                _ => not_allowed("POST"),
-            }
-        }
+        ["pushes", id, "recipes"] => pick(method, [Route::PushRecipes(check_push_id(id)?)]),
         ["pushes", id, "parts", number] => {
-            let id = check_session_id(id, "push")?;
+            let id = check_push_id(id)?;
             let number = parse_part_number(number)?;
-            match method {
-                Put => Ok(Route::PushPart { id, number }),
-                _ => not_allowed("PUT"),
-            }
+            pick(method, [Route::PushPart { id, number }])
         }
-        ["pushes", id, "complete"] => {
-            let id = check_session_id(id, "push")?;
-            match method {
-                Post => Ok(Route::CompletePush(id)),
-                _ => not_allowed("POST"),
-            }
-        }
-        ["bench", "baseline"] => match method {
-            Post => Ok(Route::BenchBaseline),
-            _ => not_allowed("POST"),
-        },
-        ["bench", "costs"] => match method {
-            Get => Ok(Route::BenchCosts),
-            _ => not_allowed("GET"),
-        },
-        ["refs"] => match method {
-            Get => Ok(Route::ListRefs),
-            _ => not_allowed("GET"),
-        },
+        ["pushes", id, "complete"] => pick(method, [Route::CompletePush(check_push_id(id)?)]),
+        ["bench", "baseline"] => pick(method, [Route::BenchBaseline]),
+        ["bench", "costs"] => pick(method, [Route::BenchCosts]),
+        ["refs"] => pick(method, [Route::ListRefs]),
         ["refs", name @ ..] => {
             let name = percent_decode(&name.join("/"))?;
             check_ref_name(&name)?;
-            match method {
-                Get => Ok(Route::GetRef(name)),
-                Put => Ok(Route::PutRef(name)),
-                Delete => Ok(Route::DeleteRef(name)),
-                _ => not_allowed("GET, PUT, DELETE"),
-            }
+            pick(
+                method,
+                [
+                    Route::GetRef(name.clone()),
+                    Route::PutRef(name.clone()),
+                    Route::DeleteRef(name),
+                ],
+            )
         }
         ["ref-history", name @ ..] if !name.is_empty() => {
             let name = percent_decode(&name.join("/"))?;
             check_ref_name(&name)?;
-            match method {
-                Get => Ok(Route::RefHistory(name)),
-                _ => not_allowed("GET"),
-            }
+            pick(method, [Route::RefHistory(name)])
         }
-        ["digests", prefix] => {
-            let prefix = parse_prefix(prefix)?;
-            match method {
-                Get => Ok(Route::DigestsByPrefix(prefix)),
-                _ => not_allowed("GET"),
-            }
-        }
-        ["search"] => match method {
-            Get => Ok(Route::Search),
-            _ => not_allowed("GET"),
-        },
+        ["digests", prefix] => pick(method, [Route::DigestsByPrefix(parse_prefix(prefix)?)]),
+        ["search"] => pick(method, [Route::Search]),
         _ => Err(Problem::not_found("no such endpoint")),
     }
+}
+
+/// The route among `routes` (those of one path) that serves `method`, or
+/// 405 with `Allow` naming the methods they serve, in [`Method`]'s order.
+fn pick<const N: usize>(method: Method, routes: [Route; N]) -> Result<Route, Problem> {
+    let mut allowed = Vec::new();
+    for route in routes {
+        let methods = route.spec().methods();
+        if methods.contains(&method) {
+            return Ok(route);
+        }
+        allowed.extend(methods);
+    }
+    allowed.sort();
+    allowed.dedup();
+    let names: Vec<&str> = allowed.iter().map(|m| m.as_str()).collect();
+    Err(Problem::method_not_allowed(&names.join(", ")))
 }
 
 /// Parses a digest written in a URL (`sha256:<hex>`, the colon possibly
@@ -390,6 +493,10 @@ pub fn check_label(label: &str) -> Result<(), Problem> {
 
 fn check_upload_id(id: &str) -> Result<String, Problem> {
     check_session_id(id, "upload")
+}
+
+fn check_push_id(id: &str) -> Result<String, Problem> {
+    check_session_id(id, "push")
 }
 
 /// An upload's or a push's id: 32 lowercase hex digits (else 404).
@@ -649,6 +756,106 @@ mod tests {
         assert_eq!(route(Method::Get, "/"), Ok(Route::Assets));
         assert_eq!(route(Method::Get, "/v10/x"), Ok(Route::Assets));
         assert_eq!(route(Method::Get, "/index.html"), Ok(Route::Assets));
+    }
+
+    /// A path of `template` with a valid value for each parameter.
+    fn sample(template: &str) -> String {
+        template
+            .split('/')
+            .map(|segment| match segment {
+                "{digest}" => format!("sha256:{HEX}"),
+                "{id}" => "0123456789abcdef0123456789abcdef".into(),
+                "{number}" => "2".into(),
+                "{path}" => "workspace/src/a.rs".into(),
+                "{name}" => "sessions/x/latest".into(),
+                "{prefix}" => "sha256:0123abcd".into(),
+                s if s.starts_with('{') => panic!("{template}: give {s} a sample value"),
+                s => s.into(),
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// The rows routed by path: every other row has a path of the API.
+    fn with_paths() -> impl Iterator<Item = &'static RouteSpec> {
+        ROUTES.iter().filter(|r| r.serves != Serves::Beside)
+    }
+
+    #[test]
+    fn every_row_is_the_route_of_its_path_and_methods() {
+        use Method::*;
+        for row in with_paths() {
+            let path = sample(row.path);
+            for method in row.methods() {
+                let routed = route(method, &path)
+                    .unwrap_or_else(|p| panic!("{} {path}: {}", method.as_str(), p.to_json()));
+                assert_eq!(routed.spec(), row, "{} {path}", method.as_str());
+                if let Route::GetPacket { head, .. } | Route::GetMember { head, .. } = routed {
+                    assert_eq!(head, method == Head, "{} {path}", method.as_str());
+                }
+            }
+            // Any other method is 405, naming exactly the path's methods.
+            let mut allowed: Vec<Method> = with_paths()
+                .filter(|r| r.path == row.path)
+                .flat_map(|r| r.methods())
+                .collect();
+            allowed.sort();
+            allowed.dedup();
+            let names: Vec<&str> = allowed.iter().map(|m| m.as_str()).collect();
+            for method in [Get, Head, Put, Post, Delete, Other] {
+                if allowed.contains(&method) {
+                    continue;
+                }
+                let err = route(method, &path).unwrap_err();
+                assert_eq!(
+                    (err.status, err.allow.as_deref()),
+                    (405, Some(names.join(", ").as_str())),
+                    "{} {path}",
+                    method.as_str()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_table_has_one_row_per_route_and_names_the_operations_once() {
+        let mut names: Vec<&str> = ROUTES.iter().map(|r| r.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ROUTES.len(), "a route with two rows");
+        let mut operations: Vec<&str> = ROUTES
+            .iter()
+            .flat_map(|r| match r.serves {
+                Serves::Api(operations) => operations.iter().map(|(_, id)| *id).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let count = operations.len();
+        operations.sort();
+        operations.dedup();
+        assert_eq!(operations.len(), count, "an operationId twice");
+        assert_eq!(
+            route(Method::Options, "/v1/refs").unwrap().spec().name,
+            "Preflight"
+        );
+        assert_eq!(
+            route(Method::Post, "/inspector.js").unwrap().spec().name,
+            "Assets"
+        );
+    }
+
+    #[test]
+    fn a_route_that_needs_a_refs_scope_names_its_ref() {
+        for row in with_paths().filter(|r| r.access == Access::Refs) {
+            for method in row.methods() {
+                let routed = route(method, &sample(row.path)).unwrap();
+                assert_eq!(routed.ref_name(), Some("sessions/x/latest"), "{}", row.name);
+                assert_eq!(
+                    required(&routed, ReadAccess::Public, ReadAccess::Public),
+                    Some(Need::Ref("sessions/x/latest".into()))
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! cursor (`<packet seq>.<member index>`, the next member to look at). No
 //! per-member index is kept; each request scans a bounded number of
 //! packets, so a page may hold fewer matches than asked for and still have
-//! a next cursor.
+//! a next cursor. A page is filled packet by packet ([`Page`]); the scan
+//! reads the manifests from R2 (`storage::serve::search`).
 
 use packet_core::{Kind, Manifest, Member};
 use pillbox_wire::ApiCode;
-use pillbox_wire::SearchMatch;
+use pillbox_wire::{SearchMatch, SearchResults};
 
 use crate::problem::Problem;
 use crate::query::SearchKey;
@@ -78,6 +79,64 @@ pub fn scan<'a>(
     }
 }
 
+/// A page of a search being filled, packet by packet in insertion order,
+/// from a cursor.
+pub struct Page<'a> {
+    key: &'a SearchKey,
+    limit: usize,
+    start: Cursor,
+    results: SearchResults,
+}
+
+impl<'a> Page<'a> {
+    /// A page of at most `limit` matches of `key`, from `start` on.
+    pub fn new(key: &'a SearchKey, limit: usize, start: Cursor) -> Page<'a> {
+        Page {
+            key,
+            limit,
+            start,
+            results: SearchResults {
+                matches: Vec::new(),
+                next_cursor: None,
+            },
+        }
+    }
+
+    /// Adds the matches of the packet `seq` (`digest`, its `manifest`),
+    /// from the start's member when the page starts in it. `true` once the
+    /// page is full: another match was found, and the next page starts
+    /// with it.
+    pub fn scan(&mut self, seq: u64, digest: &str, manifest: &Manifest) -> bool {
+        let from = if seq == self.start.seq {
+            self.start.member
+        } else {
+            0
+        };
+        for i in scan(manifest, self.key, from) {
+            if self.results.matches.len() == self.limit {
+                self.results.next_cursor = Some(Cursor { seq, member: i }.to_text());
+                return true;
+            }
+            self.results
+                .matches
+                .push(search_match(digest, &manifest.members[i]));
+        }
+        false
+    }
+
+    /// The page. `next` is the packet the scan stopped before when it
+    /// reached its bound with the page not full: the next page starts
+    /// there.
+    pub fn finish(mut self, next: Option<u64>) -> SearchResults {
+        if let Some(seq) = next {
+            if self.results.next_cursor.is_none() {
+                self.results.next_cursor = Some(Cursor { seq, member: 0 }.to_text());
+            }
+        }
+        self.results
+    }
+}
+
 /// A member as `GET /v1/search` shows it.
 pub fn search_match(digest: &str, member: &Member) -> SearchMatch {
     SearchMatch {
@@ -109,6 +168,69 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    fn two_matches() -> Manifest {
+        Manifest::build(
+            vec![
+                Member::dir("workspace"),
+                Member::file("workspace/a", 1, Digest::of(b"x"), false),
+                Member::file("workspace/b", 1, Digest::of(b"x"), false),
+            ],
+            None,
+            vec![],
+            &Limits::FORMAT,
+        )
+        .unwrap()
+    }
+
+    fn found(results: &SearchResults) -> Vec<(&str, &str)> {
+        results
+            .matches
+            .iter()
+            .map(|m| (m.digest.as_str(), m.path.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_goes_on_from_its_cursor_and_stops_at_the_match_after_its_last() {
+        let (m, key) = (
+            two_matches(),
+            SearchKey::Sha256(Digest::of(b"x").hex().to_string()),
+        );
+        let mut page = Page::new(&key, 3, Cursor { seq: 5, member: 2 });
+        assert!(!page.scan(5, "p5", &m));
+        assert!(!page.scan(7, "p7", &m));
+        assert!(page.scan(9, "p9", &m));
+        let results = page.finish(None);
+        assert_eq!(
+            found(&results),
+            [
+                ("p5", "workspace/b"),
+                ("p7", "workspace/a"),
+                ("p7", "workspace/b")
+            ]
+        );
+        assert_eq!(results.next_cursor.as_deref(), Some("9.1"));
+        // The cursor's packet is gone: the next one is scanned whole.
+        let mut page = Page::new(&key, 3, Cursor { seq: 5, member: 2 });
+        assert!(!page.scan(6, "p6", &m));
+        assert_eq!(page.finish(None).matches.len(), 2);
+    }
+
+    #[test]
+    fn a_page_not_full_ends_where_the_scan_stopped_if_it_did() {
+        let (m, key) = (two_matches(), SearchKey::Path("workspace/a".into()));
+        let mut page = Page::new(&key, 2, Cursor::default());
+        assert!(!page.scan(1, "p1", &m));
+        let results = page.finish(Some(66));
+        assert_eq!(found(&results), [("p1", "workspace/a")]);
+        assert_eq!(results.next_cursor.as_deref(), Some("66.0"));
+        let mut page = Page::new(&key, 2, Cursor::default());
+        assert!(!page.scan(1, "p1", &m));
+        assert!(!page.scan(2, "p2", &m));
+        let last = page.finish(None);
+        assert_eq!((last.matches.len(), last.next_cursor), (2, None));
     }
 
     #[test]

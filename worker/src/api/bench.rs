@@ -13,7 +13,7 @@ use super::http::{content_length, internal, json_response, Answer};
 use crate::config::Config;
 use crate::problem::Problem;
 use crate::storage::index::new_id;
-use crate::storage::stream::{ChunkReader, FixedPut};
+use crate::storage::stream::{ChunkReader, FixedPut, StoreError};
 use crate::timing::{self, Stage};
 
 /// `POST /v1/bench/baseline`
@@ -30,7 +30,7 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
         .body()
         .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "no body"))?;
     let key = format!("bench/{}", new_id(db).await.map_err(internal)?);
-    let sink = FixedPut::new(length).map_err(super::packets::refusal)?;
+    let sink = FixedPut::new(length).map_err(StoreError::problem)?;
     let put = bucket
         .put(&key, Data::ReadableStream(sink.readable.clone()))
         .execute();
@@ -42,7 +42,7 @@ pub async fn baseline(req: &Request, bucket: &Bucket, db: &D1Database, config: &
         sink.close().await
     };
     let (put, pumped) = futures_util::future::join(put, pump).await;
-    pumped.map_err(super::packets::refusal)?;
+    pumped.map_err(StoreError::problem)?;
     put.map_err(internal)?;
     let _ = bucket.delete(key).await;
     json_response(200, &serde_json::json!({ "bytes": length }))

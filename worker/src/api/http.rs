@@ -19,10 +19,7 @@ pub type Answer = Result<Response, Problem>;
 /// Largest JSON request body (`POST /v1/uploads`, `PUT /v1/refs/{name}`).
 const MAX_JSON_BODY: u64 = 64 * 1024;
 
-/// A runtime failure as a 500.
-pub fn internal(e: worker::Error) -> Problem {
-    Problem::internal(e.to_string())
-}
+pub use crate::problem::internal;
 
 /// A refusal as a response: its status, its JSON body, `Allow` on a 405
 /// and `WWW-Authenticate` on a 401.

@@ -1,9 +1,10 @@
 //! The HTTP API (`proto/openapi.yaml`): [`handle`] routes a request
 //! ([`crate::route`]), authorizes it and hands it to the one handler of its
-//! route. Handlers parse, authorize, call and answer: the storage
-//! ([`crate::storage`]: streams into R2, reads, the D1 tables, the
-//! clean-up) moves the bytes and the rows, and every rule about packets is
-//! packet-core's.
+//! route. Handlers parse, authorize, call and answer: the flows of
+//! [`crate::upload`] and [`crate::push`] and the storage
+//! ([`crate::storage`]: streams into R2, what reads answer with, the D1
+//! tables, the clean-up) move the bytes and the rows, and every rule about
+//! packets is packet-core's.
 //! Every JSON answer is a [`pillbox_wire`] type (built from rows by their
 //! table's file in [`crate::storage::index`]), every refusal a [`Problem`].
 //!
@@ -87,14 +88,6 @@ pub async fn handle(req: Request, env: Env) -> worker::Result<Response> {
         headers.set("pillbox-cost", &meter.report(crate::timing::elapsed()))?;
     }
     finish(response, &config, origin.as_deref(), gate)
-}
-
-/// Logs what a packet just stored holds that a person should know (one
-/// JSON line, never a value): called wherever a packet becomes stored.
-fn log_findings(digest: &packet_core::Digest, findings: &packet_core::Findings) {
-    if let Some(line) = crate::findings::log_line(digest, findings) {
-        worker::console_warn!("{line}");
-    }
 }
 
 fn config(env: &Env) -> Config {

@@ -3,15 +3,19 @@
 //! it back whole, by range, by member or its manifest (a packet stored
 //! whole is read from its object, any other rebuilt from its packs, zstd
 //! chunks decoded), its recipes and chunks for a delta pull, listing,
-//! finding digests by prefix, searching and deleting.
+//! finding digests by prefix, searching and deleting. Each handler parses
+//! the request, authorises (its caller did), calls one function and
+//! answers: the upload is [`crate::upload::single`]'s, the bodies of reads
+//! and a search's page are [`crate::storage::serve`]'s, a delete is
+//! [`crate::storage::clean::delete_packet`]; the headers of a read are set
+//! here.
 
 use pillbox_wire::ApiCode;
-use std::rc::Rc;
 
 use packet_core::Digest;
-use pillbox_wire::chunks::{encode_table, BatchLimits, Frame, ENTRY_BYTES, HEAD_BYTES, MEDIA_TYPE};
-use pillbox_wire::{ChunkRequest, DigestPrefix, SearchResults};
-use worker::{Bucket, D1Database, Headers, Range, Request, ResponseBody};
+use pillbox_wire::chunks::MEDIA_TYPE;
+use pillbox_wire::{ChunkRequest, DigestPrefix};
+use worker::{Bucket, D1Database, Headers, Request, ResponseBody};
 
 use super::http::{
     attachment, content_length, empty, header, internal, json_response, no_content, parse_json,
@@ -23,16 +27,13 @@ use crate::config::Config;
 use crate::problem::Problem;
 use crate::query::{upload_labels, Query};
 use crate::range::{self, RangeAnswer};
-use crate::search::{self, Cursor};
-use crate::storage::chunk::ChunkRef;
-use crate::storage::findings::KeptFindings;
-use crate::storage::index::packets::{self, NewPacket, NewStorage, PacketRow, Storage};
-use crate::storage::index::{new_id, packs};
-use crate::storage::keys;
-use crate::storage::load;
-use crate::storage::read::{self, Output};
-use crate::storage::stored::Stored;
-use crate::storage::stream::{self, FixedPut, StoreError};
+use crate::search::Cursor;
+use crate::storage::clean::delete_packet;
+use crate::storage::index::packets::{self, PacketRow};
+use crate::storage::load::{self, indexed};
+use crate::storage::{fetch, serve};
+use crate::upload::request::check_single;
+use crate::upload::single::{self, Sent};
 
 /// Packets and members never change under their digest.
 const PACKET_TYPE: &str = "application/x-tar";
@@ -41,10 +42,6 @@ const PACKET_TYPE: &str = "application/x-tar";
 /// verification.
 const WASM_MEMORY_HEADER: &str = "pillbox-wasm-memory-bytes";
 
-/// Packets a search request scans at most (bounded work per request).
-const SEARCH_SCAN: u32 = 64;
-/// Most bytes one `POST …/chunks` answers.
-const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Largest `POST …/chunks` body: 65,536 hex names with their quotes.
 const MAX_CHUNK_REQUEST: u64 = 5 << 20;
 
@@ -53,14 +50,6 @@ const MAX_CHUNK_REQUEST: u64 = 5 << 20;
 /// held in wasm since it started (the isolate's JS heap is not included).
 fn wasm_memory_bytes() -> u64 {
     core::arch::wasm32::memory_size::<0>() as u64 * 65536
-}
-
-/// The indexed packet with this digest, or 404.
-pub(super) async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRow, Problem> {
-    packets::get(db, digest)
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| Problem::not_found(format!("no packet {digest} is stored")))
 }
 
 /// 413 when `size` is over the server's packet limit (packet-core's
@@ -72,15 +61,6 @@ pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
         refused.message(),
         refused.advice(),
     ))
-}
-
-/// A verification that did not store the packet: packet-core's refusal
-/// (422), or a storage failure (500).
-pub(super) fn refusal(e: StoreError) -> Problem {
-    match e {
-        StoreError::Refused(e) => Problem::from_packet_error(&e),
-        StoreError::Failed(message) => Problem::internal(message),
-    }
 }
 
 /// `201`: the packet is verified, stored and indexed by this request.
@@ -130,89 +110,19 @@ pub async fn upload(
     if let Some(p) = too_large(size, config) {
         return Err(p);
     }
-    if size > config.max_single_upload_bytes {
-        return Err(Problem::new(
-            ApiCode::UploadTooLarge,
-            format!(
-                "a single upload takes at most {} bytes, this one is {size}",
-                config.max_single_upload_bytes
-            ),
-            "upload it in parts: POST /v1/uploads (see docs/worker.md)",
-        ));
-    }
+    check_single(size, config)?;
     let body = req
         .inner()
         .body()
         .ok_or_else(|| Problem::bad_request(ApiCode::BodyInvalid, "the upload has no body"))?;
-    // A key of its own, never reused: the clean-up may still be deleting an
-    // earlier object of the same packet.
-    let key = keys::upload(&new_id(db).await.map_err(internal)?);
-    packs::insert(db, &key, size, 0, &digest.to_string())
-        .await
-        .map_err(internal)?;
-    let verified = match stream::verify_into_bucket(
-        bucket,
-        &key,
-        body,
-        size,
+    let sent = Sent {
         digest,
-        config.limits,
-        config.packet_hasher,
-    )
-    .await
-    {
-        Ok(v) => v,
-        Err(e) => {
-            // The put was aborted: no object, so no row for it either.
-            let _ = packs::forget(db, &key).await;
-            return Err(refusal(e));
-        }
+        size,
+        body,
+        labels: &labels,
     };
-    let packs = [key.clone()];
-    packets::insert_whole(
-        db,
-        &NewPacket {
-            digest: &digest,
-            size,
-            manifest: &verified.manifest,
-            manifest_range: verified.manifest_range.clone(),
-            storage: NewStorage::Whole { key: &key },
-            packs: &packs,
-            labels: &labels,
-            findings: KeptFindings::of(&verified.findings).to_text(),
-        },
-    )
-    .await
-    .map_err(internal)?;
-    super::log_findings(&digest, &verified.findings);
+    single::store(bucket, db, config, sent).await?;
     stored(db, &digest).await
-}
-
-/// Streams bytes `range` of a packet stored in packs into a response
-/// body: the bytes are produced while the response is sent (bounded
-/// memory).
-fn rebuilt_body(
-    bucket: &Bucket,
-    loaded: Rc<Stored>,
-    digest: Digest,
-    range: core::ops::Range<u64>,
-) -> Result<ResponseBody, Problem> {
-    let sink = FixedPut::new(range.end - range.start).map_err(refusal)?;
-    let readable = sink.readable.clone();
-    let bucket = bucket.clone();
-    wasm_bindgen_futures::spawn_local(async move {
-        let mut out = Output::new(sink.writer.clone());
-        match read::packet_range(&bucket, &loaded, range, &mut out).await {
-            Ok(()) => {
-                let _ = sink.close().await;
-            }
-            Err(e) => {
-                worker::console_error!("reading {digest}: {}", e.problem().to_json());
-                sink.abort("the packet could not be read").await;
-            }
-        }
-    });
-    Ok(ResponseBody::Stream(readable))
 }
 
 /// `GET` / `HEAD /v1/packets/{digest}`, whole or one range.
@@ -253,87 +163,14 @@ pub async fn get(
     if head {
         return empty(status, headers);
     }
-    let body = match row.storage() {
-        Some(Storage::Whole { object }) => {
-            read_range(
-                bucket,
-                &digest,
-                object,
-                bytes.start,
-                bytes.end - bytes.start,
-                status == 200,
-            )
-            .await?
-        }
-        _ => {
-            let loaded = load::load(bucket, &row).await?;
-            rebuilt_body(bucket, loaded, digest, bytes)?
-        }
-    };
+    let body = serve::packet(bucket, &row, digest, bytes, status == 200).await?;
     streamed(body, status, headers)
-}
-
-fn missing_bytes(digest: &Digest) -> Problem {
-    Problem::internal(format!(
-        "packet {digest} is indexed but its bytes are missing from R2"
-    ))
-}
-
-/// Reads `length` bytes at `offset` of the object `key` (all of it when
-/// `whole`), passed through without a copy in wasm.
-async fn read_range(
-    bucket: &Bucket,
-    digest: &Digest,
-    key: &str,
-    offset: u64,
-    length: u64,
-    whole: bool,
-) -> Result<ResponseBody, Problem> {
-    if length == 0 {
-        return Ok(ResponseBody::Empty);
-    }
-    let get = bucket.get(key);
-    let get = if whole {
-        get
-    } else {
-        get.range(Range::OffsetWithLength { offset, length })
-    };
-    let object = get
-        .execute()
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| missing_bytes(digest))?;
-    object
-        .body()
-        .ok_or_else(|| Problem::internal("R2 returned no body"))?
-        .response_body()
-        .map_err(internal)
 }
 
 /// `GET /v1/packets/{digest}/manifest`: `packet.json` as stored.
 pub async fn manifest(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
     let row = indexed(db, &digest).await?;
-    let body = match row.storage() {
-        Some(Storage::Whole { object }) => {
-            read_range(
-                bucket,
-                &digest,
-                object,
-                row.manifest_offset,
-                row.manifest_size,
-                false,
-            )
-            .await?
-        }
-        Some(Storage::Chunked { manifest, .. }) => {
-            read_range(bucket, &digest, manifest, 0, row.manifest_size, true).await?
-        }
-        Some(Storage::Packed { .. }) => {
-            let loaded = load::load(bucket, &row).await?;
-            ResponseBody::Body(loaded.json.clone())
-        }
-        None => return Err(Problem::internal(format!("packet {digest} has no objects"))),
-    };
+    let body = serve::manifest(bucket, &row, &digest).await?;
     let headers = Headers::new();
     set(&headers, "content-type", "application/json")?;
     set(&headers, "cache-control", IMMUTABLE)?;
@@ -355,19 +192,7 @@ pub async fn member(
 ) -> Answer {
     let row = indexed(db, &digest).await?;
     let loaded = load::load(bucket, &row).await?;
-    let (index, member) = loaded
-        .manifest
-        .find(path)
-        .ok_or_else(|| Problem::not_found(format!("packet {digest} has no member {path:?}")))?;
-    if member.kind() != packet_core::Kind::File {
-        let mut p = Problem::new(
-            ApiCode::NotAFile,
-            format!("{path:?} is a {}, it has no bytes", member.kind().as_str()),
-            "read the manifest for directories and symlink targets",
-        );
-        p.error.refusal.details.path = Some(member.path.clone().into());
-        return Err(p);
-    }
+    let (index, member) = loaded.file(path)?;
     let sha = member.sha256().unwrap_or(Digest::EMPTY).to_string();
     let headers = Headers::new();
     set(&headers, "content-type", "application/octet-stream")?;
@@ -390,20 +215,7 @@ pub async fn member(
     if head {
         return empty(status, headers);
     }
-    let chunks = loaded.layout.chunks(index);
-    let body = match chunks {
-        [] => ResponseBody::Empty,
-        [one] if one.is_identity() && length > 0 => {
-            let key = loaded.layout.packs().key(one.slot).ok_or_else(|| {
-                Problem::internal(format!("packet {digest}: a chunk in an empty slot"))
-            })?;
-            read_range(bucket, &digest, key, one.offset + start, length, false).await?
-        }
-        _ => {
-            let at = loaded.offsets.data_offsets()[index] + start;
-            rebuilt_body(bucket, loaded.clone(), digest, at..at + length)?
-        }
-    };
+    let body = serve::member(bucket, &loaded, index, start, length).await?;
     streamed(body, status, headers)
 }
 
@@ -412,19 +224,11 @@ pub async fn member(
 /// clean-up that finds them unused.
 pub async fn delete(bucket: &Bucket, db: &D1Database, digest: Digest) -> Answer {
     let row = indexed(db, &digest).await?;
-    let refs = packets::delete(db, &digest).await.map_err(internal)?;
+    let refs = delete_packet(bucket, db, &digest, &row)
+        .await
+        .map_err(internal)?;
     if !refs.is_empty() {
-        return Err(Problem::new(
-            ApiCode::PacketReferenced,
-            format!("refs point at {digest}: {}", refs.join(", ")),
-            "move or delete those refs first",
-        ));
-    }
-    load::forget(&row.digest);
-    if let Some(Storage::Chunked { layout, manifest }) = row.storage() {
-        for key in [layout, manifest] {
-            bucket.delete(key).await.map_err(internal)?;
-        }
+        return Err(packets::referenced(&row.digest, &refs));
     }
     no_content()
 }
@@ -451,75 +255,16 @@ pub async fn by_prefix(db: &D1Database, prefix: &DigestPrefix, query: &Query) ->
 pub async fn search(bucket: &Bucket, db: &D1Database, query: &Query) -> Answer {
     let key = query.search_key()?;
     let limit = query.limit()? as usize;
-    let mut at = Cursor::parse(query.get("cursor"))?;
-    let mut results = SearchResults {
-        matches: Vec::new(),
-        next_cursor: None,
-    };
-    let rows = packets::from_seq(db, at.seq, SEARCH_SCAN + 1)
-        .await
-        .map_err(internal)?;
-    let scanned = rows.len().min(SEARCH_SCAN as usize);
-    for row in &rows[..scanned] {
-        let from = if row.seq == at.seq { at.member } else { 0 };
-        let loaded = load::load(bucket, row).await?;
-        for i in search::scan(&loaded.manifest, &key, from) {
-            if results.matches.len() == limit {
-                results.next_cursor = Some(
-                    Cursor {
-                        seq: row.seq,
-                        member: i,
-                    }
-                    .to_text(),
-                );
-                return json_response(200, &results);
-            }
-            results.matches.push(search::search_match(
-                &row.digest,
-                &loaded.manifest.members[i],
-            ));
-        }
-        at = Cursor {
-            seq: row.seq + 1,
-            member: 0,
-        };
-    }
-    if rows.len() > scanned {
-        // The scan's bound: the next page goes on from the next packet.
-        results.next_cursor = Some(
-            Cursor {
-                seq: rows[scanned].seq,
-                member: 0,
-            }
-            .to_text(),
-        );
-    }
-    json_response(200, &results)
+    let cursor = Cursor::parse(query.get("cursor"))?;
+    json_response(200, &serve::search(bucket, db, &key, limit, cursor).await?)
 }
 
 /// `GET /v1/packets/{digest}/recipes[?base=…]`: how its manifest and its
 /// bodies of several chunks are cut, with copy runs of the bases' bodies.
 pub async fn recipes(bucket: &Bucket, db: &D1Database, digest: Digest, query: &Query) -> Answer {
     let row = indexed(db, &digest).await?;
-    let bases = query.all("base");
-    if bases.len() > 16 {
-        return Err(Problem::bad_request(
-            ApiCode::BasesInvalid,
-            "name at most 16 bases",
-        ));
-    }
-    let mut loaded_bases = Vec::new();
-    for b in &bases {
-        let d = b
-            .parse::<Digest>()
-            .map_err(Problem::from_packet_error_400)?;
-        if let Some(r) = packets::get(db, &d).await.map_err(internal)? {
-            loaded_bases.push(load::load(bucket, &r).await?);
-        }
-    }
-    let loaded = load::load(bucket, &row).await?;
-    let refs: Vec<&Stored> = loaded_bases.iter().map(|b| b.as_ref()).collect();
-    let doc = loaded.recipes(&refs).encode();
+    let bases = query.recipe_bases()?;
+    let doc = serve::recipes(bucket, db, &row, &bases).await?;
     let headers = Headers::new();
     set(&headers, "content-type", pillbox_wire::recipes::MEDIA_TYPE)?;
     set(&headers, "cache-control", "no-store")?;
@@ -535,72 +280,15 @@ pub async fn chunks(req: &mut Request, bucket: &Bucket, db: &D1Database, digest:
     content_length(req)?;
     let row = indexed(db, &digest).await?;
     let asked: ChunkRequest = parse_json(&body.read_all().await?)?;
-    if asked.chunks.len() > BatchLimits::MAX_FRAMES as usize {
-        return Err(too_many());
-    }
+    fetch::check_count(asked.chunks.len())?;
     let loaded = load::load(bucket, &row).await?;
-    let index = loaded.fetchable();
-    let mut wanted: Vec<ChunkRef> = Vec::with_capacity(asked.chunks.len());
-    let mut total = 0u64;
-    for hex in &asked.chunks {
-        let found = Digest::from_hex(hex)
-            .ok()
-            .and_then(|d| index.get(&d))
-            .ok_or_else(|| {
-                Problem::bad_request(
-                    ApiCode::ChunkUnknown,
-                    format!("{hex:?} is not a chunk of packet {digest} (GET its recipes; a body of at most 1 MiB is one chunk)"),
-                )
-            })?;
-        total += found.stored;
-        wanted.push(*found);
-    }
-    if total > MAX_CHUNK_BYTES {
-        return Err(too_many());
-    }
-    let frames: Vec<Frame> = wanted
-        .iter()
-        .map(|c| Frame {
-            sha256: c.sha256,
-            raw_size: c.raw as u32,
-            stored_size: c.stored as u32,
-            encoding: c.encoding,
-        })
-        .collect();
-    let mut table = Vec::with_capacity(HEAD_BYTES + ENTRY_BYTES * frames.len());
-    encode_table(&frames, &mut table);
-    let length = table.len() as u64 + total;
-    let sink = FixedPut::new(length).map_err(refusal)?;
-    let readable = sink.readable.clone();
-    let bucket = bucket.clone();
-    wasm_bindgen_futures::spawn_local(async move {
-        let mut out = Output::new(sink.writer.clone());
-        let done = match out.bytes(&table).await {
-            Ok(()) => read::stored_chunks(&bucket, loaded.layout.packs(), &wanted, &mut out).await,
-            Err(e) => Err(e),
-        };
-        match done {
-            Ok(()) => {
-                let _ = sink.close().await;
-            }
-            Err(e) => {
-                worker::console_error!("sending chunks of {digest}: {}", e.problem().to_json());
-                sink.abort("the chunks could not be read").await;
-            }
-        }
-    });
+    let answer = fetch::answer(&loaded.fetchable(), &asked.chunks, &digest)?;
+    let length = answer.length;
+    let body = serve::chunks(bucket, loaded, answer)?;
     let headers = Headers::new();
     set(&headers, "content-type", MEDIA_TYPE)?;
     set(&headers, "cache-control", "no-store")?;
     attachment(&headers)?;
     set(&headers, "content-length", &length.to_string())?;
-    streamed(ResponseBody::Stream(readable), 200, headers)
-}
-
-fn too_many() -> Problem {
-    Problem::new(
-        ApiCode::ChunksTooMany,
-        "ask for at most 65,536 chunks and 64 MiB per request",
-        "split the request",
-    )
+    streamed(body, 200, headers)
 }

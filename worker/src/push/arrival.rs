@@ -1,7 +1,8 @@
-//! A frame as it arrives (docs/transfer.md, "Parts"), pure: its stored
-//! bytes are decoded into exactly its raw size and hashed against its name;
-//! a frame that is a whole body of the packet is screened for findings
-//! then, for each class its members have, so the body is never read again.
+//! A frame as it arrives (docs/transfer.md, "Push", step 3), pure: its
+//! stored bytes are decoded into exactly its raw size and hashed against
+//! its name; a frame that is a whole body of the packet is screened for
+//! findings then, for each class its members have, so the body is never
+//! read again.
 
 use packet_core::secrets::Scanner;
 use packet_core::{BodyFindings, BodyScanner};

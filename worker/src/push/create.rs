@@ -21,7 +21,7 @@ use super::internal;
 use super::manifest::{self, Checked, CreateBody};
 use super::parts::{self, Placed, CREATE_PART};
 use super::plan::{Plan, Status};
-use super::receive::place;
+use super::receive::{place, Landing};
 use super::request::{self, CreateQuery};
 use super::state::load_bases;
 use super::wanted::{manifest_frames, status_of};
@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::ingest;
 use crate::problem::Problem;
 use crate::storage::chunk::Name;
-use crate::storage::index::pushes::{PushPartRow, PushRow};
+use crate::storage::index::pushes::PushRow;
 use crate::storage::index::{packs, pushes};
 use crate::storage::keys;
 use crate::storage::load;
@@ -118,11 +118,11 @@ impl Create<'_> {
         if !missing.is_empty() {
             return Err(manifest::incomplete(&missing));
         }
-        let id = timing::timed(Stage::D1, crate::storage::index::new_id(db))
-            .await
-            .map_err(internal)?;
-        let pack_key = keys::pack(&id);
-        let placed = place(db, &frames, &pack_key).await?;
+        let Landing {
+            id,
+            pack_key,
+            placed,
+        } = place(db, &frames, Some(Stage::D1)).await?;
         let new_count = placed.new_count();
         let Placed {
             mut record,
@@ -265,14 +265,7 @@ impl Create<'_> {
         let record_key = keys::push_record(&id, CREATE_PART, &id);
         load::write_object(bucket, &record_key, record.encode()).await?;
         // A create's part is never replaced (parts are numbered from 1).
-        let part = PushPartRow {
-            number: CREATE_PART,
-            pack: (pack_size > 0).then(|| pack_key.clone()),
-            record: record_key,
-            frames: frames.len() as u32,
-            bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
-            stored_bytes: pack_size,
-        };
+        let part = parts::part_row(CREATE_PART, &frames, &pack_key, pack_size, record_key);
         timing::timed(
             Stage::D1,
             pushes::record_part(

@@ -364,9 +364,7 @@ pub(super) async fn finish(
         // A pack the packet names was collected meanwhile.
         return lost_packs(db, f.at_hand, None).await;
     }
-    if let Some(line) = crate::findings::log_line(&digest, &verified.findings) {
-        worker::console_warn!("{line}");
-    }
+    crate::findings::log(&digest, &verified.findings);
     if let Some(id) = f.push_id {
         crate::storage::clean::delete_push_objects(bucket, db, id).await;
     }

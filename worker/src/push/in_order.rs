@@ -1,14 +1,15 @@
-//! Bodies proven as their chunks arrive (docs/transfer.md, "Parts"), pure:
-//! when a part carries every chunk of a large body's recipe, one after the
-//! other in the recipe's order and each new to the store (written, as
-//! sent, into the part's own pack), the body is hashed and screened from
-//! those chunks' raw bytes as they are checked, and its proof kept with the
-//! part's record ([`InOrder::finish`]). `complete` then needs no read of
-//! that body ([`Arrived::proves`]): the proof holds only if the chunks the
-//! body will be served from are exactly the ones that were hashed (same
-//! pack, offset, stored size and encoding). A body whose chunks arrive out
-//! of order, across parts, mixed with chunks the store held, or whose
-//! bytes are not the manifest's is left to `complete`, which reads it.
+//! Bodies proven as their chunks arrive (docs/transfer.md, "Push", step 3),
+//! pure: when a part carries every chunk of a large body's recipe, one
+//! after the other in the recipe's order and each new to the store
+//! (written, as sent, into the part's own pack), the body is hashed and
+//! screened from those chunks' raw bytes as they are checked, and its proof
+//! kept with the part's record ([`InOrder::finish`]). `complete` then needs
+//! no read of that body ([`Arrived::proves`]): the proof holds only if the
+//! chunks the body will be served from are exactly the ones that were
+//! hashed (same pack, offset, stored size and encoding). A body whose
+//! chunks arrive out of order, across parts, mixed with chunks the store
+//! held, or whose bytes are not the manifest's is left to `complete`, which
+//! reads it.
 
 use std::collections::HashMap;
 

@@ -53,8 +53,5 @@ pub mod state;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 
-/// A runtime failure (R2, D1) as a 500.
 #[cfg(target_arch = "wasm32")]
-fn internal(e: worker::Error) -> crate::problem::Problem {
-    crate::problem::Problem::internal(e.to_string())
-}
+use crate::problem::internal;

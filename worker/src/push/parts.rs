@@ -121,6 +121,26 @@ pub fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<StoredChunk> {
         .collect()
 }
 
+/// The row of a request with `frames` (part `number`; a create body's is
+/// [`CREATE_PART`]): its pack `pack_key`, if its new frames made one
+/// (`pack_size` bytes), and its record object.
+pub fn part_row(
+    number: u16,
+    frames: &[Frame],
+    pack_key: &str,
+    pack_size: u64,
+    record: String,
+) -> PushPartRow {
+    PushPartRow {
+        number,
+        pack: (pack_size > 0).then(|| pack_key.to_string()),
+        record,
+        frames: frames.len() as u32,
+        bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
+        stored_bytes: pack_size,
+    }
+}
+
 /// What the frames of `record` that are whole bodies hold, by body and
 /// class (only what is not empty was kept).
 pub fn found(record: &PartRecord) -> impl Iterator<Item = (BodyClass, BodyFindings)> + '_ {
@@ -302,6 +322,20 @@ mod tests {
         assert!(stored_rows(&placed.record, &placed.new).is_empty());
         let none = place(&[], |_: &Name| None, "packs/new");
         assert_eq!((none.pack_size, none.record.packs.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_requests_row_names_its_pack_only_when_it_stored_frames() {
+        let frames = [frame("a", 100, 40), frame("b", 50, 50)];
+        let row = part_row(3, &frames, "packs/new", 40, "pushes/p/parts/3".into());
+        assert_eq!(
+            (row.number, row.pack.as_deref(), row.record.as_str()),
+            (3, Some("packs/new"), "pushes/p/parts/3")
+        );
+        assert_eq!((row.frames, row.bytes, row.stored_bytes), (2, 90, 40));
+        let held = part_row(CREATE_PART, &frames, "packs/new", 0, "r".into());
+        assert_eq!((held.number, held.pack, held.stored_bytes), (0, None, 0));
+        assert_eq!((held.frames, held.bytes), (2, 90));
     }
 
     fn early(bytes: &[u8], first: u32, count: u32) -> Early {

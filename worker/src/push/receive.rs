@@ -1,10 +1,10 @@
 //! Frames received (docs/transfer.md, "Push", step 3): a request's frames
-//! placed where they will live ([`place`], for a create body too), and a
-//! part of an open push read as it arrives ([`crate::ingest`]): its table
-//! checked against what the push wants, its new frames written into its
-//! own pack (whose row makes it the push's first), whole bodies screened
-//! and large bodies proven as their chunks arrive in order, then its record
-//! and its row written.
+//! placed where they will live, under its new id ([`place`], for a create
+//! body too), and a part of an open push read as it arrives
+//! ([`crate::ingest`]): its table checked against what the push wants, its
+//! new frames written into its own pack (whose row makes it the push's
+//! first), whole bodies screened and large bodies proven as their chunks
+//! arrive in order, then its record and its row written.
 
 use pillbox_wire::ApiCode;
 
@@ -31,10 +31,33 @@ use crate::storage::keys;
 use crate::storage::load;
 use crate::timing::{self, Stage};
 
-/// Where a request's frames will live: in its new pack `pack_key` (those
-/// the store does not hold) or where the store holds them
-/// ([`parts::place`]).
-pub async fn place(db: &D1Database, frames: &[Frame], pack_key: &str) -> Result<Placed, Problem> {
+/// A request's frames placed: the request's new id, the key of its pack,
+/// and where each frame will live.
+pub struct Landing {
+    /// The request's id (a create's is its push's).
+    pub id: String,
+    /// Its pack's key, named by its id.
+    pub pack_key: String,
+    /// Where its frames will live: in its pack (those the store does not
+    /// hold) or where the store holds them ([`parts::place`]).
+    pub placed: Placed,
+}
+
+/// Places a request's `frames` under a new id. `id_stage` is the stage of
+/// `Pillbox-Timing` that finding the id counts in (a create's is D1; a
+/// part's is in none).
+pub async fn place(
+    db: &D1Database,
+    frames: &[Frame],
+    id_stage: Option<Stage>,
+) -> Result<Landing, Problem> {
+    let new_id = crate::storage::index::new_id(db);
+    let id = match id_stage {
+        Some(stage) => timing::timed(stage, new_id).await,
+        None => new_id.await,
+    }
+    .map_err(internal)?;
+    let pack_key = keys::pack(&id);
     let names: Vec<Name> = frames
         .iter()
         .map(|f| (f.sha256, u64::from(f.raw_size)))
@@ -50,7 +73,12 @@ pub async fn place(db: &D1Database, frames: &[Frame], pack_key: &str) -> Result<
             encoding: h.encoding,
         })
     };
-    Ok(parts::place(frames, at, pack_key))
+    let placed = parts::place(frames, at, &pack_key);
+    Ok(Landing {
+        id,
+        pack_key,
+        placed,
+    })
 }
 
 /// Part `number` of the push `row`, its chunk batch read from `body`: the
@@ -89,9 +117,11 @@ async fn receive(
     let mut decoder = Decoder::new(config.batch_limits());
     let frames = ingest::read_table(body, &mut decoder).await?;
     check_wanted(&frames, &[], &state.wanted())?;
-    let attempt = crate::storage::index::new_id(db).await.map_err(internal)?;
-    let pack_key = keys::pack(&attempt);
-    let placed = place(db, &frames, &pack_key).await?;
+    let Landing {
+        id: attempt,
+        pack_key,
+        placed,
+    } = place(db, &frames, None).await?;
     let new_count = placed.new_count();
     let Placed {
         mut record,
@@ -160,14 +190,7 @@ async fn receive(
     record.early = in_order.finish();
     let record_key = keys::push_record(id, number, &attempt);
     load::write_object(bucket, &record_key, record.encode()).await?;
-    let row = PushPartRow {
-        number,
-        pack: (pack_size > 0).then(|| pack_key.clone()),
-        record: record_key,
-        frames: frames.len() as u32,
-        bytes: frames.iter().map(|f| u64::from(f.stored_size)).sum(),
-        stored_bytes: pack_size,
-    };
+    let row = parts::part_row(number, &frames, &pack_key, pack_size, record_key);
     let replaced = timing::timed(
         Stage::D1,
         pushes::record_part(

@@ -1,12 +1,12 @@
-//! What a push's frames left behind (docs/transfer.md, "Parts"): for every
-//! frame a request carried (a part, or the create body of a push that did
-//! not complete at once), where its chunk now lives (in the pack the
+//! What a push's frames left behind (docs/transfer.md, "Push", step 3): for
+//! every frame a request carried (a part, or the create body of a push that
+//! did not complete at once), where its chunk now lives (in the pack the
 //! request wrote, or where the store held it already) and, for a frame that
 //! is a whole body, what the body holds (screened as it arrived, for each
 //! class its members have; only what is not empty). `complete` builds the
 //! packet from these records with no per-chunk lookups. A record is an R2
-//! object (`pushes/<id>/parts/<n>.<attempt>`): a part of 65,536 frames needs
-//! 3.6 MB, more than a D1 row holds.
+//! object (`pushes/<id>/parts/<n>.<attempt>`): a part of 65,536 frames
+//! needs 3.6 MB, more than a D1 row holds.
 //!
 //! Encoding (big-endian): `"PBPART02"`, version 2, `u32` pack count, each
 //! pack key as `u16` length + UTF-8, `u32` frame count, then per frame its

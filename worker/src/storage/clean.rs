@@ -4,14 +4,17 @@
 //! and no open push uses any more, older than the same TTL, with their
 //! chunks' rows. Each kind is bounded per run; the rest waits for the
 //! next. Also here: discarding one upload (an abort, a refused complete)
-//! or one push.
+//! or one push, and deleting a packet, whose bytes the clean-up collects.
 
+use packet_core::Digest;
 use worker::{Bucket, D1Database, Result};
 
+use super::index::packets::{self, PacketRow, Storage};
 use super::index::packs;
 use super::index::pushes::{self, PushRow};
 use super::index::uploads::{self, UploadRow};
 use super::keys;
+use super::load;
 
 /// Uploads, and pushes, discarded per run at most.
 const SESSIONS_PER_RUN: usize = 1000;
@@ -98,6 +101,30 @@ pub async fn delete_push_objects(bucket: &Bucket, db: &D1Database, id: &str) {
     {
         let _ = bucket.delete(key).await;
     }
+}
+
+/// Deletes the packet `digest` (its row `row`), unless a ref names it:
+/// its rows now (its packs are marked for the clean-up), the isolate's
+/// copy, and a chunked packet's manifest and layout objects; its bytes go
+/// with the next clean-up that finds them unused. Returns the refs that
+/// point at it (then nothing was deleted).
+pub async fn delete_packet(
+    bucket: &Bucket,
+    db: &D1Database,
+    digest: &Digest,
+    row: &PacketRow,
+) -> Result<Vec<String>> {
+    let refs = packets::delete(db, digest).await?;
+    if !refs.is_empty() {
+        return Ok(refs);
+    }
+    load::forget(&row.digest);
+    if let Some(Storage::Chunked { layout, manifest }) = row.storage() {
+        for key in [layout, manifest] {
+            bucket.delete(key).await?;
+        }
+    }
+    Ok(Vec::new())
 }
 
 /// Discards what `older` finds (a look at a time) with `discard`, until a

@@ -1,26 +1,26 @@
 //! Stored packets as reads and pushes need them ([`Stored`]), fetched from
-//! D1 and R2 once and kept in the isolate for the next requests (a few,
-//! within a byte budget): a whole packet's manifest is a range of its
-//! object; a packet pushed before format /2 has a manifest object and a
-//! layout object; a packed packet's root (in its row) names the chunks of
-//! its manifest and of its layout, read and decoded, and its manifest must
-//! hash to its digest.
+//! D1 ([`indexed`]) and R2 once and kept in the isolate for the next
+//! requests (a few, within a byte budget): a whole packet's manifest is a
+//! range of its object; a packet pushed before format /2 has a manifest
+//! object and a layout object; a packed packet's root (in its row) names
+//! the chunks of its manifest and of its layout, read and decoded, and its
+//! manifest must hash to its digest.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use packet_core::Digest;
-use worker::Bucket;
+use worker::{Bucket, D1Database};
 
 use super::chunk::ChunkRef;
 use super::findings::KeptFindings;
-use super::index::packets::{PacketRow, Storage};
+use super::index::packets::{self, PacketRow, Storage};
 use super::index::unhex;
 use super::packs::PackTable;
 use super::read;
 use super::root::Root;
 use super::stored::Stored;
-use crate::problem::Problem;
+use crate::problem::{internal, Problem};
 
 /// Stored packets kept in the isolate, at most.
 const CACHED: usize = 16;
@@ -47,6 +47,14 @@ fn cache_key(row: &PacketRow) -> String {
 
 fn damaged(row: &PacketRow, what: &str) -> Problem {
     Problem::internal(format!("packet {} is indexed but {what}", row.digest))
+}
+
+/// The indexed packet with this digest, or 404.
+pub async fn indexed(db: &D1Database, digest: &Digest) -> Result<PacketRow, Problem> {
+    packets::get(db, digest)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| Problem::not_found(format!("no packet {digest} is stored")))
 }
 
 /// Reads a whole small object, or a range of one.

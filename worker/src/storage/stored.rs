@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 
 use packet_core::offsets::Offsets;
-use packet_core::{Body, Digest, Findings, Limits, Manifest};
+use packet_core::{Body, Digest, Findings, Limits, Manifest, Member};
 use pillbox_wire::chunking::MANIFEST;
 use pillbox_wire::recipes::{BodyRecipe, ChunkName, Recipes, Run};
+use pillbox_wire::ApiCode;
 
 use super::chunk::{ChunkRef, Name};
 use super::cut::cut;
@@ -18,6 +19,7 @@ use super::findings::KeptFindings;
 use super::layout::Layout;
 use super::root::Root;
 use crate::binary::Corrupt;
+use crate::problem::Problem;
 
 /// How a stored packet's bytes are kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +30,25 @@ pub enum Form {
     PushedV1,
     /// Pushed as /2: a root naming chunks of the manifest and the layout.
     Packed,
+}
+
+/// Where a read of a member's body is served from
+/// ([`Stored::body_read`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyRead<'a> {
+    /// Nothing: the body is empty.
+    Nothing,
+    /// A range of one object: the body is one chunk stored as it is.
+    Object {
+        /// The object's key.
+        key: &'a str,
+        /// The range's first byte in the object.
+        offset: u64,
+        /// Its length.
+        length: u64,
+    },
+    /// Bytes of the packet, rebuilt from its chunks ([`super::rebuild`]).
+    Packet(core::ops::Range<u64>),
 }
 
 /// A stored packet, ready to be read or built on.
@@ -212,6 +233,52 @@ impl Stored {
         }
     }
 
+    /// The member at `path`, which must be a file, and its index: 404
+    /// `not_found` when the packet has none, 404 `not_a_file` for a
+    /// directory or a symlink.
+    pub fn file(&self, path: &str) -> Result<(usize, &Member), Problem> {
+        let digest = self.digest;
+        let (index, member) = self
+            .manifest
+            .find(path)
+            .ok_or_else(|| Problem::not_found(format!("packet {digest} has no member {path:?}")))?;
+        if member.kind() != packet_core::Kind::File {
+            let mut p = Problem::new(
+                ApiCode::NotAFile,
+                format!("{path:?} is a {}, it has no bytes", member.kind().as_str()),
+                "read the manifest for directories and symlink targets",
+            );
+            p.error.refusal.details.path = Some(member.path.clone().into());
+            return Err(p);
+        }
+        Ok((index, member))
+    }
+
+    /// Where bytes `start..start + length` of the body of member `index`
+    /// are read: one range read when the body is one chunk stored as it
+    /// is, else the packet's bytes rebuilt.
+    pub fn body_read(
+        &self,
+        index: usize,
+        start: u64,
+        length: u64,
+    ) -> Result<BodyRead<'_>, Corrupt> {
+        Ok(match self.layout.chunks(index) {
+            [] => BodyRead::Nothing,
+            [one] if one.is_identity() && length > 0 => BodyRead::Object {
+                key: self.layout.packs().key(one.slot).ok_or_else(|| {
+                    Corrupt::new(format!("packet {}: a chunk in an empty slot", self.digest))
+                })?,
+                offset: one.offset + start,
+                length,
+            },
+            _ => {
+                let at = self.offsets.data_offsets()[index] + start;
+                BodyRead::Packet(at..at + length)
+            }
+        })
+    }
+
     /// Bytes of memory it takes, roughly (for the isolate's cache).
     pub fn weight(&self) -> usize {
         // The parsed manifest takes a few times its JSON.
@@ -326,6 +393,7 @@ mod tests {
     use crate::storage::layout::LayoutBuilder;
     use crate::storage::packs::PackTable;
     use packet_core::in_memory::{build, Source};
+    use pillbox_wire::chunks::Encoding;
 
     fn sample(n: usize) -> packet_core::in_memory::Built {
         let mut sources = vec![Source::Dir {
@@ -359,6 +427,86 @@ mod tests {
         }
         assert!(s.manifest_chunks.len() > 2);
         assert_eq!(s.fetchable().len(), s.manifest_chunks.len() + 800);
+    }
+
+    #[test]
+    fn a_member_read_is_a_file_of_the_packet() {
+        let built = sample(2);
+        let json = built.manifest.to_canonical_json();
+        let s = Stored::whole(built.digest, "uploads/x", json, 512, None).unwrap();
+        let (index, member) = s.file("workspace/file-00001.txt").unwrap();
+        assert_eq!((index, member.size()), (2, 7));
+        let err = s.file("workspace/nope").unwrap_err();
+        assert_eq!((err.status, err.error.code()), (404, "not_found"));
+        let err = s.file("workspace").unwrap_err();
+        assert_eq!(err.error.code(), "not_a_file");
+        assert_eq!(err.error.refusal.details.path.as_deref(), Some("workspace"));
+    }
+
+    #[test]
+    fn a_body_of_one_chunk_as_stored_is_one_range_read_and_any_other_is_rebuilt() {
+        let built = sample(2);
+        let json = built.manifest.to_canonical_json();
+        let whole = Stored::whole(built.digest, "uploads/x", json.clone(), 512, None).unwrap();
+        let (index, _) = whole.file("workspace/file-00001.txt").unwrap();
+        let at = whole.offsets.data_offsets()[index];
+        assert_eq!(
+            whole.body_read(index, 2, 3),
+            Ok(BodyRead::Object {
+                key: "uploads/x",
+                offset: at + 2,
+                length: 3
+            })
+        );
+        assert_eq!(&built.bytes[at as usize + 2..at as usize + 5], b"dy ");
+        assert_eq!(
+            whole.body_read(0, 0, 0),
+            Ok(BodyRead::Nothing),
+            "a directory"
+        );
+        // Stored compressed: rebuilt; in an empty slot: the store is damaged.
+        let laid = |encoding, slot| {
+            let mut packs = PackTable::new();
+            packs.slot("packs/p");
+            let mut b = LayoutBuilder::new(packs);
+            for m in &built.manifest.members {
+                if let Some(body) = m.body() {
+                    b.push(ChunkRef {
+                        encoding,
+                        ..ChunkRef::identity(body.sha256, slot, 0, body.size)
+                    });
+                }
+                b.end_member();
+            }
+            Stored::from_parts(
+                built.digest,
+                built.manifest.clone(),
+                json.clone(),
+                b.finish(),
+                vec![],
+                vec![],
+                None,
+            )
+        };
+        assert_eq!(
+            laid(Encoding::Zstd, 0).body_read(index, 2, 3),
+            Ok(BodyRead::Packet(at + 2..at + 5))
+        );
+        assert_eq!(
+            laid(Encoding::Identity, 0).body_read(index, 2, 3),
+            Ok(BodyRead::Object {
+                key: "packs/p",
+                offset: 2,
+                length: 3
+            })
+        );
+        let damaged = laid(Encoding::Identity, 3)
+            .body_read(index, 2, 3)
+            .unwrap_err();
+        assert_eq!(
+            damaged.0,
+            format!("packet {}: a chunk in an empty slot", built.digest)
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use worker::worker_sys::FixedLengthStream;
 use worker::{Bucket, Data, HttpMetadata};
 
 use crate::config::PacketHasher;
+use crate::problem::Problem;
 use crate::timing::{self, Stage};
 
 /// Why a packet was not stored.
@@ -34,6 +35,17 @@ pub enum StoreError {
     Refused(PacketError),
     /// The body stream or R2 failed.
     Failed(String),
+}
+
+impl StoreError {
+    /// A verification that did not store the packet: packet-core's
+    /// refusal (422), or a storage failure (500).
+    pub fn problem(self) -> Problem {
+        match self {
+            StoreError::Refused(e) => Problem::from_packet_error(&e),
+            StoreError::Failed(message) => Problem::internal(message),
+        }
+    }
 }
 
 /// A JavaScript exception as text.

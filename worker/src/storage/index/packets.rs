@@ -4,10 +4,13 @@
 //! transaction) with the rows that say which packs it uses, so a reader
 //! never sees a packet whose bytes could be collected. The row, and the
 //! answers built from rows (`GET /v1/packets`, a stored packet,
-//! `GET /v1/digests/{prefix}`), are pure; the statements are wasm.
+//! `GET /v1/digests/{prefix}`, a delete that refs hold back), are pure;
+//! the statements are wasm.
 
-use pillbox_wire::{DigestMatches, Harness, Packet, PacketFacts, PacketList, Stored};
+use pillbox_wire::{ApiCode, DigestMatches, Harness, Packet, PacketFacts, PacketList, Stored};
 use serde::Deserialize;
+
+use crate::problem::Problem;
 
 #[cfg(target_arch = "wasm32")]
 pub use statements::*;
@@ -181,6 +184,16 @@ pub fn digest_matches(prefix: &str, mut found: Vec<String>, limit: u32) -> Diges
         digests: found,
         truncated,
     }
+}
+
+/// 409 `packet_referenced`: the packet `digest` is not deleted while
+/// `refs` (some of those) point at it.
+pub fn referenced(digest: &str, refs: &[String]) -> Problem {
+    Problem::new(
+        ApiCode::PacketReferenced,
+        format!("refs point at {digest}: {}", refs.join(", ")),
+        "move or delete those refs first",
+    )
 }
 
 /// The statements of `packets` and `labels`.
@@ -522,6 +535,16 @@ mod tests {
             })
         );
         assert_eq!(json_of(row.stored(false))["created"], json!(false));
+    }
+
+    #[test]
+    fn a_packet_refs_point_at_is_refused_naming_them() {
+        let p = referenced(D, &["sessions/a/latest".into(), "x".into()]);
+        assert_eq!((p.status, p.error.code()), (409, "packet_referenced"));
+        assert_eq!(
+            p.error.refusal.details.message,
+            format!("refs point at {D}: sessions/a/latest, x")
+        );
     }
 
     #[test]

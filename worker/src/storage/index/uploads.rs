@@ -30,6 +30,11 @@ pub struct UploadRow {
 }
 
 impl UploadRow {
+    /// The labels it attaches.
+    pub fn label_list(&self) -> Vec<String> {
+        serde_json::from_str(&self.labels).unwrap_or_default()
+    }
+
     /// How the upload is cut (checked when it was created).
     pub fn plan(&self) -> Plan {
         Plan {
@@ -263,5 +268,20 @@ mod tests {
             })
         );
         assert_eq!(json_of(row.view(&[]))["missing"], json!([1, 2, 3]));
+    }
+
+    #[test]
+    fn an_uploads_labels_are_read_back_as_written() {
+        let mut row = UploadRow {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            digest: D.into(),
+            size: 1,
+            part_size: 5 << 20,
+            r2_upload_id: "r2".into(),
+            labels: serde_json::to_string(&["a", "host=ci-7"]).unwrap(),
+        };
+        assert_eq!(row.label_list(), ["a", "host=ci-7"]);
+        row.labels = "not json".into();
+        assert!(row.label_list().is_empty());
     }
 }
