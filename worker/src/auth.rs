@@ -351,7 +351,7 @@ mod tests {
     use crate::route::{route, Method};
 
     fn hex(token: &str) -> String {
-        Digest::of(token.as_bytes()).to_string()["sha256:".len()..].to_string()
+        Digest::of(token.as_bytes()).hex().to_string()
     }
 
     fn tokens(entries: &[(&str, &str, &[&str])], single: Option<&str>) -> Tokens {

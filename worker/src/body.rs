@@ -29,30 +29,9 @@ fn unreadable(e: StoreError) -> Problem {
     }
 }
 
-/// Reads and drops at most what `rest` allows of a locked body, then
-/// cancels what is left.
-pub async fn drop_rest(reader: &ChunkReader, rest: Rest) {
-    let Rest::Drain(most) = rest else {
-        reader.cancel();
-        return;
-    };
-    let mut seen = 0u64;
-    loop {
-        match reader.next().await {
-            Ok(Some(chunk)) => {
-                seen += u64::from(chunk.length());
-                if seen > most {
-                    reader.cancel();
-                    return;
-                }
-            }
-            _ => return,
-        }
-    }
-}
-
-/// The same for a body nobody read (an answer given before it was
-/// needed): drained or cancelled by [`caps::rest`] from its declared length.
+/// Drains or cancels a body nobody read (an answer given before it was
+/// needed), as [`caps::rest`] says from its declared length
+/// ([`ChunkReader::drop_rest`]).
 pub async fn discard(stream: &ReadableStream, length: Option<u64>) {
     discard_stream(stream, caps::rest(length, 0)).await;
 }
@@ -62,7 +41,7 @@ async fn discard_stream(stream: &ReadableStream, rest: Rest) {
         return;
     }
     if let Ok(reader) = ChunkReader::new(stream) {
-        drop_rest(&reader, rest).await;
+        reader.drop_rest(rest).await;
     }
 }
 
@@ -193,7 +172,7 @@ impl Body {
         self.ended = true;
         let rest = caps::rest(self.length, self.meter.sent());
         match &self.reader {
-            Some(reader) => drop_rest(reader, rest).await,
+            Some(reader) => reader.drop_rest(rest).await,
             None => {
                 if let Some(stream) = &self.stream {
                     discard_stream(stream, rest).await;

@@ -238,7 +238,7 @@ pub async fn verify_into_bucket(
             // rest of the source ([`crate::caps::rest`]). Errors here change
             // nothing.
             sink.abort("packet refused").await;
-            crate::body::drop_rest(&reader, crate::caps::rest(Some(size), 0)).await;
+            reader.drop_rest(crate::caps::rest(Some(size), 0)).await;
         }
         pumped
     };
@@ -319,6 +319,28 @@ pub struct ChunkReader {
 }
 
 impl ChunkReader {
+    /// Reads and drops at most what `rest` allows of the locked body, then
+    /// cancels what is left.
+    pub async fn drop_rest(&self, rest: crate::caps::Rest) {
+        let crate::caps::Rest::Drain(most) = rest else {
+            self.cancel();
+            return;
+        };
+        let mut seen = 0u64;
+        loop {
+            match self.next().await {
+                Ok(Some(chunk)) => {
+                    seen += u64::from(chunk.length());
+                    if seen > most {
+                        self.cancel();
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// A reader of `stream` (which it locks).
     pub fn new(stream: &ReadableStream) -> Result<ChunkReader, StoreError> {
         let options = js_sys::Object::new();
