@@ -8,15 +8,21 @@
 #   bash scripts/test.sh            everything
 #   FUZZ_SECONDS=0 bash scripts/test.sh   skip the bounded fuzz run
 #
-# Each crate is compiled once per profile and target: the debug builds are
-# the tests' (`cargo test`; the wasm tests), the release builds the
-# programs the end-to-end tests, the harness tests, the browser tests and
-# the benchmarks run, all from one invocation (scripts/build-release.sh),
-# plus the Worker and the inspector page for wasm32.
+# Each crate is compiled once per profile and target: the lints and the
+# tests' debug builds (`cargo test`; the wasm tests) in target/tests/, the
+# release builds of the programs the end-to-end tests, the harness tests,
+# the browser tests and the benchmarks run in target/ as always, all from
+# one invocation (scripts/build-release.sh), plus the Worker and the
+# inspector page for wasm32. Cargo locks a target directory for the whole
+# of an invocation, so with two the release builds (and the fuzz targets'
+# build and bounded run, in their own) go on in the background while the
+# lints and the debug tests run: the machine's cores stay busy, and the
+# steps that need the builds wait for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 target="${CARGO_TARGET_DIR:-$root/target}"
+tests_target="$target/tests"
 
 stage_names=()
 stage_seconds=()
@@ -59,6 +65,58 @@ step() {
   printf '\n==== %s\n' "$*"
 }
 
+# Background jobs: started with `background NAME COMMAND…`, their output in
+# a log; `await NAME` waits for one, prints its log's tail (or all of it if
+# it failed, and stops the run) and adds its own row to the table: its
+# wall time from start to end, and its CPU, which is then not counted in the
+# step that waited for it.
+declare -A bg_pid bg_log bg_times
+background() {
+  local name=$1
+  shift
+  bg_log[$name]=$(mktemp)
+  bg_times[$name]=$(mktemp)
+  (
+    started=$EPOCHREALTIME
+    status=0
+    "$@" || status=$?
+    # This subshell's `times`: the CPU of the job's processes.
+    { echo "$started $EPOCHREALTIME"; times; } >"${bg_times[$name]}"
+    exit $status
+  ) >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
+  printf '(started in the background: %s)\n' "$name"
+}
+await() {
+  local name=$1 status=0
+  wait "${bg_pid[$name]}" || status=$?
+  unset "bg_pid[$name]"
+  if [[ $status -ne 0 ]]; then
+    cat "${bg_log[$name]}"
+    printf '\n==== %s (in the background) failed (exit %d)\n' "$name" "$status"
+    stage_names+=("$name (in the background)")
+    stage_seconds+=("-")
+    stage_cpu+=("-")
+    exit "$status"
+  fi
+  tail -n "${2:-3}" "${bg_log[$name]}"
+  local wall cpu
+  wall=$(awk 'NR == 1 { printf "%.1f", $2 - $1 }' "${bg_times[$name]}")
+  cpu=$(awk 'NR == 3 {
+    n = split($1 " " $2, t, " "); s = 0
+    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+    printf "%.1f", s }' "${bg_times[$name]}")
+  bg_names+=("$name (in the background)")
+  bg_seconds+=("$wall")
+  bg_cpu+=("$cpu")
+  # Not the waiting step's own CPU.
+  stage_cpu_started=$(awk -v a="$stage_cpu_started" -v c="$cpu" 'BEGIN { printf "%.1f", a + c }')
+  rm -f "${bg_log[$name]}" "${bg_times[$name]}"
+}
+bg_names=()
+bg_seconds=()
+bg_cpu=()
+
 # The table of step times, at the end of the run or where it stopped.
 summary() {
   local status=$?
@@ -72,6 +130,11 @@ summary() {
     [[ $status -ne 0 && -n "$failed" && $i -eq $((${#stage_names[@]} - 1)) ]] && mark="  (failed)"
     printf '%6s s  %6s s  %s%s\n' "${stage_seconds[$i]}" "${stage_cpu[$i]}" "${stage_names[$i]}" "$mark"
   done
+  for i in "${!bg_names[@]}"; do
+    printf '%6s s  %6s s  %s\n' "${bg_seconds[$i]}" "${bg_cpu[$i]}" "${bg_names[$i]}"
+  done
+  local pid
+  for pid in "${bg_pid[@]}"; do kill -- "$pid" 2>/dev/null || true; done
   local total
   read_cpu
   total=$(awk -v a="$run_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
@@ -89,6 +152,19 @@ bash scripts/setup.sh --for test
 
 step "format"
 cargo fmt --all -- --check
+
+# In the background from here, in target/ (or CARGO_TARGET_DIR): the
+# release and wasm32 builds; in packet-core/fuzz/target: the fuzz targets'
+# build and bounded run.
+build_job="build: the Worker (wasm32), the inspector page (wasm32), the native programs in release"
+background "$build_job" bash -c 'bash scripts/worker-build.sh && bash inspector/build.sh && bash scripts/build-release.sh'
+fuzz_job="fuzzing, bounded (${FUZZ_SECONDS:-20} s a target)"
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  background "$fuzz_job" bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+fi
+
+# Meanwhile the lints and the debug tests, in target/tests/.
+export CARGO_TARGET_DIR="$tests_target"
 
 step "lints (native crates)"
 cargo clippy --all-targets --locked -- -D warnings
@@ -115,10 +191,11 @@ cargo test -p packet-core --target wasm32-unknown-unknown --locked --test vector
 cargo test -p packet-inspector-wasm --target wasm32-unknown-unknown --locked
 unset CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER
 
-step "build: the Worker (wasm32), the inspector page (wasm32), the native programs in release"
-bash scripts/worker-build.sh
-bash inspector/build.sh
-bash scripts/build-release.sh
+# From here on, the release builds.
+export CARGO_TARGET_DIR="$target"
+
+step "waiting for the release builds"
+await "$build_job"
 
 step "Worker bundles for deployment (wrangler deploy --dry-run)"
 dry=$(mktemp -d)
@@ -136,9 +213,9 @@ PILLBOX_BIN="$target/release/pillbox" node --test --test-concurrency=1 tests/har
 step "browser: the inspector in headless Chromium"
 bash inspector/tests/run.sh
 
-step "fuzzing, bounded"
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
-  bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+  step "waiting for the fuzzing"
+  await "$fuzz_job" 3
 fi
 
 step "benchmark smoke runs (tiny workspaces, one repetition, no targets)"
