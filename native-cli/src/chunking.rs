@@ -28,6 +28,7 @@ pub fn check(theirs: &Chunking) -> Result<()> {
     }
     Err(Refused::ChunkingMismatch {
         theirs: describe(theirs),
+        ours: describe(&Chunking::ours()),
     }
     .into())
 }

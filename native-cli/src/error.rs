@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use packet_core::{RefusalDetails, WriteError};
 use serde::Serialize;
 
+use crate::change::Change;
 pub use crate::refused::Refused;
 
 /// Exit code for success.
@@ -246,7 +247,7 @@ pub struct ErrorReport {
     /// `local_changes`: the paths that differ (at most 100), each with what
     /// changed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub paths: Option<Vec<crate::restore::Change>>,
+    pub paths: Option<Vec<Change>>,
     /// `local_changes`: how many paths differ in all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paths_count: Option<u64>,

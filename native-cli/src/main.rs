@@ -9,6 +9,7 @@
 //! at a terminal, one JSON object for a program (docs/cli.md, `output`).
 
 mod cache;
+mod change;
 mod chunking;
 mod compress;
 mod error;

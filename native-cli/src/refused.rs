@@ -2,9 +2,14 @@
 //! its stable code (docs/cli.md, "Error codes"), the data its message
 //! names and what a person can do about it. The variants, codes, messages
 //! and advice come from one table, so that the codes can be listed and
-//! checked against the documentation.
+//! checked against the documentation. Every value a message names (a
+//! limit, an id's shape, the chunking this pillbox uses) is carried by
+//! the refusal, given by the code that raises it: this module and
+//! `error` sit below every other module and import none of them.
 
 use std::path::{Path, PathBuf};
+
+use crate::change::Change;
 
 /// What to do after a failed restore check.
 const RECOVERY: &str = "clear the rollout from the checkpoint and start a fresh thread; do not resume into an empty session";
@@ -85,7 +90,7 @@ refusals! {
         advice: "move the existing session log away, or restore into another harness home";
     /// restore: the folder differs from the checkpoint its record says it
     /// holds.
-    LocalChanges { target: PathBuf, count: u64, listed: Vec<crate::restore::Change> } => "local_changes",
+    LocalChanges { target: PathBuf, count: u64, listed: Vec<Change> } => "local_changes",
         path: shown(target),
         message: format!(
             "{count} path(s) in {} differ from the checkpoint recorded there{}",
@@ -137,9 +142,9 @@ refusals! {
         message: format!("the harness symlink points at {target:?}, outside the session folder it is restored in"),
         advice: "unpack without --codex-home or --claude-config-dir to restore the workspace alone";
     /// A git configuration file too large to neutralise.
-    GitConfigTooLarge { member: String } => "git_config_too_large",
+    GitConfigTooLarge { member: String, limit: u64 } => "git_config_too_large",
         path: Some(member.clone()),
-        message: format!("{member} is larger than {} bytes: too large to be git's, and too large to rewrite without its settings", crate::unpack::GIT_CONFIG_MAX),
+        message: format!("{member} is larger than {limit} bytes: too large to be git's, and too large to rewrite without its settings"),
         advice: "unpack without --neutralize-git and inspect the file before running git in the restored workspace";
     /// Files of the workspace hold secrets.
     SecretsInWorkspace { found: Vec<String> } => "secret_in_workspace",
@@ -231,13 +236,9 @@ refusals! {
         message: format!("{member:?} is a {kind}, not a file"),
         advice: "cat prints files; use inspect to see directories and symlink targets";
     /// A thread or session id that is not the harness's shape.
-    InvalidId { kind: packet_core::HarnessKind, id: String } => "invalid_thread_id",
+    InvalidId { kind: packet_core::HarnessKind, id: String, shape: &'static str } => "invalid_thread_id",
         path: None,
-        message: format!(
-            "{} {id:?} is not {}",
-            kind.session_id_name(),
-            crate::harness::adapter(*kind).command_line().id.shape
-        ),
+        message: format!("{} {id:?} is not {shape}", kind.session_id_name()),
         advice: "pass the id exactly as the harness printed it";
     /// A session log that cannot fit in a packet beside the workspace.
     SessionLogTooLarge { source: PathBuf, size: u64, workspace_bytes: u64, limit: u64 } => "session_log_too_large",
@@ -258,13 +259,9 @@ refusals! {
         message: format!("{} does not decompress as zstd: {error}", path.display()),
         advice: "check the file with `zstd -t`; a damaged rollout cannot be resumed";
     /// A session log line longer than the reader takes.
-    SessionLogLineTooLong { path: PathBuf } => "session_log_invalid",
+    SessionLogLineTooLong { path: PathBuf, limit: u64 } => "session_log_invalid",
         path: shown(path),
-        message: format!(
-            "a line of {} is longer than {} bytes",
-            path.display(),
-            crate::harness::MAX_LINE
-        ),
+        message: format!("a line of {} is longer than {limit} bytes", path.display()),
         advice: "check that the file is the harness's JSONL session log";
     /// The Codex rollout records another thread.
     RolloutThreadMismatch { source: PathBuf, recorded: String, id: String } => "rollout_mismatch",
@@ -452,14 +449,14 @@ refusals! {
         message: format!("the rollout records thread {recorded:?}, not {id}"),
         advice: RECOVERY;
     /// push, pull: the store answered something the API does not describe.
-    RemoteInvalidAnswer { what: String, detail: String } => "remote_invalid_answer",
+    RemoteInvalidAnswer { doing: String, detail: String } => "remote_invalid_answer",
         path: None,
-        message: format!("{}: the store's answer is not what this pillbox expects: {detail}", crate::remote::doing(what)),
+        message: format!("{doing}: the store's answer is not what this pillbox expects: {detail}"),
         advice: "check that --remote is the base URL of a pillbox store (e.g. https://pillbox.example.workers.dev), and that it and this pillbox are of the same version";
     /// push: the store expects bodies cut into chunks another way.
-    ChunkingMismatch { theirs: String } => "chunking_mismatch",
+    ChunkingMismatch { theirs: String, ours: String } => "chunking_mismatch",
         path: None,
-        message: format!("the store cuts and compresses chunks as {theirs}, not as this pillbox does ({})", crate::chunking::describe(&pillbox_wire::Chunking::ours())),
+        message: format!("the store cuts and compresses chunks as {theirs}, not as this pillbox does ({ours})"),
         advice: "push with --whole, or use a pillbox that matches the store";
     /// push: the packet file changed after it was verified.
     PacketChanged { path: PathBuf } => "packet_changed",

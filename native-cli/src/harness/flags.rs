@@ -13,8 +13,8 @@ use clap::builder::{EnumValueParser, PossibleValue};
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 use packet_core::HarnessKind;
 
-use super::{adapter, Adapter, Destination, Destinations, Importer, ADAPTERS};
-use crate::error::{CliError, Refused, Result};
+use super::{adapter, invalid_id, Adapter, Destination, Destinations, Importer, ADAPTERS};
+use crate::error::{CliError, Result};
 
 /// How one harness appears on the command line.
 pub struct CommandLine {
@@ -362,7 +362,7 @@ pub fn checked_id(kind: HarnessKind, id: String, flag: &str) -> Result<String> {
     if kind.accepts_session_id(&id) {
         return Ok(id);
     }
-    let (_, message, _) = Refused::InvalidId { kind, id }.describe();
+    let (_, message, _) = invalid_id(kind, id).describe();
     Err(CliError::Usage(format!("{flag}: {message}")))
 }
 

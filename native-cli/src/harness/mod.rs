@@ -300,11 +300,17 @@ pub fn check_id(kind: HarnessKind, id: &str) -> Result<()> {
     if kind.accepts_session_id(id) {
         return Ok(());
     }
-    Err(Refused::InvalidId {
+    Err(invalid_id(kind, id.to_owned()).into())
+}
+
+/// The refusal of `id` as one of `kind`'s session ids, naming the shape
+/// its adapter takes.
+pub fn invalid_id(kind: HarnessKind, id: String) -> Refused {
+    Refused::InvalidId {
         kind,
-        id: id.to_owned(),
+        id,
+        shape: adapter(kind).command_line().id.shape,
     }
-    .into())
 }
 
 /// Refuses a session log that cannot fit in a packet beside the
@@ -359,6 +365,7 @@ pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> Result
         } else if n as u64 == MAX_LINE {
             return Err(Refused::SessionLogLineTooLong {
                 path: path.to_path_buf(),
+                limit: MAX_LINE,
             }
             .into());
         }

@@ -591,7 +591,7 @@ pub(super) fn ref_digest(what: &str, response: &mut Response<Body>) -> Result<Di
 /// `remote_invalid_answer`: the store answered, but not as the API says.
 pub(super) fn bad_answer(what: &str, detail: &str) -> CliError {
     Refused::RemoteInvalidAnswer {
-        what: what.to_owned(),
+        doing: super::refusal::Subject::of(what).doing(),
         detail: detail.to_owned(),
     }
     .into()

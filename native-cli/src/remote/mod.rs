@@ -64,11 +64,6 @@ pub use push::{
 pub use refs::list as list_refs;
 pub use upload_state::default_state_dir;
 
-/// What a request (`"PUT /v1/refs/x"`) was doing, in the CLI's terms.
-pub fn doing(what: &str) -> String {
-    refusal::Subject::of(what).doing()
-}
-
 /// The environment variable holding the bearer token.
 pub const TOKEN_ENV: &str = "PILLBOX_TOKEN";
 /// The environment variable naming the default remote.

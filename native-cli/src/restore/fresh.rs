@@ -16,13 +16,13 @@ use std::path::PathBuf;
 use packet_core::{git, scan_class, BodyFindings, Kind, Manifest};
 use rustix::fs::{Mode, OFlags};
 
-use crate::error::{CliError, Refused, Result};
+use crate::error::{CliError, Result};
 use crate::progress::Progress;
 use crate::remote::delta_pull::{DeltaPull, DeltaPullReport};
 use crate::remote::land::Sink;
 use crate::unpack::{
     self, Created, GitNeutralized, Member, Op, Placed, RemovedSetting, Root, Staged, Staging,
-    StagingWriter, Target, UnpackRequest, GIT_CONFIG_MAX,
+    StagingWriter, Target, UnpackRequest,
 };
 use crate::walk::open_beneath;
 
@@ -240,12 +240,7 @@ fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSet
         if m.kind() != Kind::File || !git::is_repository_config(relative) {
             continue;
         }
-        if m.size() > GIT_CONFIG_MAX {
-            return Err(Refused::GitConfigTooLarge {
-                member: m.path.to_string(),
-            }
-            .into());
-        }
+        unpack::check_git_config_size(m.path.as_str(), m.size())?;
         let mut f = tree.open(0, relative, OFlags::RDWR)?;
         let shown = tree.labels[0].join(relative);
         let mut bytes = Vec::with_capacity(m.size() as usize);

@@ -27,7 +27,8 @@ use rustix::fs::{
 use super::fresh::{scans_of, Tree};
 use super::journal::{Journal, Toward};
 use super::recording::{self, Checkpoint, Recorder, Stats};
-use super::scan::{self, Change, ChangeKind, Expected, HarnessPlace, Known, Scan};
+use super::scan::{self, Expected, HarnessPlace, Known, Scan};
+use crate::change::{Change, ChangeKind};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
 use crate::harness::{self, Destinations, Diverged, Importer, PendingImport, RestorePlan};
@@ -41,7 +42,7 @@ use crate::remote::{self, PullSources, PullTarget, Remote};
 use crate::report::HarnessReport;
 use crate::unpack::{
     self, Created, GitNeutralized, RemovedSetting, Staging, Target, UnpackRequest, DIR_MODE,
-    GIT_CONFIG_MAX, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
+    PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
 };
 use crate::walk::open_beneath;
 
@@ -1202,12 +1203,7 @@ impl<'a> Applier<'a> {
             let fd = open_beneath(staging.fd.as_fd(), &name, OFlags::RDWR, Mode::empty())
                 .map_err(|e| CliError::io("open", staging.path.join(&name), e.into()))?;
             if config {
-                if m.size() > GIT_CONFIG_MAX {
-                    return Err(Refused::GitConfigTooLarge {
-                        member: m.path.to_string(),
-                    }
-                    .into());
-                }
+                unpack::check_git_config_size(m.path.as_str(), m.size())?;
                 let mut f = File::from(
                     fd.try_clone()
                         .map_err(|e| CliError::io("open", &shown, e))?,

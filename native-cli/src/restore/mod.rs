@@ -12,8 +12,6 @@ mod journal;
 mod recording;
 mod scan;
 
-pub use scan::Change;
-
 use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};

@@ -23,49 +23,11 @@ use std::sync::{Condvar, Mutex};
 
 use packet_core::{exclude, path as member_path, Digest, Entry, Hasher, Limits, Manifest};
 use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags};
-use serde::Serialize;
 
+use crate::change::{Change, ChangeKind};
 use crate::error::{CliError, Result};
 use crate::record::{Identity, Record, Seen};
 use crate::walk::open_beneath;
-
-/// How a path differs from the checkpoint the folder holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
-    /// Its bytes differ.
-    Edited,
-    /// Its exec bit differs.
-    Mode,
-    /// It is another type of entry (a file for a folder, a link for a file).
-    Type,
-    /// The checkpoint has no such path.
-    Added,
-    /// The checkpoint has it; the folder does not.
-    Removed,
-}
-
-impl ChangeKind {
-    /// Its name in the JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeKind::Edited => "edited",
-            ChangeKind::Mode => "mode",
-            ChangeKind::Type => "type",
-            ChangeKind::Added => "added",
-            ChangeKind::Removed => "removed",
-        }
-    }
-}
-
-/// One local change.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Change {
-    /// The path on this machine.
-    pub path: String,
-    /// What changed.
-    pub change: ChangeKind,
-}
 
 /// What a path holds, proven equal to a checkpoint's member there.
 #[derive(Clone, Debug, PartialEq, Eq)]

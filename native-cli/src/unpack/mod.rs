@@ -50,7 +50,8 @@ use into_place::{move_into_place, Moved};
 pub use report::{GitNeutralized, RemovedSetting, UnpackReport};
 pub(crate) use target::{Created, Staging, Target};
 pub(crate) use writer::{
-    Member, Op, Root, StagingWriter, DIR_MODE, GIT_CONFIG_MAX, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
+    check_git_config_size, Member, Op, Root, StagingWriter, DIR_MODE, PRIVATE_DIR_MODE,
+    PRIVATE_FILE_MODE,
 };
 
 /// Where to unpack.

@@ -56,7 +56,20 @@ pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
 pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
 
 /// The largest git configuration file `--neutralize-git` rewrites.
-pub const GIT_CONFIG_MAX: u64 = 16 << 20;
+const GIT_CONFIG_MAX: u64 = 16 << 20;
+
+/// Refuses a git configuration file `--neutralize-git` would not rewrite:
+/// one larger than [`GIT_CONFIG_MAX`].
+pub fn check_git_config_size(member: &str, size: u64) -> Result<()> {
+    if size <= GIT_CONFIG_MAX {
+        return Ok(());
+    }
+    Err(Refused::GitConfigTooLarge {
+        member: member.to_owned(),
+        limit: GIT_CONFIG_MAX,
+    }
+    .into())
+}
 
 /// A folder this writer created, on the current path.
 struct OpenDir {
@@ -287,8 +300,8 @@ impl StagingWriter {
                     && entry.mode == packet_core::Mode::EXECUTABLE.bits()
                     && git::is_hook(relative);
                 let config = in_workspace && neutralize && git::is_repository_config(relative);
-                if config && entry.size > GIT_CONFIG_MAX {
-                    return Err(Refused::GitConfigTooLarge { member: entry.path }.into());
+                if config {
+                    check_git_config_size(&entry.path, entry.size)?;
                 }
                 let mode = if private {
                     PRIVATE_FILE_MODE
