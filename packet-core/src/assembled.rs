@@ -330,8 +330,8 @@ impl Assembly {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Format;
     use crate::in_memory::{build, build_as, Source};
-    use crate::manifest::Format;
     use alloc::vec;
 
     fn sources() -> Vec<Source> {

@@ -7,10 +7,9 @@ use alloc::vec::Vec;
 
 use crate::digest::Digest;
 use crate::error::WriteError;
+use crate::format::Format;
 use crate::limits::Limits;
-use crate::manifest::{
-    Entry, Exclusion, Format, Harness, Manifest, UncheckedManifest, UncheckedMember,
-};
+use crate::manifest::{Entry, Exclusion, Harness, Manifest, UncheckedManifest, UncheckedMember};
 use crate::path;
 use crate::writer::{Step, Writer};
 

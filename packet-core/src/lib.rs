@@ -54,7 +54,8 @@
 //! | [`Reader`], [`ReaderOptions`], [`Event`], [`VerifiedPacket`], [`reader::verify`] | packet bytes in chunks → verified members |
 //! | [`assembled`] | a /2 packet verified from its manifest and its bodies' proofs, wherever the bodies are kept |
 //! | [`Writer`], [`WriterOptions`], [`Step`] | a manifest and bodies → packet bytes |
-//! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Format`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
+//! | [`Format`], [`FORMAT_ID`] | the format's versions: what names a packet of each, its size limit |
+//! | [`Manifest`], [`Member`], [`Entry`], [`Mode`], [`Body`], [`Harness`], [`HarnessKind`], [`Exclusion`], [`Totals`] | `packet.json` and the member-set rules |
 //! | [`MemberSummary`] | one member as reports show it, in their JSON |
 //! | [`Error`], [`ErrorCode`], [`Refusal`] | refusals, their stable codes and their JSON shape |
 //! | [`Misuse`], [`WriteError`] | a writer driven out of order |
@@ -80,6 +81,7 @@ mod digest;
 mod error;
 pub mod exclude;
 mod findings;
+mod format;
 pub mod git;
 mod header;
 pub mod in_memory;
@@ -97,11 +99,11 @@ pub use error::{Error, ErrorCode, Misuse, Refusal, RefusalDetails, WriteError};
 pub use findings::{
     scan_class, BodyFindings, BodyScan, BodyScanner, Findings, GitFinding, SecretFinding, HOOK_WHY,
 };
+pub use format::{Format, FORMAT_ID};
 pub use header::Kind;
 pub use limits::Limits;
 pub use manifest::{
-    Body, Entry, Exclusion, Format, Harness, HarnessKind, Manifest, Member, MemberSummary, Mode,
-    Totals, FORMAT_ID,
+    Body, Entry, Exclusion, Harness, HarnessKind, Manifest, Member, MemberSummary, Mode, Totals,
 };
 pub use path::MemberPath;
 pub use reader::{Event, HashedElsewhere, PacketHash, Reader, ReaderOptions, VerifiedPacket};

@@ -1,7 +1,7 @@
 //! The format's limits (docs/session-packet.md, "Limits").
 
 use crate::error::{Error, ErrorCode};
-use crate::manifest::Format;
+use crate::format::Format;
 
 /// Upper bounds a reader enforces before it reads any body.
 ///

@@ -35,11 +35,11 @@ use core::ops::Range;
 use crate::digest::{Digest, Hasher};
 use crate::error::{Error, ErrorCode};
 use crate::findings::{Collector, Findings};
+#[cfg(test)]
+use crate::format::Format;
 use crate::header::{self, Fields, HeaderSpec, Kind, BLOCK, TYPE_PAX};
 use crate::limits::Limits;
 use crate::manifest::stream::ManifestStream;
-#[cfg(test)]
-use crate::manifest::Format;
 use crate::manifest::{Manifest, Member};
 use crate::path::{self, MANIFEST_PATH};
 

@@ -18,9 +18,10 @@ use serde::{Deserialize, Deserializer};
 
 use crate::digest::Digest;
 use crate::error::{Error, ErrorCode};
+use crate::format::Format;
 use crate::header::Kind;
 use crate::manifest::{
-    Entry, Exclusion, Format, Harness, Manifest, Member, Totals, UncheckedManifest, UncheckedMember,
+    Entry, Exclusion, Harness, Manifest, Member, Totals, UncheckedManifest, UncheckedMember,
 };
 use crate::path::MANIFEST_PATH;
 use crate::scan;

@@ -13,9 +13,10 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 
 use crate::error::Error;
+use crate::format::Format;
 use crate::header::HeaderSpec;
 use crate::limits::Limits;
-use crate::manifest::{json, rules, Entry, Exclusion, Format, Harness, Manifest, Member, Totals};
+use crate::manifest::{json, rules, Entry, Exclusion, Harness, Manifest, Member, Totals};
 use crate::path::{self, MemberPath};
 
 /// A member whose path is any string.
