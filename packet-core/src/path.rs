@@ -36,6 +36,21 @@ impl Root {
             Root::Harness => HARNESS_ROOT,
         }
     }
+
+    /// The part of `path` below this root (`src/main.rs` for
+    /// `workspace/src/main.rs` below [`Root::Workspace`]); `None` for the
+    /// root itself and for a path outside it. Unlike
+    /// [`MemberPath::relative`], it says which root the path lies in, and
+    /// it reads any text (a path found on disk is not checked yet).
+    pub fn below(self, path: &str) -> Option<&str> {
+        path.strip_prefix(self.as_str())?.strip_prefix('/')
+    }
+
+    /// The path of `relative` below this root, as text, unchecked (the
+    /// inverse of [`Root::below`]; [`MemberPath::join`] checks).
+    pub fn member_path(self, relative: &str) -> String {
+        alloc::format!("{}/{relative}", self.as_str())
+    }
 }
 
 /// The root a canonical path lies in (a root is in itself), if any.
@@ -589,6 +604,30 @@ mod tests {
         assert_eq!(
             v,
             ["workspace", "workspace/a", "workspace/a/c", "workspace/a-b"]
+        );
+    }
+
+    #[test]
+    fn below_a_root_is_the_path_under_it_and_nothing_else() {
+        assert_eq!(
+            Root::Workspace.below("workspace/src/a.rs"),
+            Some("src/a.rs")
+        );
+        assert_eq!(Root::Harness.below("harness/codex"), Some("codex"));
+        assert_eq!(Root::Workspace.below("workspace"), None);
+        assert_eq!(Root::Workspace.below("workspace-b/a"), None);
+        assert_eq!(Root::Workspace.below("harness/workspace/a"), None);
+        assert_eq!(Root::Harness.below("workspace/harness/a"), None);
+        // Text found on disk is read as it is, checked or not.
+        assert_eq!(Root::Workspace.below("workspace/a\nb"), Some("a\nb"));
+        assert_eq!(
+            Root::Workspace.member_path("src/a.rs"),
+            "workspace/src/a.rs"
+        );
+        let relative = "src/a.rs";
+        assert_eq!(
+            Root::Workspace.below(&Root::Workspace.member_path(relative)),
+            Some(relative)
         );
     }
 

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
+use packet_core::path::Root;
 use serde_json::Value;
 
 use super::units::{bytes, count, seconds, short_digest};
@@ -105,7 +106,7 @@ fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
 
 /// A member path as the user wrote it: relative to the workspace.
 fn member(path: &str) -> &str {
-    path.strip_prefix("workspace/").unwrap_or(path)
+    Root::Workspace.below(path).unwrap_or(path)
 }
 
 fn digest_of(v: &Value) -> String {

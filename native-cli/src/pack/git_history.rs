@@ -33,6 +33,7 @@ use gix::hashtable::HashSet;
 use gix::objs::Kind as ObjectKind;
 use gix::prelude::{Find, Header};
 use packet_core::exclude;
+use packet_core::path::Root;
 use packet_core::secrets::{Finding, Scanner, SecretRule};
 
 use super::secrets::{GitObject, SecretPolicy, SecretReport, SecretsMode};
@@ -515,7 +516,7 @@ fn git_dirs(workspace: &Path, walk: &Walk) -> Vec<GitDir> {
     }
     let mut found: BTreeMap<String, GitDir> = BTreeMap::new();
     for d in heads {
-        let Some(rel) = d.strip_prefix("workspace/") else {
+        let Some(rel) = Root::Workspace.below(&d) else {
             continue;
         };
         if folders.contains(&format!("{d}/objects")) && folders.contains(&format!("{d}/refs")) {

@@ -98,9 +98,8 @@ pub fn restore(
     drop(writer);
     // Where each body goes: its members' files, else a scratch file (a
     // harness body not restored is still proven).
-    let ws_prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
     let place = |path: &str| -> Option<(usize, String)> {
-        if let Some(rest) = path.strip_prefix(ws_prefix.as_str()) {
+        if let Some(rest) = packet_core::path::Root::Workspace.below(path) {
             return Some((0, rest.to_owned()));
         }
         let root = harness_root.as_deref()?;
@@ -232,9 +231,8 @@ pub fn by_member(
 /// settings that run programs.
 fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSetting>> {
     let mut removed = Vec::new();
-    let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
     for m in &manifest.members {
-        let Some(relative) = m.path.strip_prefix(prefix.as_str()) else {
+        let Some(relative) = packet_core::path::Root::Workspace.below(&m.path) else {
             continue;
         };
         if m.kind() != Kind::File || !git::is_repository_config(relative) {

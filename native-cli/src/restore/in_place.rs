@@ -15,6 +15,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use packet_core::path::Root;
 use packet_core::secrets::Scanner;
 use packet_core::{
     git, scan_class, Body, BodyFindings, BodyScanner, Entry, Harness, HarnessKind, Kind, Limits,
@@ -345,7 +346,6 @@ pub fn restore(
     // The next record: every restored file as it is now.
     let mut files = Vec::new();
     let mut stats = Stats::new(folder.fd.as_fd());
-    let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
     for (i, m) in new.members.iter().enumerate() {
         let Entry::File { sha256, .. } = m.entry else {
             continue;
@@ -357,7 +357,7 @@ pub fn restore(
                     identity: Some(id), ..
                 }) if !actions.chmods.contains(&i) => Some(*id),
                 _ => match (
-                    m.path.strip_prefix(prefix.as_str()),
+                    Root::Workspace.below(&m.path),
                     harness_dest.get(m.path.as_str()),
                 ) {
                     (Some(rel), _) => stats.identity(rel),
@@ -615,13 +615,12 @@ impl Actions {
         shown: &Path,
         discard: bool,
     ) -> Actions {
-        let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
         let kept: HashSet<&str> = scan.kept.iter().map(String::as_str).collect();
         let mut a = Actions::default();
         let mut new_paths: HashSet<&str> = HashSet::new();
         for (i, m) in new.members.iter().enumerate() {
-            let in_workspace = m.path.starts_with(prefix.as_str());
-            if !in_workspace && !harness_dest.contains_key(m.path.as_str()) {
+            let in_workspace = Root::Workspace.below(&m.path);
+            if in_workspace.is_none() && !harness_dest.contains_key(m.path.as_str()) {
                 // Not restored (harness state without its home): proven,
                 // not written.
                 if let Some(b) = m.body() {
@@ -651,7 +650,7 @@ impl Actions {
                     },
                 ) = (&k.entry, &m.entry)
                 {
-                    if s1 == s2 && d1 == d2 && in_workspace {
+                    if s1 == s2 && d1 == d2 && in_workspace.is_some() {
                         a.chmods.push(i);
                         if let Some(b) = m.body() {
                             a.kept_bodies.insert(b);
@@ -660,8 +659,7 @@ impl Actions {
                     }
                 }
             }
-            if in_workspace {
-                let rel = &m.path[prefix.len()..];
+            if let Some(rel) = in_workspace {
                 if let Some(found) = scan.found.get(m.path.as_str()) {
                     if known.is_none() && kept.contains(m.path.as_str()) && !discard {
                         a.conflicts.push(Change {
@@ -683,7 +681,9 @@ impl Actions {
                             if !below {
                                 continue;
                             }
-                            let krel = &k[prefix.len()..];
+                            let Some(krel) = Root::Workspace.below(k) else {
+                                continue;
+                            };
                             if !discard {
                                 a.conflicts.push(Change {
                                     path: shown.join(krel).display().to_string(),
@@ -719,7 +719,7 @@ impl Actions {
         // What the folder has that the new checkpoint does not.
         let mut gone_dirs: Vec<String> = Vec::new();
         for (member, found) in &scan.found {
-            let Some(rel) = member.strip_prefix(prefix.as_str()) else {
+            let Some(rel) = Root::Workspace.below(member) else {
                 continue;
             };
             if new_paths.contains(member.as_str()) || kept.contains(member.as_str()) {
@@ -789,7 +789,6 @@ fn add_workspace_sources(
     recipes: &HashMap<Body, Vec<pillbox_wire::recipes::ChunkName>>,
     harness_dest: &HashMap<String, PathBuf>,
 ) -> Result<()> {
-    let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
     let mut by_body: HashMap<Body, &str> = HashMap::new();
     for (member, k) in &scan.known {
         if let Entry::File { size, sha256, .. } = k.entry {
@@ -801,7 +800,7 @@ fn add_workspace_sources(
         }
     }
     let open = |member: &str| -> Option<File> {
-        match member.strip_prefix(prefix.as_str()) {
+        match Root::Workspace.below(member) {
             Some(rel) => open_beneath(
                 folder.fd.as_fd(),
                 rel,
@@ -955,14 +954,13 @@ fn staged_sink(
             }
         }
     }
-    let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
     let mut dests = Vec::new();
     for (slot, members) in pull.bodies.members.iter().enumerate() {
         let name = format!("b{slot}");
         let mut list = Vec::new();
         let in_ws = members
             .iter()
-            .any(|&i| new.members[i].path.starts_with(prefix.as_str()));
+            .any(|&i| Root::Workspace.below(&new.members[i].path).is_some());
         let in_harness = members
             .iter()
             .any(|&i| harness_dest.contains_key(new.members[i].path.as_str()));
@@ -1015,8 +1013,7 @@ fn kept_findings(
         }
     }
     // Read the file (a kept one is the member's bytes: checked as read).
-    let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
-    let mut f = match m.path.strip_prefix(prefix.as_str()) {
+    let mut f = match Root::Workspace.below(&m.path) {
         Some(rel) => File::from(
             open_beneath(
                 folder.fd.as_fd(),
@@ -1075,7 +1072,6 @@ struct Applier<'a> {
 
 impl<'a> Applier<'a> {
     fn apply(&mut self, new: &Manifest, a: &Actions, pull: &DeltaPull<'_>) -> Result<()> {
-        let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
         let root = self.folder.fd.as_fd();
         for rel in &a.remove {
             let (dir, leaf) = self.parent(rel)?;
@@ -1099,7 +1095,7 @@ impl<'a> Applier<'a> {
         let mut n = 0usize;
         for &i in &a.mkdirs {
             let m = &new.members[i];
-            match m.path.strip_prefix(prefix.as_str()) {
+            match Root::Workspace.below(&m.path) {
                 Some(rel) => {
                     let (dir, leaf) = self.parent(rel)?;
                     match mkdirat(dir.as_fd(), leaf, Mode::from_raw_mode(DIR_MODE)) {
@@ -1159,14 +1155,12 @@ impl<'a> Applier<'a> {
         }
         for &i in &a.files {
             let m = &new.members[i];
-            let in_workspace = m.path.starts_with(prefix.as_str());
-            let relative = m.path.split_once('/').map_or("", |(_, r)| r);
-            let hook = in_workspace
-                && self.neutralize
+            let in_workspace = Root::Workspace.below(&m.path);
+            let hook = self.neutralize
                 && m.mode().is_executable()
-                && git::is_hook(relative);
-            let config = in_workspace && self.neutralize && git::is_repository_config(relative);
-            let mode = if !in_workspace {
+                && in_workspace.is_some_and(git::is_hook);
+            let config = self.neutralize && in_workspace.is_some_and(git::is_repository_config);
+            let mode = if in_workspace.is_none() {
                 PRIVATE_FILE_MODE
             } else if hook {
                 0o644 & !self.umask
@@ -1245,7 +1239,7 @@ impl<'a> Applier<'a> {
         }
         for &i in &a.chmods {
             let m = &new.members[i];
-            let Some(rel) = m.path.strip_prefix(prefix.as_str()) else {
+            let Some(rel) = Root::Workspace.below(&m.path) else {
                 continue;
             };
             let fd = open_beneath(root, rel, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty())
@@ -1314,8 +1308,7 @@ impl<'a> Applier<'a> {
         i: usize,
     ) -> Result<(&'a Staging, OwnedFd, String, PathBuf)> {
         let m = &new.members[i];
-        let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
-        if let Some(rel) = m.path.strip_prefix(prefix.as_str()) {
+        if let Some(rel) = Root::Workspace.below(&m.path) {
             let (dir, leaf) = self.parent(rel)?;
             return Ok((
                 self.staging,

@@ -325,13 +325,12 @@ fn fresh(
             .iter()
             .map(|(m, d)| (m.as_str(), d.as_path()))
             .collect();
-        let prefix = format!("{}/", packet_core::path::WORKSPACE_ROOT);
         let mut files = Vec::new();
         for (i, m) in manifest.members.iter().enumerate() {
             let Some(sha256) = m.sha256() else { continue };
             // A file neutralized on the way stands for its member too.
             let identity = match (
-                m.path.strip_prefix(prefix.as_str()),
+                packet_core::path::Root::Workspace.below(&m.path),
                 dests.get(m.path.as_str()),
             ) {
                 (Some(rel), _) => stats.identity(rel),

@@ -15,13 +15,14 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use packet_core::{exclude, path as member_path, Digest, Entry, Hasher, Limits, Manifest};
+use packet_core::path::{self as member_path, Root};
+use packet_core::{exclude, Digest, Entry, Hasher, Limits, Manifest};
 use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags};
 
 use crate::change::{Change, ChangeKind};
@@ -91,9 +92,11 @@ impl Expected<'_> {
         out
     }
 
-    /// Whether a path no checkpoint has would be left out of a packet by
-    /// the recorded checkpoint's rules.
-    fn left_out(&self, relative: &str, kind: FileType, dir: BorrowedFd<'_>, name: &OsStr) -> bool {
+    /// Whether a path no checkpoint has (`member`, with a symlink's
+    /// `target`) would be left out of a packet by the recorded
+    /// checkpoint's rules.
+    fn left_out(&self, member: &str, kind: FileType, target: Option<&str>) -> bool {
+        let relative = below_workspace(member);
         if !matches!(
             kind,
             FileType::Directory | FileType::RegularFile | FileType::Symlink
@@ -108,7 +111,7 @@ impl Expected<'_> {
                 match e.rule.as_str() {
                     "special-file" => {}
                     "escaping-symlink" => {
-                        if kind == FileType::Symlink && escapes(relative, dir, name) {
+                        if kind == FileType::Symlink && target.is_some_and(|t| escapes(member, t)) {
                             return true;
                         }
                     }
@@ -124,16 +127,15 @@ impl Expected<'_> {
     }
 }
 
-/// Whether the link `name` in `dir` points out of the workspace.
-fn escapes(relative: &str, dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    let Ok(target) = rustix::fs::readlinkat(dir, name, Vec::new()) else {
-        return false;
-    };
-    let Ok(target) = target.into_string() else {
-        return false;
-    };
-    let member = format!("{}/{relative}", member_path::WORKSPACE_ROOT);
-    member_path::resolve_symlink_target(&member, &target, Limits::FORMAT.max_path_bytes).is_err()
+/// Whether the link `member` to `target` points out of the workspace.
+fn escapes(member: &str, target: &str) -> bool {
+    member_path::resolve_symlink_target(member, target, Limits::FORMAT.max_path_bytes).is_err()
+}
+
+/// The path below the workspace of a member this scan named: every one
+/// is the workspace's.
+fn below_workspace(member: &str) -> &str {
+    Root::Workspace.below(member).unwrap_or_default()
 }
 
 /// Scans the workspace below `root` (its path `shown`), leaving out the
@@ -145,7 +147,6 @@ pub fn scan_workspace(
     expected: &Expected<'_>,
     skip: &HashSet<PathBuf>,
 ) -> Result<Scan> {
-    let prefix = format!("{}/", member_path::WORKSPACE_ROOT);
     let folders = Folders::new(dup_dir(root, shown)?);
     let walk = || -> Result<Partial> {
         let mut part = Partial::default();
@@ -155,7 +156,6 @@ pub fn scan_workspace(
                 &dir,
                 &relative_dir,
                 shown,
-                &prefix,
                 expected,
                 skip,
                 &mut part,
@@ -188,13 +188,13 @@ pub fn scan_workspace(
     let mut reading = a.reading;
     reading.extend(b.reading);
     scan.hashed = reading.len() as u64;
-    let hashes = hash_files(root, shown, &prefix, &reading)?;
+    let hashes = hash_files(root, shown, &reading)?;
     for ((member, identity), sha) in reading.into_iter().zip(hashes) {
         match sha {
             Some(sha) => judge_file(&mut scan, expected, shown, &member, identity, sha, false),
             // It went while being read: a change the next look settles.
             None => scan.changes.push(Change {
-                path: shown.join(&member[prefix.len()..]).display().to_string(),
+                path: shown.join(below_workspace(&member)).display().to_string(),
                 change: ChangeKind::Edited,
             }),
         }
@@ -203,7 +203,7 @@ pub fn scan_workspace(
     let mut seen = HashSet::new();
     for m in expected.all() {
         for member in &m.members {
-            let Some(relative) = member.path.strip_prefix(prefix.as_str()) else {
+            let Some(relative) = Root::Workspace.below(&member.path) else {
                 continue;
             };
             if !scan.found.contains_key(member.path.as_str()) && seen.insert(member.path.clone()) {
@@ -324,12 +324,10 @@ impl Folders {
 
 /// Lists one folder of the workspace into `part`; its subfolders, open,
 /// go to `subdirs`.
-#[allow(clippy::too_many_arguments)]
 fn list_folder(
     dir: &OwnedFd,
     relative_dir: &str,
     shown: &Path,
-    prefix: &str,
     expected: &Expected<'_>,
     skip: &HashSet<PathBuf>,
     part: &mut Partial,
@@ -363,7 +361,7 @@ fn list_folder(
         let stat = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| CliError::io("inspect", shown.join(&relative), e.into()))?;
         let kind = FileType::from_raw_mode(stat.st_mode);
-        let member = format!("{prefix}{relative}");
+        let member = Root::Workspace.member_path(&relative);
         let candidates = expected.members(&member);
         let identity = Identity::of(&stat);
         let target = match kind {
@@ -382,7 +380,7 @@ fn list_folder(
         );
         let shown_path = || shown.join(&relative).display().to_string();
         if candidates.is_empty() {
-            if expected.left_out(&relative, kind, dir.as_fd(), name) {
+            if expected.left_out(&member, kind, target.as_deref()) {
                 part.scan.kept.push(member);
                 continue;
             }
@@ -499,7 +497,7 @@ fn judge_file(
     let same_bytes = candidates.iter().any(
         |e| matches!(e, Entry::File { size, sha256, .. } if *size == identity.size && *sha256 == sha),
     );
-    let relative = member.split_once('/').map_or("", |(_, r)| r);
+    let relative = below_workspace(member);
     scan.changes.push(Change {
         path: shown.join(relative).display().to_string(),
         change: if same_bytes {
@@ -515,11 +513,10 @@ fn judge_file(
 fn hash_files(
     root: BorrowedFd<'_>,
     shown: &Path,
-    prefix: &str,
     files: &[(String, Identity)],
 ) -> Result<Vec<Option<Digest>>> {
     let hash_one = |(member, identity): &(String, Identity)| -> Result<Option<Digest>> {
-        let relative = &member[prefix.len()..];
+        let relative = below_workspace(member);
         let fd = match open_beneath(
             root,
             relative,

@@ -268,7 +268,6 @@ impl StagingWriter {
         else {
             return Ok(());
         };
-        let relative = entry.path.split_once('/').map_or("", |(_, r)| r);
         match entry.kind {
             Kind::Dir => {
                 let mode = if private { PRIVATE_DIR_MODE } else { DIR_MODE };
@@ -294,12 +293,17 @@ impl StagingWriter {
                     .map_err(|e| CliError::io("create the symlink", &path, e.into()))?;
             }
             Kind::File => {
-                let in_workspace = !private;
-                let hook = in_workspace
-                    && neutralize
+                // The workspace's files, what --neutralize-git looks at
+                // (harness state is restored private).
+                let in_workspace = if private {
+                    None
+                } else {
+                    packet_core::path::Root::Workspace.below(&entry.path)
+                };
+                let hook = neutralize
                     && entry.mode == packet_core::Mode::EXECUTABLE.bits()
-                    && git::is_hook(relative);
-                let config = in_workspace && neutralize && git::is_repository_config(relative);
+                    && in_workspace.is_some_and(git::is_hook);
+                let config = neutralize && in_workspace.is_some_and(git::is_repository_config);
                 if config {
                     check_git_config_size(&entry.path, entry.size)?;
                 }
