@@ -381,8 +381,8 @@ refusals! {
     /// The session is already in this machine's OpenCode, with other messages.
     OpencodeSessionConflict { id: String } => "opencode_session_conflict",
         path: None,
-        message: format!("this machine's OpenCode already has session {id} with other messages; importing would replace them"),
-        advice: "import into another OpenCode data folder ($XDG_DATA_HOME), or delete the session here first; unpack without --opencode-import restores the workspace alone";
+        message: format!("this machine's OpenCode already has session {id} with messages the checkpoint lacks; `opencode import` only adds messages, so importing would mix them with the checkpoint's"),
+        advice: "restore in place with --discard-local to replace this machine's copy with the checkpoint's, import into another OpenCode data folder ($XDG_DATA_HOME), or delete the session here first (`opencode session delete`); unpack without --opencode-import restores the workspace alone";
     /// `restore-check`: the OpenCode session here is not the checkpoint's.
     RestoredOpencodeSessionDiffers { id: String } => "opencode_session_conflict",
         path: None,

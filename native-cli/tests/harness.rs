@@ -828,6 +828,93 @@ fn restore_imports_an_opencode_session_fresh_and_in_place() {
 }
 
 #[test]
+fn a_discarded_opencode_copy_is_put_back_when_the_import_fails() {
+    let store = Store::start();
+    let t = tmp();
+    let opencode = Opencode::new(t.path());
+    let a = opencode_box(t.path(), "a");
+    let b = opencode_box(t.path(), "b");
+    // The backups a restore on A exports, in a temporary folder of its own.
+    let temp = a.root.join("tmp");
+    fs::create_dir_all(&temp).unwrap();
+    let backups = || -> Vec<PathBuf> {
+        fs::read_dir(&temp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| s(p).contains("pillbox-opencode-backup-"))
+            .collect()
+    };
+    let restore_discarding = |ws: &Path| {
+        let mut cmd = pillbox();
+        cmd.env("XDG_STATE_HOME", a.root.join("state"))
+            .env("XDG_CACHE_HOME", a.root.join("cache"))
+            .env("TMPDIR", &temp)
+            .args(["checkpoint", "restore", OC_REF, "--remote", &store.url])
+            .args(["--into", s(ws), "--quiet", "--discard-local"])
+            .args(["--opencode-import", "--opencode-bin", s(&opencode.bin)]);
+        with_box(&mut cmd, &a)
+    };
+    let ws_a = a.root.join("ws");
+    write(&ws_a.join("app.js"), "console.log(1)\n");
+    a.holds(&["msg_1"]);
+    opencode.save(&a, &store.url, &ws_a);
+    let ws_b = b.root.join("ws");
+    assert_eq!(opencode.restore(&b, &store.url, &ws_b, &[]).code, 0);
+    b.holds(&["msg_1", "msg_2"]);
+    opencode.save(&b, &store.url, &ws_b);
+    // A's copy went its own way.
+    let own_way = export_json(&["msg_1", "msg_x"]);
+    write(&a.session(), &own_way);
+
+    // The import fails after the copy was deleted: the copy is put back
+    // from its backup, which is then removed, and the failure is the
+    // import's.
+    write(&a.data.join("fail-imports"), "1");
+    let r = restore_discarding(&ws_a);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    let v = r.json();
+    assert_eq!(v["code"], "opencode_failed");
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("Error: the import failed"), "{message}");
+    assert!(!message.contains("pillbox-opencode-backup-"), "{message}");
+    assert_eq!(fs::read_to_string(a.session()).unwrap(), own_way);
+    assert_eq!(
+        fs::read_to_string(a.data.join("deleted")).unwrap(),
+        format!("{OC_SESSION}\n")
+    );
+    assert_eq!(backups(), Vec::<PathBuf>::new());
+
+    // Putting it back fails too: the backup is kept, and the failure says
+    // where it is.
+    write(&a.data.join("fail-imports"), "2");
+    let r = restore_discarding(&ws_a);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stdout));
+    let v = r.json();
+    assert_eq!(v["code"], "opencode_failed");
+    let message = v["message"].as_str().unwrap();
+    assert!(!a.session().exists());
+    let kept = backups();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        message.contains(&format!("kept as an export in {}", s(&kept[0]))),
+        "{message}"
+    );
+    assert_eq!(fs::read_to_string(&kept[0]).unwrap(), own_way);
+    fs::remove_file(&kept[0]).unwrap();
+
+    // Put back by hand, then discarded: the checkpoint's session exactly,
+    // and no backup left.
+    write(&a.session(), &own_way);
+    let r = restore_discarding(&ws_a);
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stdout));
+    assert_eq!(
+        fs::read_to_string(a.session()).unwrap(),
+        export_json(&["msg_1", "msg_2"])
+    );
+    assert_eq!(backups(), Vec::<PathBuf>::new());
+}
+
+#[test]
 fn an_in_place_restore_checks_the_opencode_program_and_export_as_unpack_does() {
     use packet_core::in_memory::{build, Source};
     use packet_core::{Harness, HarnessKind, Limits};

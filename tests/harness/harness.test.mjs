@@ -4,6 +4,8 @@
 // at path A), `pillbox checkpoint pack`, `unpack` on "box B" (a fresh home,
 // the workspace at another path B), a resumed turn there, and a check that
 // the model received the first turn in the resumed request's history.
+// OpenCode's restore in place with --discard-local runs against the Worker
+// under `wrangler dev --local` (tests/e2e/edge.mjs), as a store.
 //
 // Run: cargo build -p pillbox && node --test --test-concurrency=1 tests/harness/
 import assert from 'node:assert/strict';
@@ -14,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 
+import { TOKEN, buildWorker, startEdge } from '../e2e/edge.mjs';
 import { answer, startMockModel } from './mock-model.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -309,7 +312,8 @@ describe('OpenCode 1.18.33', () => {
     assertResumedWithHistory(model.requests, first, said, second);
 
     // Box B's copy has moved on (the resumed turn): importing the packet
-    // again would replace it, so unpack refuses and writes nothing.
+    // again would mix its messages with the packet's, so unpack refuses and
+    // writes nothing.
     const clash = join(scratch, 'opencode-b', 'clash');
     const refused = await checkpoint(['unpack', packet, '--digest', packed.digest, '--into', clash, '--opencode-import',
       '--opencode-bin', OPENCODE], envB, { allowFailure: true });
@@ -317,5 +321,67 @@ describe('OpenCode 1.18.33', () => {
     assert.ok(!existsSync(clash));
     // restore-check still accepts it: the copy holds the packet's messages.
     await run(pillbox, ['checkpoint', 'restore-check', '--checkpoint', cp, '--opencode-bin', OPENCODE], { env: envB });
+  });
+
+  test('restore in place with --discard-local gives the checkpoint\'s session exactly, not a mix with the copy here', async () => {
+    buildWorker();
+    const edge = await startEdge();
+    try {
+      const remote = ['--remote', edge.url];
+      const flags = ['--opencode-bin', OPENCODE];
+      const pillboxEnv = (env) => ({ ...env, PILLBOX_TOKEN: TOKEN });
+      const ref = 'sessions/opencode/discard';
+      const messages = async (env, cwd, session) => JSON.parse((await run(OPENCODE, ['export', session], { cwd, env })).stdout)
+        .messages.map((m) => m.info.id);
+
+      // Box A: a turn, saved.
+      const envA = box('discard-a');
+      const wsA = workspace('discard-a', 'work', 'project');
+      const first = 'first turn before the discard';
+      await run(OPENCODE, ['run', first], { cwd: wsA, env: envA });
+      const session = JSON.parse((await run(OPENCODE, ['session', 'list', '--format', 'json'], { cwd: wsA, env: envA })).stdout)[0].id;
+      await checkpoint(['save', wsA, ...remote, '--ref', ref, '--harness', 'opencode', '--session', session, ...flags],
+        pillboxEnv(envA));
+
+      // Box B: restored, a turn of its own, saved.
+      const envB = box('discard-b');
+      const wsB = join(dir('discard-b', 'elsewhere'), 'ws');
+      await checkpoint(['restore', ref, ...remote, '--into', wsB, '--opencode-import', ...flags], pillboxEnv(envB));
+      const onB = 'second turn, on box B';
+      await run(OPENCODE, ['run', '--session', session, onB], { cwd: wsB, env: envB });
+      await checkpoint(['save', wsB, ...remote, '--ref', ref, '--harness', 'opencode', '--session', session, ...flags],
+        pillboxEnv(envB));
+      const saved = await messages(envB, wsB, session);
+
+      // Box A went its own way meanwhile.
+      const onA = 'second turn, on box A';
+      await run(OPENCODE, ['run', '--session', session, onA], { cwd: wsA, env: envA });
+      const own = await messages(envA, wsA, session);
+      assert.ok(own.some((id) => !saved.includes(id)), 'box A\'s copy did not go its own way');
+
+      // Refused without --discard-local, the copy left as it was.
+      const restore = ['restore', ref, ...remote, '--into', wsA, '--opencode-import', ...flags];
+      const refused = await checkpoint(restore, pillboxEnv(envA), { allowFailure: true });
+      assert.equal(refused.code, 'opencode_session_conflict');
+      assert.deepEqual(await messages(envA, wsA, session), own);
+
+      // With it: the checkpoint's messages, exactly (an import alone would
+      // leave box A's beside them).
+      const restored = await checkpoint([...restore, '--discard-local'], pillboxEnv(envA));
+      assert.equal(restored.harness.messages, saved.length);
+      assert.deepEqual(await messages(envA, wsA, session), saved);
+
+      // The next turn on A continues box B's conversation, not box A's.
+      const third = 'third turn, after the discard';
+      model.clear();
+      await run(OPENCODE, ['run', '--session', session, third], { cwd: wsA, env: envA });
+      const resumed = model.requests.filter((r) => JSON.stringify(r.body).includes(third));
+      assert.ok(resumed.length > 0, 'no request carried the third turn');
+      const history = JSON.stringify(resumed.at(-1).body);
+      assert.ok(history.includes(first) && history.includes(onB), `the history lacks box B's turns: ${history.slice(0, 3000)}`);
+      assert.ok(!history.includes(onA), `the history still holds box A's own turn: ${history.slice(0, 3000)}`);
+    } finally {
+      await edge.stop();
+    }
   });
 });

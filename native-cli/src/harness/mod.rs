@@ -175,8 +175,26 @@ pub trait Importer: Sync {
         diverged: Diverged,
     ) -> Result<Import>;
     /// Hands the staged `file` to the harness, from inside the restored
-    /// workspace.
+    /// workspace ([`Needed::Add`]).
     fn import(&self, program: &Path, file: &Path, workspace: &Path) -> Result<()>;
+    /// Puts the staged `file` in place of the harness's own copy of
+    /// session `id`, from inside the restored workspace
+    /// ([`Needed::Replace`]): the copy is removed first, and put back if
+    /// the import fails.
+    fn replace(&self, program: &Path, id: &str, file: &Path, workspace: &Path) -> Result<()>;
+}
+
+/// What the harness needs done with a session to hold the packet's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needed {
+    /// Nothing: it holds the packet's session already.
+    Nothing,
+    /// An import: it holds no copy, or an earlier version of the session,
+    /// and the import adds what that lacks.
+    Add,
+    /// Its copy went its own way and is discarded (`--discard-local`):
+    /// an import only adds, so the copy is removed first.
+    Replace,
 }
 
 /// A session to hand to its harness once the workspace is in place.
@@ -185,14 +203,15 @@ pub struct Import {
     pub file: PathBuf,
     /// The ids of its messages, in order.
     pub message_ids: Vec<String>,
-    /// Whether the harness needs it (false: it holds the same session).
-    pub needed: bool,
+    /// What the harness needs done with it.
+    pub needed: Needed,
 }
 
 /// An [`Import`] with the program that runs it.
 pub struct PendingImport<'a> {
     program: &'a Path,
     importer: &'static dyn Importer,
+    session: String,
     import: Import,
 }
 
@@ -210,18 +229,23 @@ impl<'a> PendingImport<'a> {
         Ok(PendingImport {
             program,
             importer,
+            session: harness.session_id.clone(),
             import,
         })
     }
 
-    /// Once the workspace is in place: imports the session, unless the
+    /// Once the workspace is in place: imports the session, in place of
+    /// the harness's own copy if that is to be discarded, unless the
     /// harness holds it already.
     pub fn run(&self, workspace: &Path) -> Result<()> {
-        if !self.import.needed {
-            return Ok(());
+        let (program, file) = (self.program, &self.import.file);
+        match self.import.needed {
+            Needed::Nothing => Ok(()),
+            Needed::Add => self.importer.import(program, file, workspace),
+            Needed::Replace => self
+                .importer
+                .replace(program, &self.session, file, workspace),
         }
-        self.importer
-            .import(self.program, &self.import.file, workspace)
     }
 
     /// What the report says of it: how many messages, and the last one.
@@ -241,8 +265,9 @@ impl<'a> PendingImport<'a> {
 pub enum Diverged {
     /// Refused (unpack; a restore without `--discard-local`).
     Refused,
-    /// Imported over (a restore in place with `--discard-local`).
-    ImportedOver,
+    /// Replaced by the packet's session (a restore in place with
+    /// `--discard-local`).
+    Replaced,
 }
 
 /// Where a restore puts one harness's state.

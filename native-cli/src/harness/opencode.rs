@@ -4,7 +4,10 @@
 //! the database never travels: pack runs the export, and `unpack
 //! --opencode-import` runs `opencode import` from inside the restored
 //! workspace (its [`Importer`]), after which `opencode run --session
-//! <session>` continues there.
+//! <session>` continues there. `opencode import` only adds messages and
+//! parts, so a copy of the session to be discarded is deleted first
+//! (`opencode session delete`), with an export of it kept until the
+//! import succeeded.
 //!
 //! Every `opencode` command runs with a bounded time and output, from the
 //! workspace, with an environment cut down to what locates OpenCode's data
@@ -24,7 +27,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::flags::{CommandLine, Home, IdFlag, PathFlag, ProgramFlag, Restore, Switch};
-use super::{Adapter, Diverged, Import, Importer, LocateRequest, Located, RestorePlan};
+use super::{Adapter, Diverged, Import, Importer, LocateRequest, Located, Needed, RestorePlan};
 use crate::error::{CliError, Refused, Result};
 use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
@@ -171,7 +174,13 @@ impl Adapter for Opencode {
         let limit = Limits::FORMAT
             .max_packet_bytes
             .saturating_sub(request.workspace_bytes);
-        let exported = export(program, request.id, request.workspace, limit)?;
+        let exported = export(
+            program,
+            request.id,
+            request.workspace,
+            limit,
+            SCRATCH_PREFIX,
+        )?;
         let size = exported.size;
         let summary = Summary::read(&exported.path)?;
         if summary.session_id != request.id {
@@ -285,40 +294,123 @@ impl Importer for Opencode {
     /// Runs `opencode import <file>` from inside the restored workspace.
     fn import(&self, program: &Path, file: &Path, workspace: &Path) -> Result<()> {
         let file_arg = file.to_string_lossy();
-        let args = ["import", file_arg.as_ref()];
-        let mut out = Vec::new();
-        let ran = run(program, &args, workspace, &mut out, VERSION_OUTPUT)?;
-        if !ran.status.success() {
-            return Err(failed(program, &args, &ran));
+        run_quiet(program, &["import", file_arg.as_ref()], workspace)
+    }
+
+    /// Exports this machine's copy of `id` (a backup), runs `opencode
+    /// session delete <id>`, then imports `file`. If the delete or the
+    /// import fails, the copy is put back from the backup (deleted again,
+    /// in case the import left part of the file's session, then the backup
+    /// imported) and the failure returned; if putting it back fails too,
+    /// the backup is kept and that failure names it.
+    fn replace(&self, program: &Path, id: &str, file: &Path, workspace: &Path) -> Result<()> {
+        let limit = Limits::FORMAT.max_packet_bytes;
+        let backup = match export(program, id, workspace, limit, BACKUP_PREFIX) {
+            Ok(backup) => backup,
+            // Gone since it was compared: nothing to discard.
+            Err(e) if session_not_found(&e) => return self.import(program, file, workspace),
+            Err(e) => return Err(e),
+        };
+        let replaced =
+            delete(program, id, workspace).and_then(|()| self.import(program, file, workspace));
+        let Err(failure) = replaced else {
+            return Ok(());
+        };
+        match delete(program, id, workspace) {
+            Ok(()) => {}
+            Err(e) if session_not_found(&e) => {}
+            Err(e) => return Err(kept(e, id, backup.path)),
         }
-        Ok(())
+        match self.import(program, &backup.path, workspace) {
+            Ok(()) => Err(failure),
+            Err(e) => Err(kept(e, id, backup.path)),
+        }
     }
 }
 
-/// Whether session `id`, whose export holds the messages `packet`, is to
-/// be imported given this machine's copy of it (`local`, its messages).
-/// `opencode import` adds the messages and parts it does not hold and
-/// keeps the ones it does (observed with 1.18.33): no copy, or an earlier
-/// version of the session (its messages the start of `packet`), becomes
-/// the packet's session, losing nothing; the same messages need nothing;
-/// a copy that went its own way (messages `packet` lacks) would be mixed
-/// with the packet's, and is refused unless `diverged` says otherwise.
+/// The start of the name of an export read and removed (in the temporary
+/// folder).
+const SCRATCH_PREFIX: &str = ".pillbox-opencode-";
+
+/// The start of a backup export's file name (in the temporary folder): a
+/// person may have to find it.
+const BACKUP_PREFIX: &str = "pillbox-opencode-backup-";
+
+/// Runs `opencode session delete <id>` from `cwd`.
+fn delete(program: &Path, id: &str, cwd: &Path) -> Result<()> {
+    run_quiet(program, &["session", "delete", id], cwd)
+}
+
+/// Runs a command whose output is only a line of news, refusing a failure.
+fn run_quiet(program: &Path, args: &[&str], cwd: &Path) -> Result<()> {
+    let mut out = Vec::new();
+    let ran = run(program, args, cwd, &mut out, VERSION_OUTPUT)?;
+    if !ran.status.success() {
+        return Err(failed(program, args, &ran));
+    }
+    Ok(())
+}
+
+/// Whether `e` is OpenCode saying it has no such session.
+fn session_not_found(e: &CliError) -> bool {
+    matches!(e, CliError::Refused(Refused::OpencodeFailed { stderr, .. }) if stderr.contains("Session not found"))
+}
+
+/// Keeps the backup export of session `id` that could not be put back,
+/// and says where it is in `e` (the failure of putting it back).
+fn kept(e: CliError, id: &str, backup: tempfile::TempPath) -> CliError {
+    let path = backup.keep().unwrap_or_else(|e| {
+        let path = e.path.to_path_buf();
+        std::mem::forget(e.path);
+        path
+    });
+    match e {
+        CliError::Refused(Refused::OpencodeFailed {
+            command,
+            status,
+            stderr,
+        }) => Refused::OpencodeFailed {
+            command,
+            status,
+            stderr: format!(
+                "{stderr} (this machine's copy of session {id} was deleted to import the checkpoint's; it is kept as an export in {}: `opencode import` it from the workspace to put it back)",
+                path.display()
+            ),
+        }
+        .into(),
+        other => other,
+    }
+}
+
+/// What this machine's OpenCode needs done to hold session `id`, whose
+/// export holds the messages `packet`, given its own copy of it (`local`,
+/// its messages). `opencode import` adds the messages and parts it does
+/// not hold and keeps the ones it does, deleting none (observed with
+/// 1.18.33): no copy, or an earlier version of the session (its messages
+/// the start of `packet`), becomes the packet's session by an import,
+/// losing nothing; the same messages need nothing; a copy that went its
+/// own way (messages `packet` lacks) would be mixed with the packet's by
+/// an import, so it is refused, or with [`Diverged::Replaced`] deleted
+/// before the import.
 fn import_needed(
     id: &str,
     local: Option<&[String]>,
     packet: &[String],
     diverged: Diverged,
-) -> Result<bool> {
+) -> Result<Needed> {
     let Some(local) = local else {
-        return Ok(true);
+        return Ok(Needed::Add);
     };
     if local == packet {
-        return Ok(false);
+        return Ok(Needed::Nothing);
     }
-    if packet.starts_with(local) || diverged == Diverged::ImportedOver {
-        return Ok(true);
+    if packet.starts_with(local) {
+        return Ok(Needed::Add);
     }
-    Err(Refused::OpencodeSessionConflict { id: id.to_owned() }.into())
+    match diverged {
+        Diverged::Replaced => Ok(Needed::Replace),
+        Diverged::Refused => Err(Refused::OpencodeSessionConflict { id: id.to_owned() }.into()),
+    }
 }
 
 /// The command line as a person would type it, for messages.
@@ -549,12 +641,12 @@ struct Exported {
     size: u64,
 }
 
-/// Runs `opencode export <session>` in `cwd` into a temporary file, taking
-/// at most `limit` bytes.
-fn export(program: &Path, session: &str, cwd: &Path, limit: u64) -> Result<Exported> {
+/// Runs `opencode export <session>` in `cwd` into a temporary file whose
+/// name starts with `prefix`, taking at most `limit` bytes.
+fn export(program: &Path, session: &str, cwd: &Path, limit: u64, prefix: &str) -> Result<Exported> {
     let args = ["export", session];
     let tmp = tempfile::Builder::new()
-        .prefix(".pillbox-opencode-")
+        .prefix(prefix)
         .suffix(".json")
         .tempfile()
         .map_err(|e| CliError::io("create a temporary file in", std::env::temp_dir(), e))?;
@@ -581,13 +673,10 @@ fn export(program: &Path, session: &str, cwd: &Path, limit: u64) -> Result<Expor
 /// What the session's copy in this machine's OpenCode holds, if it has
 /// one: `opencode export` refusing with "Session not found" means none.
 fn local_session(program: &Path, session: &str, cwd: &Path) -> Result<Option<Summary>> {
-    let exported = match export(program, session, cwd, Limits::FORMAT.max_packet_bytes) {
+    let limit = Limits::FORMAT.max_packet_bytes;
+    let exported = match export(program, session, cwd, limit, SCRATCH_PREFIX) {
         Ok(e) => e,
-        Err(CliError::Refused(Refused::OpencodeFailed { stderr, .. }))
-            if stderr.contains("Session not found") =>
-        {
-            return Ok(None);
-        }
+        Err(e) if session_not_found(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
     Summary::read(&exported.path).map(Some)
@@ -741,14 +830,17 @@ mod tests {
             let local = local.map(ids);
             import_needed("ses_x", local.as_deref(), &packet, diverged)
         };
-        for diverged in [Diverged::Refused, Diverged::ImportedOver] {
+        for diverged in [Diverged::Refused, Diverged::Replaced] {
             // None here, or an earlier version: imported.
-            assert!(needed(None, diverged).unwrap());
-            assert!(needed(Some(&[]), diverged).unwrap());
-            assert!(needed(Some(&["m1"]), diverged).unwrap());
-            assert!(needed(Some(&["m1", "m2"]), diverged).unwrap());
+            assert_eq!(needed(None, diverged).unwrap(), Needed::Add);
+            assert_eq!(needed(Some(&[]), diverged).unwrap(), Needed::Add);
+            assert_eq!(needed(Some(&["m1"]), diverged).unwrap(), Needed::Add);
+            assert_eq!(needed(Some(&["m1", "m2"]), diverged).unwrap(), Needed::Add);
             // The same session: nothing to do.
-            assert!(!needed(Some(&["m1", "m2", "m3"]), diverged).unwrap());
+            assert_eq!(
+                needed(Some(&["m1", "m2", "m3"]), diverged).unwrap(),
+                Needed::Nothing
+            );
         }
         // Its own way: other messages, messages out of order, or more
         // (resumed since).
@@ -760,7 +852,11 @@ mod tests {
         ] {
             let e = needed(Some(local), Diverged::Refused).unwrap_err();
             assert_eq!(e.code(), "opencode_session_conflict", "{local:?}");
-            assert!(needed(Some(local), Diverged::ImportedOver).unwrap());
+            // Discarded: deleted before the import, which only adds.
+            assert_eq!(
+                needed(Some(local), Diverged::Replaced).unwrap(),
+                Needed::Replace
+            );
         }
     }
 

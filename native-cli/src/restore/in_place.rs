@@ -299,12 +299,13 @@ pub fn restore(
     };
 
     // A session to import: imported unless this machine holds it already;
-    // a copy of it that went its own way only with --discard-local.
+    // a copy of it that went its own way is replaced only with
+    // --discard-local.
     let import = match &staged_import {
         Some(staged) => {
             let file = staged.staging.path.join(&staged.name);
             let diverged = match discard_local {
-                true => Diverged::ImportedOver,
+                true => Diverged::Replaced,
                 false => Diverged::Refused,
             };
             Some(PendingImport::prepare(

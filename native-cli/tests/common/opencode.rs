@@ -11,29 +11,77 @@ use super::{chmod, pillbox, run, s, write, Run};
 /// An OpenCode session id.
 pub const OC_SESSION: &str = "ses_dceb97773ffeEbFZpPTlgwYItc";
 
-/// A stand-in for `opencode` with the commands pack and unpack use. Its
-/// "database" is `$XDG_DATA_HOME/opencode/sessions/<id>.json`; it records
-/// the environment and working directory it ran with.
+/// A stand-in for `opencode` with the commands pack, unpack and restore
+/// use. Its "database" is `$XDG_DATA_HOME/opencode/sessions/<id>.json`; it
+/// records the environment and working directory it ran with. Its import
+/// only adds, as OpenCode's own does: a session it holds keeps its info and
+/// its messages, the file's other messages are added, and the export lists
+/// them all in id order. `fail-imports` in the data folder holds how many of
+/// the next imports fail.
 pub const FAKE_OPENCODE: &str = r#"#!/bin/sh
 data="${XDG_DATA_HOME:-$HOME/.local/share}/opencode"
 mkdir -p "$data/sessions"
 env > "$data/last-env"
 pwd > "$data/last-cwd"
+not_found() {
+  printf '\033[91m\033[1mError: \033[0mSession not found: %s\n' "$1" >&2
+  exit 1
+}
 case "$1" in
   --version) cat "$data/version" 2>/dev/null || echo 1.18.33 ;;
   export)
-    if [ -f "$data/sessions/$2.json" ]; then
-      echo "Exporting session: $2" >&2
-      cat "$data/sessions/$2.json"
-    else
-      printf '\033[91m\033[1mError: \033[0mSession not found: %s\n' "$2" >&2
-      exit 1
-    fi ;;
+    [ -f "$data/sessions/$2.json" ] || not_found "$2"
+    echo "Exporting session: $2" >&2
+    cat "$data/sessions/$2.json" ;;
   import)
+    failing=$(cat "$data/fail-imports" 2>/dev/null || echo 0)
+    if [ "$failing" -gt 0 ]; then
+      echo $((failing - 1)) > "$data/fail-imports"
+      echo "Error: the import failed" >&2
+      exit 1
+    fi
     id=$(sed -n 's/.*"id": *"\(ses_[A-Za-z0-9]*\)".*/\1/p' "$2" | head -n 1)
-    cp "$2" "$data/sessions/$id.json"
+    held="$data/sessions/$id.json"
+    if [ -f "$held" ]; then
+      awk '
+        function id_of(line) {
+          match(line, /"id": "[^"]*"/)
+          return substr(line, RSTART + 7, RLENGTH - 8)
+        }
+        FNR == 1 { part = "info" }
+        part == "messages" && /^  \]/ { part = "end" }
+        part == "messages" && NF {
+          line = $0
+          sub(/,$/, "", line)
+          id = id_of(line)
+          if (!(id in message)) { message[id] = line; ids[++n] = id }
+          next
+        }
+        FILENAME == ARGV[1] && part == "info" { info = info $0 "\n" }
+        FILENAME == ARGV[1] && part == "end" { end = end $0 "\n" }
+        part == "info" && /"messages": \[/ { part = "messages" }
+        END {
+          for (i = 2; i <= n; i++) {
+            v = ids[i]
+            for (j = i - 1; j >= 1 && ids[j] > v; j--) ids[j + 1] = ids[j]
+            ids[j + 1] = v
+          }
+          printf "%s", info
+          for (i = 1; i <= n; i++) printf "%s%s\n", message[ids[i]], (i < n ? "," : "")
+          printf "%s", end
+        }' "$held" "$2" > "$held.new"
+      mv "$held.new" "$held"
+    else
+      cp "$2" "$held"
+    fi
     pwd > "$data/import-cwd"
     echo "Imported session: $id" ;;
+  session)
+    [ "$2" = delete ] || { echo "unknown command session $2" >&2; exit 2; }
+    [ -f "$data/sessions/$3.json" ] || not_found "$3"
+    rm "$data/sessions/$3.json"
+    echo "$3" >> "$data/deleted"
+    printf '\033[92m\033[1mSession %s deleted\033[0m\n' "$3" >&2 ;;
   *) echo "unknown command $1" >&2; exit 2 ;;
 esac
 "#;

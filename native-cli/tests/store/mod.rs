@@ -2,8 +2,10 @@
 //! (docs/transfer.md, proto/openapi.yaml) for the CLI's tests: pushes that
 //! carry `PBPUSH02`, binary recipes, `PBCHUNK2` parts and chunk reads, the
 //! refs, and `GET /v1`. It keeps everything in memory and checks what it
-//! is sent as a store must: every frame decoded to exactly its raw size
-//! and hashed against its name, `packet.json` assembled from frames and
+//! is sent as a store must: every zstd frame's shape checked from its
+//! headers by `pillbox_wire::frames` before it is decoded, as the Worker
+//! does, every frame decoded to exactly its raw size and hashed against its
+//! name, `packet.json` assembled from frames and
 //! its bases' chunks and checked by packet-core (`Assembly`), each body
 //! proven from a base, a frame, or its recipe's chunks before the packet
 //! is visible. Every request is logged, so tests can say what a command
@@ -18,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use packet_core::assembled::{Assembly, BodyHasher, Proof};
 use packet_core::{Body, Digest, Limits};
 use pillbox_wire::chunks::{self, BatchLimits, Decoded, Decoder, Encoding, Frame};
+use pillbox_wire::frames;
 use pillbox_wire::recipes::{
     BodyRecipe, ChunkName, PushDecoded, PushDecoder, PushLimits, RecipeLimits, Recipes, Run,
 };
@@ -520,22 +523,38 @@ fn stored_answer(s: &State, digest: &Digest, created: bool) -> Response {
     )
 }
 
-/// Decodes a frame's stored bytes: exactly its raw size, hashing to its name.
-fn unframe(f: &Frame, stored: &[u8]) -> Result<Vec<u8>, String> {
+/// Why a frame's stored bytes are not its chunk: the code the Worker
+/// answers with, and what was found.
+#[derive(Debug)]
+struct BadFrame {
+    code: &'static str,
+    message: String,
+}
+
+/// Decodes a frame's stored bytes as the Worker does: a zstd frame's shape
+/// is checked from its headers first (one frame of the allowed shape,
+/// declaring no other size), then it is decoded; the result is exactly its
+/// raw size, hashing to its name.
+fn unframe(f: &Frame, stored: &[u8]) -> Result<Vec<u8>, BadFrame> {
+    let bad = |code, message: String| BadFrame { code, message };
     let raw = match f.encoding {
         Encoding::Identity => stored.to_vec(),
         Encoding::Zstd => {
-            zstd::bulk::decompress(stored, f.raw_size as usize).map_err(|e| e.to_string())?
+            frames::check(u64::from(f.raw_size), stored)
+                .map_err(|e| bad(e.code(), e.to_string()))?;
+            zstd::bulk::decompress(stored, f.raw_size as usize)
+                .map_err(|e| bad("chunk_frame_invalid", e.to_string()))?
         }
     };
     if raw.len() != f.raw_size as usize || Digest::of(&raw) != f.sha256 {
-        return Err(format!("frame {} is not its chunk", f.sha256));
+        let message = format!("frame {} is not its chunk", f.sha256);
+        return Err(bad("chunk_digest_mismatch", message));
     }
     Ok(raw)
 }
 
 /// The frames of a batch, each checked.
-fn frames_of(table: &[Frame], data: &[Vec<u8>]) -> Result<Vec<(Frame, Vec<u8>)>, String> {
+fn frames_of(table: &[Frame], data: &[Vec<u8>]) -> Result<Vec<(Frame, Vec<u8>)>, BadFrame> {
     table
         .iter()
         .zip(data)
@@ -543,12 +562,17 @@ fn frames_of(table: &[Frame], data: &[Vec<u8>]) -> Result<Vec<(Frame, Vec<u8>)>,
         .collect()
 }
 
-fn decode_batch(bytes: &[u8]) -> Result<Vec<(Frame, Vec<u8>)>, String> {
+fn decode_batch(bytes: &[u8]) -> Result<Vec<(Frame, Vec<u8>)>, BadFrame> {
+    // A batch that does not decode: the code this store has always given.
+    let undecodable = |e: &dyn std::fmt::Display| BadFrame {
+        code: "chunk_digest_mismatch",
+        message: e.to_string(),
+    };
     let mut d = Decoder::new(BatchLimits::DOWNLOAD);
     let mut data: Vec<Vec<u8>> = Vec::new();
     let mut input = bytes;
     loop {
-        let (decoded, used) = d.decode(input).map_err(|e| e.to_string())?;
+        let (decoded, used) = d.decode(input).map_err(|e| undecodable(&e))?;
         input = &input[used..];
         match decoded {
             Decoded::Table => data = vec![Vec::new(); d.table().len()],
@@ -561,7 +585,7 @@ fn decode_batch(bytes: &[u8]) -> Result<Vec<(Frame, Vec<u8>)>, String> {
             }
         }
     }
-    d.finish().map_err(|e| e.to_string())?;
+    d.finish().map_err(|e| undecodable(&e))?;
     frames_of(d.table(), &data)
 }
 
@@ -671,7 +695,7 @@ fn create(s: &mut State, r: &Request) -> Response {
     };
     let frames = match frames_of(decoder.batch().unwrap().table(), &data) {
         Ok(f) => f,
-        Err(e) => return problem(422, "chunk_digest_mismatch", &e),
+        Err(e) => return problem(422, e.code, &e.message),
     };
     let (pool, _, _) = base_pool(s, &bases);
     let sent: HashMap<ChunkName, Vec<u8>> = frames
@@ -928,7 +952,7 @@ fn add_recipes(s: &mut State, id: &str, body: &[u8]) -> Response {
 fn part(s: &mut State, id: &str, n: &str, body: &[u8]) -> Response {
     let frames = match decode_batch(body) {
         Ok(f) => f,
-        Err(e) => return problem(422, "chunk_digest_mismatch", &e),
+        Err(e) => return problem(422, e.code, &e.message),
     };
     let Some(push) = s.pushes.get_mut(id) else {
         return problem(404, "not_found", "no such push");
@@ -1034,5 +1058,46 @@ fn read_chunks(s: &State, d: &str, body: &[u8]) -> Response {
         status: 200,
         content_type: chunks::MEDIA_TYPE,
         body: chunks::encode(&refs),
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+
+    /// A chunk of `raw` sent as the zstd frame `stored`, as the frame
+    /// table names it.
+    fn zstd_frame(raw: &[u8], stored: &[u8]) -> Frame {
+        Frame {
+            sha256: Digest::of(raw),
+            raw_size: raw.len() as u32,
+            stored_size: stored.len() as u32,
+            encoding: Encoding::Zstd,
+        }
+    }
+
+    #[test]
+    fn the_store_checks_a_frames_shape_as_the_worker_does_before_decoding() {
+        let raw = b"one chunk of text, one chunk of text, one chunk of text".repeat(40);
+        let whole = zstd::bulk::compress(&raw, 3).unwrap();
+        let frame = zstd_frame(&raw, &whole);
+        assert_eq!(unframe(&frame, &whole).unwrap(), raw);
+        // Two frames that together decode to the chunk: libzstd takes
+        // them, the wire's rule does not.
+        let (head, tail) = raw.split_at(raw.len() / 2);
+        let mut two = zstd::bulk::compress(head, 3).unwrap();
+        two.extend(zstd::bulk::compress(tail, 3).unwrap());
+        assert_eq!(zstd::bulk::decompress(&two, raw.len()).unwrap(), raw);
+        let e = unframe(&zstd_frame(&raw, &two), &two).unwrap_err();
+        assert_eq!(e.code, "chunk_frame_invalid", "{e:?}");
+        // A frame declaring another size than the chunk's.
+        let mut shorter = zstd_frame(&raw[1..], &whole);
+        shorter.sha256 = frame.sha256;
+        let e = unframe(&shorter, &whole).unwrap_err();
+        assert_eq!(e.code, "chunk_frame_invalid", "{e:?}");
+        // The right shape and size, other bytes.
+        let other = zstd::bulk::compress(&vec![b'x'; raw.len()], 3).unwrap();
+        let e = unframe(&frame, &other).unwrap_err();
+        assert_eq!(e.code, "chunk_digest_mismatch", "{e:?}");
     }
 }
