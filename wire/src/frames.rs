@@ -217,6 +217,15 @@ mod tests {
         shape(stored).unwrap_err().code()
     }
 
+    /// `data` as the reference encoder's streaming API writes it, with a
+    /// checksum: several blocks in one frame.
+    fn checksummed(data: &[u8]) -> Vec<u8> {
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        enc.include_checksum(true).unwrap();
+        std::io::Write::write_all(&mut enc, data).unwrap();
+        enc.finish().unwrap()
+    }
+
     /// A single-segment frame of 3 bytes, one block, written by hand.
     fn hand(block: [u8; 3], rest: &[u8]) -> Vec<u8> {
         let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x20, 3];
@@ -230,10 +239,7 @@ mod tests {
         let data = text(400_000);
         // Checksummed, single-segment, several blocks: each is one frame
         // that ends where the bytes do.
-        let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
-        enc.include_checksum(true).unwrap();
-        std::io::Write::write_all(&mut enc, &data).unwrap();
-        let summed = enc.finish().unwrap();
+        let summed = checksummed(&data);
         assert!(check(data.len() as u64, &summed).is_ok());
         let small = zstd::bulk::compress(&data[..300], 19).unwrap();
         assert_eq!(shape(&small).unwrap().content_size, Some(300));

@@ -327,6 +327,7 @@ mod tests {
 
     use pillbox_wire::recipes::ChunkName;
 
+    use crate::push::tests::body;
     use crate::storage::chunk::ChunkRef;
 
     fn chunk(tag: &str, size: u32) -> ChunkName {
@@ -358,14 +359,8 @@ mod tests {
             chunk("2", 100_000),
             chunk("3", 200_000),
         );
-        let large = Body {
-            sha256: Digest::of(b"large"),
-            size: 300_000,
-        };
-        let other = Body {
-            sha256: Digest::of(b"other"),
-            size: 300_000,
-        };
+        let large = body("large", 300_000);
+        let other = body("other", 300_000);
         let mut at_hand = AtHand::new();
         at_hand.add_frame("packs/push", ChunkRef::identity(one.sha256, 0, 0, 200_000));
         let mut book = RecipeBook::new();
@@ -385,10 +380,7 @@ mod tests {
         assert_eq!(book.lacking(&[other], &at_hand), [name(two), name(three)]);
         assert_eq!(book.lacking(&[large], &at_hand), [name(two)]);
         // A body with no recipe lacks nothing the recipes could name.
-        let small = Body {
-            sha256: Digest::of(b"small"),
-            size: 10,
-        };
+        let small = body("small", 10);
         assert!(book.lacking(&[small], &at_hand).is_empty());
     }
 }

@@ -163,6 +163,7 @@ mod tests {
     use pillbox_wire::recipes::{BodyRecipe, Run};
 
     use super::super::plan::Source;
+    use crate::push::tests::body;
     use crate::storage::chunk::ChunkRef;
 
     fn name(tag: &str, size: u64) -> Name {
@@ -200,14 +201,8 @@ mod tests {
 
     fn push() -> Push {
         let parts = [name("part 1", 200_000), name("part 2", 100_000)];
-        let large = Body {
-            sha256: Digest::of(b"large"),
-            size: 300_000,
-        };
-        let small = Body {
-            sha256: Digest::of(b"small"),
-            size: 10,
-        };
+        let large = body("large", 300_000);
+        let small = body("small", 10);
         let json = [
             name("json 1", 4096),
             name("json 2", 4096),

@@ -113,17 +113,12 @@ pub fn release(db: &D1Database, owner: &str) -> Result<Vec<D1PreparedStatement>>
 
 /// Which of these packs still have their row.
 pub async fn existing(db: &D1Database, keys: &[String]) -> Result<Vec<String>> {
-    Ok(
+    key_rows(
+        db,
         sql("SELECT key FROM packs WHERE key IN (SELECT value FROM json_each(:keys))")
-            .bind("keys", json(&keys))
-            .prepare(db)?
-            .all()
-            .await?
-            .results::<KeyRow>()?
-            .into_iter()
-            .map(|k| k.key)
-            .collect(),
+            .bind("keys", json(&keys)),
     )
+    .await
 }
 
 /// Marks those of `keys` that no one uses for the clean-up's next look.
@@ -139,18 +134,25 @@ pub fn mark_if_unused(db: &D1Database, keys: &[String]) -> Result<D1PreparedStat
 /// Packs the clean-up should look at: marked, created before
 /// `created_before` (RFC 3339, UTC), oldest first.
 pub async fn to_check(db: &D1Database, created_before: &str, limit: u32) -> Result<Vec<String>> {
-    Ok(sql(
-        "SELECT key FROM packs WHERE unused_check = 1 AND created < :before ORDER BY created LIMIT :limit",
+    key_rows(
+        db,
+        sql("SELECT key FROM packs WHERE unused_check = 1 AND created < :before ORDER BY created LIMIT :limit")
+            .bind("before", text(created_before))
+            .bind("limit", int(u64::from(limit))),
     )
-    .bind("before", text(created_before))
-    .bind("limit", int(u64::from(limit)))
-    .prepare(db)?
-    .all()
-    .await?
-    .results::<KeyRow>()?
-    .into_iter()
-    .map(|k| k.key)
-    .collect())
+    .await
+}
+
+/// The `key` column of the rows a query returns.
+async fn key_rows(db: &D1Database, query: Sql) -> Result<Vec<String>> {
+    Ok(query
+        .prepare(db)?
+        .all()
+        .await?
+        .results::<KeyRow>()?
+        .into_iter()
+        .map(|k| k.key)
+        .collect())
 }
 
 /// Deletes a pack's row and its chunks' rows if no one uses it (then its

@@ -218,26 +218,7 @@ mod statements {
         digest: &Digest,
         by: Option<&str>,
     ) -> Result<bool> {
-        let at = now();
-        let [history, prune] = recorded(
-            db,
-            "NOT EXISTS (SELECT 1 FROM refs WHERE name = :name)",
-            name,
-            digest,
-            None,
-            &at,
-            by,
-        )?;
-        let insert = sql(
-            "INSERT INTO refs (name, digest, updated) VALUES (:name, :digest, :at) \
-             ON CONFLICT (name) DO NOTHING RETURNING name",
-        )
-        .bind("name", text(name))
-        .bind("digest", text(&digest.to_string()))
-        .bind("at", text(&at))
-        .prepare(db)?;
-        let results = db.batch(vec![history, insert, prune]).await?;
-        returned(&results, 1)
+        change(db, name, None, digest, by).await
     }
 
     /// Moves a ref from `expected` to `digest` atomically, recording `by` in
@@ -250,24 +231,43 @@ mod statements {
         digest: &Digest,
         by: Option<&str>,
     ) -> Result<bool> {
+        change(db, name, Some(expected), digest, by).await
+    }
+
+    /// Makes `name` name `digest`: created if `expected` is `None` and the
+    /// ref is absent, moved if it holds `expected`. The history row, the
+    /// change and the pruning of the history are one batch; `false` if the
+    /// change did not happen.
+    async fn change(
+        db: &D1Database,
+        name: &str,
+        expected: Option<&Digest>,
+        digest: &Digest,
+        by: Option<&str>,
+    ) -> Result<bool> {
         let at = now();
-        let [history, prune] = recorded(
-            db,
-            "EXISTS (SELECT 1 FROM refs WHERE name = :name AND digest = :expected)",
-            name,
-            digest,
-            Some(expected),
-            &at,
-            by,
-        )?;
-        let update = sql("UPDATE refs SET digest = :digest, updated = :at \
-             WHERE name = :name AND digest = :expected RETURNING name")
-        .bind("digest", text(&digest.to_string()))
-        .bind("at", text(&at))
-        .bind("name", text(name))
-        .bind("expected", text(&expected.to_string()))
-        .prepare(db)?;
-        let results = db.batch(vec![history, update, prune]).await?;
+        let (condition, write) = match expected {
+            None => (
+                "NOT EXISTS (SELECT 1 FROM refs WHERE name = :name)",
+                sql(
+                    "INSERT INTO refs (name, digest, updated) VALUES (:name, :digest, :at) \
+                     ON CONFLICT (name) DO NOTHING RETURNING name",
+                ),
+            ),
+            Some(e) => (
+                "EXISTS (SELECT 1 FROM refs WHERE name = :name AND digest = :expected)",
+                sql("UPDATE refs SET digest = :digest, updated = :at \
+                     WHERE name = :name AND digest = :expected RETURNING name")
+                .bind("expected", text(&e.to_string())),
+            ),
+        };
+        let [history, prune] = recorded(db, condition, name, digest, expected, &at, by)?;
+        let write = write
+            .bind("name", text(name))
+            .bind("digest", text(&digest.to_string()))
+            .bind("at", text(&at))
+            .prepare(db)?;
+        let results = db.batch(vec![history, write, prune]).await?;
         returned(&results, 1)
     }
 
