@@ -36,13 +36,27 @@ run_started=$EPOCHREALTIME
 # $cpu_now: the steps' CPU time, which other work on the machine changes
 # less than their wall time. (`times` must run in this shell itself: in a
 # pipe or $(…) it would report a subshell's.)
+#
+# A background job's CPU joins this shell's children's the moment bash
+# reaps it, whichever step is running then; it is taken out again here
+# (it has its own row), so $cpu_now counts the foreground steps only and
+# $cpu_all everything.
 times_file=$(mktemp)
 read_cpu() {
-  times >"$times_file"
-  cpu_now=$(awk 'NR == 2 {
+  local counted
+  # Until no job was reaped between `times` and the look at the jobs: then
+  # every job in `times` is counted in $bg_reaped_cpu and no other.
+  while :; do
+    times >"$times_file"
+    counted=$bg_reaped_cpu
+    account_background
+    [[ "$counted" == "$bg_reaped_cpu" ]] && break
+  done
+  cpu_all=$(awk 'NR == 2 {
     n = split($1 " " $2, t, " "); s = 0
     for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
     printf "%.1f", s }' "$times_file")
+  cpu_now=$(awk -v a="$cpu_all" -v b="$bg_reaped_cpu" 'BEGIN { printf "%.1f", a - b }')
 }
 
 # Closes the running step's timing.
@@ -70,7 +84,23 @@ step() {
 # it failed, and stops the run) and adds its own row to the table: its
 # wall time from start to end, and its CPU, which is then not counted in the
 # step that waited for it.
-declare -A bg_pid bg_log bg_times
+declare -A bg_pid bg_log bg_times bg_cpu_of
+bg_reaped_cpu=0
+# The CPU of the background jobs that have ended and been reaped (their
+# times written, their process gone) and not yet counted, into
+# $bg_reaped_cpu and each one's bg_cpu_of.
+account_background() {
+  local name
+  for name in "${!bg_pid[@]}"; do
+    [[ -z "${bg_cpu_of[$name]:-}" && -s "${bg_times[$name]}" ]] || continue
+    kill -0 "${bg_pid[$name]}" 2>/dev/null && continue
+    bg_cpu_of[$name]=$(awk 'NR == 3 {
+      n = split($1 " " $2, t, " "); s = 0
+      for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
+      printf "%.1f", s }' "${bg_times[$name]}")
+    bg_reaped_cpu=$(awk -v a="$bg_reaped_cpu" -v c="${bg_cpu_of[$name]}" 'BEGIN { printf "%.1f", a + c }')
+  done
+}
 background() {
   local name=$1
   shift
@@ -90,7 +120,6 @@ background() {
 await() {
   local name=$1 status=0
   wait "${bg_pid[$name]}" || status=$?
-  unset "bg_pid[$name]"
   if [[ $status -ne 0 ]]; then
     cat "${bg_log[$name]}"
     printf '\n==== %s (in the background) failed (exit %d)\n' "$name" "$status"
@@ -100,17 +129,13 @@ await() {
     exit "$status"
   fi
   tail -n "${2:-3}" "${bg_log[$name]}"
-  local wall cpu
-  wall=$(awk 'NR == 1 { printf "%.1f", $2 - $1 }' "${bg_times[$name]}")
-  cpu=$(awk 'NR == 3 {
-    n = split($1 " " $2, t, " "); s = 0
-    for (i = 1; i <= n; i++) { split(t[i], ms, "m"); s += ms[1] * 60 + ms[2] }
-    printf "%.1f", s }' "${bg_times[$name]}")
+  # Reaped by the wait: its CPU, not the waiting step's, counted now if it
+  # was not already.
+  read_cpu
   bg_names+=("$name (in the background)")
-  bg_seconds+=("$wall")
-  bg_cpu+=("$cpu")
-  # Not the waiting step's own CPU.
-  stage_cpu_started=$(awk -v a="$stage_cpu_started" -v c="$cpu" 'BEGIN { printf "%.1f", a + c }')
+  bg_seconds+=("$(awk 'NR == 1 { printf "%.1f", $2 - $1 }' "${bg_times[$name]}")")
+  bg_cpu+=("${bg_cpu_of[$name]}")
+  unset "bg_pid[$name]"
   rm -f "${bg_log[$name]}" "${bg_times[$name]}"
 }
 bg_names=()
@@ -139,9 +164,9 @@ summary() {
   read_cpu
   total=$(awk -v a="$run_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   if [[ $status -eq 0 ]]; then
-    printf '%6s s  %6s s  total\n\nall tests passed in %.0f s\n' "$total" "$cpu_now" "$total"
+    printf '%6s s  %6s s  total\n\nall tests passed in %.0f s\n' "$total" "$cpu_all" "$total"
   else
-    printf '%6s s  %6s s  total, stopped by a failure (exit %d)\n' "$total" "$cpu_now" "$status"
+    printf '%6s s  %6s s  total, stopped by a failure (exit %d)\n' "$total" "$cpu_all" "$status"
   fi
   rm -f "$times_file"
 }

@@ -51,6 +51,8 @@ pub mod receive;
 pub mod state;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
+mod fixtures;
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 
 #[cfg(target_arch = "wasm32")]

@@ -327,7 +327,7 @@ mod tests {
 
     use pillbox_wire::recipes::ChunkName;
 
-    use crate::push::tests::body;
+    use super::super::fixtures::body;
     use crate::storage::chunk::ChunkRef;
 
     fn chunk(tag: &str, size: u32) -> ChunkName {

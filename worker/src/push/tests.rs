@@ -31,14 +31,6 @@ use crate::storage::packs::PackTable;
 use crate::storage::rebuild::{Reads, Segment};
 use crate::storage::stored::Stored;
 
-/// A body named by the digest of `tag`, for the push's unit tests.
-pub(crate) fn body(tag: &str, size: u64) -> Body {
-    Body {
-        sha256: Digest::of(tag.as_bytes()),
-        size,
-    }
-}
-
 /// Packs in memory.
 #[derive(Default)]
 struct Store {

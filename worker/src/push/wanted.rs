@@ -162,8 +162,8 @@ mod tests {
     use packet_core::Body;
     use pillbox_wire::recipes::{BodyRecipe, Run};
 
+    use super::super::fixtures::body;
     use super::super::plan::Source;
-    use crate::push::tests::body;
     use crate::storage::chunk::ChunkRef;
 
     fn name(tag: &str, size: u64) -> Name {
