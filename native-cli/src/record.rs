@@ -31,10 +31,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use packet_core::secrets::{Finding, SECRET_RULES};
 use packet_core::{Body, Digest, Hasher};
 use pillbox_wire::recipes::ChunkName;
-use rustix::fs::Stat;
 
 use crate::error::{CliError, Result};
 use crate::walk::FileId;
+pub use crate::walk::Identity;
 
 /// The first bytes of a record file.
 const MAGIC: &[u8; 8] = b"PBWSREC1";
@@ -49,6 +49,16 @@ const MAGIC: &[u8; 8] = b"PBWSREC1";
 /// trust; older files cannot have been written after the hash without a
 /// ctime later than the start.
 pub const RACY_MARGIN_NS: i64 = 2_000_000_000;
+
+impl Identity {
+    /// Whether either timestamp is within [`RACY_MARGIN_NS`] of `started`
+    /// or after it: the file may have changed since it was hashed without
+    /// its timestamps showing it.
+    pub fn is_racy(&self, started: i64) -> bool {
+        let edge = started.saturating_sub(RACY_MARGIN_NS);
+        self.mtime >= edge || self.ctime >= edge
+    }
+}
 
 /// Nanoseconds since the Unix epoch, now.
 pub fn now_ns() -> i64 {
@@ -91,55 +101,6 @@ pub fn rules_fingerprint() -> Digest {
         h.update(format!("\ncredential {r:?}").as_bytes());
     }
     h.finish()
-}
-
-/// A file as a stat sees it: what the record compares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Identity {
-    /// Size in bytes.
-    pub size: u64,
-    /// Last modification, ns since the epoch.
-    pub mtime: i64,
-    /// Last change of the inode (any write, chmod, rename…), ns.
-    pub ctime: i64,
-    /// Inode.
-    pub ino: u64,
-    /// Device.
-    pub dev: u64,
-    /// `st_mode` (type and permission bits).
-    pub mode: u32,
-}
-
-impl Identity {
-    /// The identity in a stat.
-    // The stat fields' types differ across architectures: the conversions
-    // are identities only on some.
-    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
-    pub fn of(stat: &Stat) -> Identity {
-        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-        Identity {
-            size: u64::try_from(stat.st_size).unwrap_or(0),
-            mtime: ns(
-                i64::from(stat.st_mtime),
-                i64::try_from(u64::from(stat.st_mtime_nsec)).unwrap_or(0),
-            ),
-            ctime: ns(
-                i64::from(stat.st_ctime),
-                i64::try_from(u64::from(stat.st_ctime_nsec)).unwrap_or(0),
-            ),
-            ino: u64::from(stat.st_ino),
-            dev: u64::from(stat.st_dev),
-            mode: stat.st_mode as u32,
-        }
-    }
-
-    /// Whether either timestamp is within [`RACY_MARGIN_NS`] of `started`
-    /// or after it: the file may have changed since it was hashed without
-    /// its timestamps showing it.
-    pub fn is_racy(&self, started: i64) -> bool {
-        let edge = started.saturating_sub(RACY_MARGIN_NS);
-        self.mtime >= edge || self.ctime >= edge
-    }
 }
 
 /// One secret the detector found in a file, as the record keeps it.

@@ -23,7 +23,7 @@ use packet_core::{exclude, path, ErrorCode, Exclusion, Limits, MemberPath};
 use rustix::fs::{statat, AtFlags, FileType};
 use serde::Serialize;
 
-pub use beneath::{open_beneath, open_file_in, FileId, WalkRoot};
+pub use beneath::{open_beneath, open_file_in, FileId, Identity, WalkRoot};
 
 use crate::error::{CliError, Refused, Result};
 
@@ -126,7 +126,7 @@ impl Planned {
     }
 
     /// A walked file's stat identity as the walk saw it.
-    pub fn identity(&self) -> Option<crate::record::Identity> {
+    pub fn identity(&self) -> Option<Identity> {
         match self {
             Planned::Walked {
                 size,
@@ -134,7 +134,7 @@ impl Planned {
                 times,
                 mode,
                 ..
-            } => Some(crate::record::Identity {
+            } => Some(Identity {
                 size: *size,
                 mtime: times.mtime,
                 ctime: times.ctime,
@@ -592,7 +592,7 @@ fn visit(
             if entry.name == OsStr::new(".git") {
                 check_git_file(&entry, &member, stat)?;
             }
-            let identity = crate::record::Identity::of(&stat);
+            let identity = Identity::of(&stat);
             walk.planned.push(Planned::Walked {
                 member: member.into_string(),
                 root: Arc::clone(entry.root),

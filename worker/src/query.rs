@@ -14,9 +14,9 @@ pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 500;
 /// The most labels one upload may attach.
 pub const MAX_LABELS: usize = 32;
-/// The most bases a packet's recipes may be asked against (as many as a
-/// push may name).
-pub const MAX_RECIPE_BASES: usize = crate::push::request::MAX_BASES;
+/// The most bases a push may name, and a packet's recipes be asked
+/// against.
+pub const MAX_BASES: usize = 16;
 
 /// The decoded `key=value` pairs of a query string, in order (a key may
 /// repeat: `label=a&label=b`).
@@ -124,13 +124,13 @@ impl Query {
     }
 
     /// The bases of `GET /v1/packets/{digest}/recipes` (`base=`, each read
-    /// as a digest when it is used): at most [`MAX_RECIPE_BASES`].
+    /// as a digest when it is used): at most [`MAX_BASES`].
     pub fn recipe_bases(&self) -> Result<Vec<String>, Problem> {
         let bases = self.all("base");
-        if bases.len() > MAX_RECIPE_BASES {
+        if bases.len() > MAX_BASES {
             return Err(Problem::bad_request(
                 ApiCode::BasesInvalid,
-                format!("name at most {MAX_RECIPE_BASES} bases"),
+                format!("name at most {MAX_BASES} bases"),
             ));
         }
         Ok(bases)

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
+use super::check::{self, RestoreCheckRequest, Resumable};
 use super::flags::{CommandLine, Home, IdFlag, PathFlag, Restore};
 use super::{
     check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move, RestorePlan,
 };
 use crate::error::{Refused, Result};
-use crate::restore_check::{self, RestoreCheckRequest, Resumable};
 use crate::walk::{walk_tree, Planned, Walk};
 
 /// The Claude Code adapter.
@@ -128,8 +128,7 @@ impl Adapter for Claude {
 
     /// The transcript is a file named for the session.
     fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable> {
-        let (_, raw) =
-            restore_check::restored_log(request, |name, id| name == format!("{id}.jsonl"))?;
+        let (_, raw) = check::restored_log(request, |name, id| name == format!("{id}.jsonl"))?;
         Ok(Resumable {
             rollout_path: Some(raw.to_owned()),
             model: None,

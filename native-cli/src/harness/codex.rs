@@ -11,6 +11,7 @@ use packet_core::secrets::{Detector, Scanner};
 use packet_core::{Harness, HarnessKind, Manifest};
 use serde_json::Value;
 
+use super::check::{self, RestoreCheckRequest, Resumable};
 use super::flags::{CommandLine, Home, IdFlag, PathFlag, Restore};
 use super::{
     ancestors, check_fits, file_size, for_each_line, Adapter, LocateRequest, Located, Move,
@@ -18,7 +19,6 @@ use super::{
 };
 use crate::error::{CliError, Refused, Result};
 use crate::pack::secrets::Found;
-use crate::restore_check::{self, RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
 
 /// The Codex adapter.
@@ -65,7 +65,7 @@ impl Adapter for Codex {
     /// The rollout is a file named for the thread whose first line is
     /// the thread's `session_meta`.
     fn restore_check(&self, request: &RestoreCheckRequest) -> Result<Resumable> {
-        let (path, raw) = restore_check::restored_log(request, is_rollout_name)?;
+        let (path, raw) = check::restored_log(request, is_rollout_name)?;
         let meta = read_rollout(&path).map_err(|_| Refused::RolloutNotCodex {
             path: path.clone(),
             raw: raw.to_owned(),

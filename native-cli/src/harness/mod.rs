@@ -5,6 +5,7 @@
 //! | module | holds |
 //! |---|---|
 //! | `codex`, `claude`, `opencode` | the adapters: flags and homes, pack, restore, restore-check, resume |
+//! | `check` | what a restore check is asked and answers, and the checks of a session log restored as a file |
 //! | `flags` | the harness flags of the command line, made from the adapters' descriptions |
 //! | `zstd` | reading a compressed session log |
 //! | `schemas` | tests: the schemas' lists of harnesses are the adapters' |
@@ -12,6 +13,7 @@
 //! The rest of the CLI asks [`adapter`] for a packet's harness kind and
 //! never chooses by kind itself.
 
+pub mod check;
 pub mod claude;
 pub mod codex;
 pub mod flags;
@@ -28,8 +30,8 @@ use packet_core::{Harness, HarnessKind, Limits, Manifest};
 
 use crate::error::{CliError, Refused, Result};
 use crate::report::HarnessReport;
-use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, WalkOptions};
+use check::{RestoreCheckRequest, Resumable};
 
 /// Longest JSONL line read from a session log (a Codex `session_meta` line
 /// carries the base instructions and can be long).
@@ -102,6 +104,32 @@ impl RestorePlan {
             refuse_existing(&m.destination)?;
         }
         Ok(())
+    }
+
+    /// The members of `m` (a `kind` checkpoint) this plan moves into
+    /// place, each with its path.
+    pub fn places(&self, m: &Manifest, kind: HarnessKind) -> Vec<(String, PathBuf)> {
+        let mut out = Vec::new();
+        for member in &m.members {
+            let Some(relative) = kind.relative_path(&member.path) else {
+                continue;
+            };
+            for mv in &self.moves {
+                let dest = if relative == mv.relative {
+                    Some(mv.destination.clone())
+                } else {
+                    relative
+                        .strip_prefix(mv.relative.as_str())
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .map(|rest| mv.destination.join(rest))
+                };
+                if let Some(d) = dest {
+                    out.push((member.path.to_string(), d));
+                    break;
+                }
+            }
+        }
+        out
     }
 }
 

@@ -26,10 +26,10 @@ use packet_core::{Harness, HarnessKind, Limits, Manifest};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use super::check::{RestoreCheckRequest, Resumable};
 use super::flags::{CommandLine, Home, IdFlag, PathFlag, ProgramFlag, Restore, Switch};
 use super::{Adapter, Diverged, Import, Importer, LocateRequest, Located, Needed, RestorePlan};
 use crate::error::{CliError, Refused, Result};
-use crate::restore_check::{RestoreCheckRequest, Resumable};
 use crate::walk::{Planned, Walk};
 
 /// The OpenCode adapter.

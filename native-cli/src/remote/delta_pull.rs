@@ -15,7 +15,7 @@
 //! packet is accepted only by packet-core's [`Assembly`], once every body
 //! is proven. [`pull_into_file`] writes the packet file this way.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -34,9 +34,9 @@ use super::bodies::RangeReader;
 use super::fetch::Fetcher;
 use super::land::{self, Landed, Sink, Source};
 use super::packet_path;
-use super::parts::{self, KnownBase, Parts};
+use super::parts::{self, cache_chunks, KnownBase, Parts};
 pub use super::pull_local::{Bodies, Local, SourceKind};
-use super::pull_plan::{self, At, BatchLimits, Plan};
+use super::pull_plan::{self, BatchLimits, Plan};
 use super::Remote;
 use crate::cache::{Cache, PackWriter};
 use crate::chunking::{self, BODIES};
@@ -340,44 +340,6 @@ impl<'r> DeltaPull<'r> {
             self.report.evicted_bytes = cache.finish()?.bytes;
         }
         Ok(self.report)
-    }
-}
-
-/// Adds the chunks of `names` the cache holds to `local`, one source per
-/// pack (each pack opened, so that no eviction takes it meanwhile).
-pub fn cache_chunks(cache: &Mutex<Cache>, names: &[ChunkName], local: &mut Local) {
-    let by_sha: HashMap<Digest, ChunkName> = names.iter().map(|c| (c.sha256, *c)).collect();
-    let want: HashSet<Digest> = by_sha.keys().copied().collect();
-    let mut cache = cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let found = cache.find(&want);
-    let mut packs: HashMap<usize, usize> = HashMap::new();
-    for (sha, at) in found {
-        let Some(&name) = by_sha.get(&sha) else {
-            continue;
-        };
-        if at.size() != u64::from(name.size) {
-            continue;
-        }
-        let source = match packs.get(&at.pack()) {
-            Some(&s) => s,
-            None => {
-                let (file, _) = cache.file_of(&at);
-                let Ok(file) = file else { continue };
-                let s = local.add(Source::File(file), SourceKind::Cache);
-                cache.mark_used(&at);
-                packs.insert(at.pack(), s);
-                s
-            }
-        };
-        local.held.chunks.insert(
-            name,
-            At {
-                source,
-                offset: at.offset(),
-            },
-        );
     }
 }
 

@@ -8,16 +8,16 @@
 //! packet's `packet.json` is then checked against its name by landing it
 //! as a body whose sha256 is the packet digest.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use packet_core::{Body, Digest, Limits};
 use pillbox_wire::recipes::{ChunkName, RecipeLimits, Recipes, Run};
 
 use super::client::{bad_answer, status_error, Remote};
-use super::delta_pull::{cache_chunks, Local, SourceKind};
 use super::fetch::Fetcher;
 use super::land::{self, Sink, Source};
+use super::pull_local::{Local, SourceKind};
 use super::pull_plan::{self, At, BatchLimits, Cut, Wanted};
 use crate::cache::Cache;
 use crate::chunking::{self, MANIFEST};
@@ -286,6 +286,44 @@ impl Sink for Memory {
                 .ok_or_else(|| CliError::Bug("a read past packet.json's end".into()))?,
         );
         Ok(())
+    }
+}
+
+/// Adds the chunks of `names` the cache holds to `local`, one source per
+/// pack (each pack opened, so that no eviction takes it meanwhile).
+pub fn cache_chunks(cache: &Mutex<Cache>, names: &[ChunkName], local: &mut Local) {
+    let by_sha: HashMap<Digest, ChunkName> = names.iter().map(|c| (c.sha256, *c)).collect();
+    let want: HashSet<Digest> = by_sha.keys().copied().collect();
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let found = cache.find(&want);
+    let mut packs: HashMap<usize, usize> = HashMap::new();
+    for (sha, at) in found {
+        let Some(&name) = by_sha.get(&sha) else {
+            continue;
+        };
+        if at.size() != u64::from(name.size) {
+            continue;
+        }
+        let source = match packs.get(&at.pack()) {
+            Some(&s) => s,
+            None => {
+                let (file, _) = cache.file_of(&at);
+                let Ok(file) = file else { continue };
+                let s = local.add(Source::File(file), SourceKind::Cache);
+                cache.mark_used(&at);
+                packs.insert(at.pack(), s);
+                s
+            }
+        };
+        local.held.chunks.insert(
+            name,
+            At {
+                source,
+                offset: at.offset(),
+            },
+        );
     }
 }
 

@@ -7,24 +7,21 @@
 //! body was proven, and only then do the staged entries move into place,
 //! as unpack moves them. No packet stream is rebuilt or read.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
-use packet_core::{git, scan_class, BodyFindings, Kind, Manifest};
-use rustix::fs::{Mode, OFlags};
+use packet_core::{git, BodyFindings, Kind, Manifest};
+use rustix::fs::OFlags;
 
+use super::staging::{by_member, scans_of, token, Tree};
 use crate::error::{CliError, Result};
 use crate::progress::Progress;
 use crate::remote::delta_pull::{DeltaPull, DeltaPullReport};
-use crate::remote::land::Sink;
 use crate::unpack::{
     self, Created, GitNeutralized, Member, Op, Placed, RemovedSetting, Root, Staged, Staging,
     StagingWriter, Target, UnpackRequest,
 };
-use crate::walk::open_beneath;
 
 /// What a fresh restore did.
 pub struct Fresh {
@@ -55,7 +52,7 @@ pub fn restore(
         std::fs::canonicalize(&request.into).map_err(|e| CliError::io("open", &request.into, e))?;
     let manifest = pull.manifest.clone();
     let harness = unpack::prepare_harness(&manifest, request, created, &workspace)?;
-    let token = super::in_place::token();
+    let token = token();
     let names = [
         format!(".pillbox-restore-{token}"),
         format!(".pillbox-restore-{token}-scratch"),
@@ -164,7 +161,7 @@ pub fn restore(
     drop(scratch);
     let report = pull.finish(&landed)?;
     let harness_places = match (&harness, &manifest.harness) {
-        (Some(t), Some(h)) => super::in_place::places_of(&manifest, h.kind, &t.plan),
+        (Some(t), Some(h)) => t.plan.places(&manifest, h.kind),
         _ => Vec::new(),
     };
     let placed = unpack::finish_placing(
@@ -184,47 +181,6 @@ pub fn restore(
         findings: by_member,
         harness_places,
     })
-}
-
-/// Per wanted body, the member paths to scan it as: one per scan class
-/// among the members that have it (the same bytes of the same class hold
-/// the same findings).
-pub fn scans_of(manifest: &Manifest, members: &[Vec<usize>]) -> Vec<Vec<String>> {
-    members
-        .iter()
-        .map(|ms| {
-            let mut classes: Vec<u8> = Vec::new();
-            let mut out = Vec::new();
-            for &m in ms {
-                let path = &manifest.members[m].path;
-                let class = scan_class(path);
-                if !classes.contains(&class) {
-                    classes.push(class);
-                    out.push(path.to_string());
-                }
-            }
-            out
-        })
-        .collect()
-}
-
-/// Each member's body's findings, from each body's scans (`None` for a
-/// member without a body).
-pub fn by_member(
-    manifest: &Manifest,
-    members: &[Vec<usize>],
-    scans: &[Vec<String>],
-    found: &[Vec<BodyFindings>],
-) -> Vec<Option<BodyFindings>> {
-    let mut out = vec![None; manifest.members.len()];
-    for (slot, ms) in members.iter().enumerate() {
-        for &m in ms {
-            let class = scan_class(&manifest.members[m].path);
-            let k = scans[slot].iter().position(|p| scan_class(p) == class);
-            out[m] = k.and_then(|k| found.get(slot)?.get(k).cloned());
-        }
-    }
-    out
 }
 
 /// Rewrites each staged repository configuration file without the
@@ -258,55 +214,4 @@ fn neutralize_configs(manifest: &Manifest, tree: &Tree) -> Result<Vec<RemovedSet
             .map_err(|e| CliError::io("write", &shown, e))?;
     }
     Ok(removed)
-}
-
-/// Staging folders as a sink: each body written into its files there,
-/// which the layout created or which are created on the first write.
-pub(super) struct Tree {
-    /// The folders (a fresh restore's: the workspace's staging folder, the
-    /// harness's, a scratch folder).
-    pub roots: Vec<OwnedFd>,
-    /// Their paths, for messages.
-    pub labels: Vec<PathBuf>,
-    /// Per wanted body: (root, path below it) of each file.
-    pub dests: Vec<Vec<(usize, String)>>,
-    /// Per root, whether its files are created on the first write.
-    pub create: Vec<bool>,
-}
-
-impl Tree {
-    /// Opens a file below root `root`, never through a link.
-    pub fn open(&self, root: usize, relative: &str, flags: OFlags) -> Result<File> {
-        let flags = if self.create[root] {
-            flags | OFlags::CREATE
-        } else {
-            flags
-        };
-        open_beneath(
-            self.roots[root].as_fd(),
-            relative,
-            flags,
-            Mode::from_raw_mode(0o600),
-        )
-        .map(File::from)
-        .map_err(|e| CliError::io("open", self.labels[root].join(relative), e.into()))
-    }
-}
-
-impl Sink for Tree {
-    fn write(&self, body: usize, offset: u64, bytes: &[u8]) -> Result<()> {
-        for (root, relative) in &self.dests[body] {
-            let f = self.open(*root, relative, OFlags::WRONLY)?;
-            f.write_all_at(bytes, offset)
-                .map_err(|e| CliError::io("write", self.labels[*root].join(relative), e))?;
-        }
-        Ok(())
-    }
-
-    fn read_back(&self, body: usize, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let (root, relative) = &self.dests[body][0];
-        let f = self.open(*root, relative, OFlags::RDONLY)?;
-        f.read_exact_at(buf, offset)
-            .map_err(|e| CliError::io("read", self.labels[*root].join(relative), e))
-    }
 }

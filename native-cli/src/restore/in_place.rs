@@ -18,17 +18,17 @@ use std::path::{Path, PathBuf};
 use packet_core::path::Root;
 use packet_core::secrets::Scanner;
 use packet_core::{
-    git, scan_class, Body, BodyFindings, BodyScanner, Entry, Harness, HarnessKind, Kind, Limits,
-    Manifest, VerifiedPacket,
+    git, scan_class, Body, BodyFindings, BodyScanner, Entry, Harness, Kind, Limits, Manifest,
+    VerifiedPacket,
 };
 use rustix::fs::{
     fchmod, fstat, mkdirat, renameat, symlinkat, unlinkat, AtFlags, FileType, Mode, OFlags,
 };
 
-use super::fresh::{scans_of, Tree};
 use super::journal::{Journal, Toward};
 use super::recording::{self, Checkpoint, Recorder, Stats};
 use super::scan::{self, Expected, HarnessPlace, Known, Scan};
+use super::staging::{scans_of, token, Tree};
 use crate::change::{Change, ChangeKind};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
@@ -185,7 +185,7 @@ pub fn restore(
         let home = std::fs::canonicalize(home).map_err(|e| CliError::io("open", home, e))?;
         let plan = harness::adapter(h.kind).restore_plan(&home, h, &new, &workspace)?;
         unpack::confine_harness_symlinks(&new, h.kind, &plan)?;
-        new_places = places_of(&new, h.kind, &plan);
+        new_places = plan.places(&new, h.kind);
         harness_plan = Some(plan);
     }
     // A session handed to its harness's program: the program and where the
@@ -477,20 +477,6 @@ fn remove_staging(dir: &Path) {
     }
 }
 
-/// 16 random hex digits for the staging folders' names.
-pub(super) fn token() -> String {
-    let mut bytes = [0u8; 8];
-    if let Ok(f) = File::open("/dev/urandom") {
-        use std::os::unix::fs::FileExt;
-        let _ = f.read_exact_at(&mut bytes, 0);
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let x = u64::from_be_bytes(bytes) ^ nanos ^ u64::from(std::process::id());
-    format!("{x:016x}")
-}
-
 /// The process's file creation mask.
 fn current_umask() -> u32 {
     let umask = rustix::process::umask(Mode::empty());
@@ -544,36 +530,7 @@ fn harness_places(
         // not restored here.
         Err(_) => return Ok(Vec::new()),
     };
-    Ok(places_of(m, h.kind, &plan))
-}
-
-/// The members `plan` moves into place, each with its path.
-pub(super) fn places_of(
-    m: &Manifest,
-    kind: HarnessKind,
-    plan: &RestorePlan,
-) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    for member in &m.members {
-        let Some(relative) = kind.relative_path(&member.path) else {
-            continue;
-        };
-        for mv in &plan.moves {
-            let dest = if relative == mv.relative {
-                Some(mv.destination.clone())
-            } else {
-                relative
-                    .strip_prefix(mv.relative.as_str())
-                    .and_then(|rest| rest.strip_prefix('/'))
-                    .map(|rest| mv.destination.join(rest))
-            };
-            if let Some(d) = dest {
-                out.push((member.path.to_string(), d));
-                break;
-            }
-        }
-    }
-    out
+    Ok(plan.places(m, h.kind))
 }
 
 fn harness_dest_by(places: &[(String, PathBuf)]) -> HashMap<String, PathBuf> {

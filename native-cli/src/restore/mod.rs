@@ -4,13 +4,17 @@
 //! from its parts (`fresh`): bodies land in staging folders as they are
 //! read or fetched and checked, and move into place once packet-core's
 //! `Assembly` accepted the whole. A /1 packet is made as a file (from
-//! chunks, or downloaded whole) and unpacked.
+//! chunks, or downloaded whole) and unpacked. Over an earlier restore,
+//! `in_place` changes only what differs (`scan` reads the folder, `journal`
+//! makes the change resumable, `recording` keeps what was read for the
+//! next time); `staging` is what both land bodies in and scan them as.
 
 mod fresh;
 mod in_place;
 mod journal;
 mod recording;
 mod scan;
+mod staging;
 
 use std::collections::HashMap;
 use std::os::fd::AsFd;

@@ -18,6 +18,47 @@ use rustix::fs::{openat, openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use crate::error::{CliError, Refused, Result};
 
+/// A file as a stat sees it: what the record of a pack or restore compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, ns since the epoch.
+    pub mtime: i64,
+    /// Last change of the inode (any write, chmod, rename…), ns.
+    pub ctime: i64,
+    /// Inode.
+    pub ino: u64,
+    /// Device.
+    pub dev: u64,
+    /// `st_mode` (type and permission bits).
+    pub mode: u32,
+}
+
+impl Identity {
+    /// The identity in a stat.
+    // The stat fields' types differ across architectures: the conversions
+    // are identities only on some.
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    pub fn of(stat: &Stat) -> Identity {
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Identity {
+            size: u64::try_from(stat.st_size).unwrap_or(0),
+            mtime: ns(
+                i64::from(stat.st_mtime),
+                i64::try_from(u64::from(stat.st_mtime_nsec)).unwrap_or(0),
+            ),
+            ctime: ns(
+                i64::from(stat.st_ctime),
+                i64::try_from(u64::from(stat.st_ctime_nsec)).unwrap_or(0),
+            ),
+            ino: u64::from(stat.st_ino),
+            dev: u64::from(stat.st_dev),
+            mode: stat.st_mode as u32,
+        }
+    }
+}
+
 /// A file or folder as the walk listed it: where it is on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileId {

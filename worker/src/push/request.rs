@@ -11,10 +11,8 @@ use packet_core::Digest;
 use crate::caps::{self, Caps};
 use crate::config::Config;
 use crate::problem::Problem;
+pub use crate::query::MAX_BASES;
 use crate::query::{upload_labels, Query};
-
-/// Bases a push may name.
-pub const MAX_BASES: usize = 16;
 
 /// `POST /v1/pushes?digest=…&size=…[&base=…][&label=…]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
