@@ -21,7 +21,7 @@ use crate::storage::layout::Layout;
 use crate::storage::root::Root;
 
 /// A packet about to be written.
-#[derive(Clone)]
+#[cfg_attr(test, derive(Clone))]
 pub struct Storing {
     layout: Layout,
     manifest: Vec<ChunkRef>,
@@ -124,7 +124,8 @@ impl Storing {
             .unwrap_or_default()
     }
 
-    /// Gives up compaction (a read failed): the packet keeps its packs.
+    /// Gives up compaction: the packet keeps its packs.
+    #[cfg(test)]
     pub fn without_compaction(mut self) -> Storing {
         self.compaction = None;
         self
@@ -145,16 +146,18 @@ impl Storing {
     /// without compaction: the packet then keeps the packs it had. Returns
     /// why compaction was skipped, if it was.
     pub fn lay_out(self, read: Result<Vec<Vec<u8>>, String>) -> (Laid, Option<String>) {
-        let plain = self.clone().without_compaction();
-        let why = match read {
-            Ok(bytes) => match self.finish(&bytes) {
-                Ok(laid) => return (laid, None),
-                Err(CopyFailed(why)) => why,
-            },
-            Err(why) => why,
-        };
-        // Without compaction nothing is copied, so nothing can fail.
-        (plain.write(None), Some(why))
+        let copies = read.and_then(|bytes| match &self.compaction {
+            None => Ok(None),
+            Some(c) => self
+                .copy(c, &bytes)
+                .map(Some)
+                .map_err(|CopyFailed(why)| why),
+        });
+        match copies {
+            Ok(copies) => (self.write(copies), None),
+            // Without compaction nothing is copied, so nothing can fail.
+            Err(why) => (self.write(None), Some(why)),
+        }
     }
 
     /// The copies `c` makes from the bytes `read`, each checked against
