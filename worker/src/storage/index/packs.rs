@@ -28,48 +28,30 @@ pub async fn insert(
     chunks: u64,
     digest: &str,
 ) -> Result<()> {
-    insert_statement(db, key, size, chunks, digest)?
+    insert_statement(db, key, size, chunks, digest, &Condition::always())?
         .run()
         .await
         .map(|_| ())
 }
 
-/// The statement of [`insert`].
+/// The statement of [`insert`], recording the object only if `guard`
+/// holds (chunks 0: it holds packet `digest` whole).
 pub fn insert_statement(
     db: &D1Database,
     key: &str,
     size: u64,
     chunks: u64,
     digest: &str,
-) -> Result<D1PreparedStatement> {
-    sql(
-        "INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) \
-         VALUES (:key, :size, :chunks, :packet, :created, 1)",
-    )
-    .bind("key", text(key))
-    .bind("size", int(size))
-    .bind("chunks", int(chunks))
-    .bind("packet", text(digest))
-    .bind("created", text(&now()))
-    .prepare(db)
-}
-
-/// Records the R2 object `key` holding packet `digest` whole, if `guard`
-/// holds.
-pub fn insert_whole_if(
-    db: &D1Database,
-    key: &str,
-    size: u64,
-    digest: &str,
     guard: &Condition,
 ) -> Result<D1PreparedStatement> {
     Sql::owned(format!(
         "INSERT OR IGNORE INTO packs (key, size, chunks, packet, created, unused_check) \
-         SELECT :key, :size, 0, :packet, :created, 1 WHERE {}",
+         SELECT :key, :size, :chunks, :packet, :created, 1 WHERE {}",
         guard.text()
     ))
     .bind("key", text(key))
     .bind("size", int(size))
+    .bind("chunks", int(chunks))
     .bind("packet", text(digest))
     .bind("created", text(&now()))
     .bind_condition(guard)

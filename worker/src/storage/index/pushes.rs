@@ -236,7 +236,7 @@ mod statements {
         digest: &str,
     ) -> Result<()> {
         db.batch(vec![
-            packs::insert_statement(db, key, size, count, digest)?,
+            packs::insert_statement(db, key, size, count, digest, &Condition::always())?,
             pin(db, push_id, &[key.to_string()])?,
         ])
         .await

@@ -203,10 +203,11 @@ mod statements {
         let open = Condition::always()
             .and("EXISTS (SELECT 1 FROM uploads WHERE id = :upload)")
             .bind("upload", text(upload_id));
-        let mut statements = vec![packs::insert_whole_if(
+        let mut statements = vec![packs::insert_statement(
             db,
             key,
             p.size,
+            0,
             &p.digest.to_string(),
             &open,
         )?];
