@@ -45,7 +45,10 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cllvm-args=-simplifycfg-branch-fold-threshold=0 \
 -Cllvm-args=-sanitizer-coverage-stack-depth -Cdebug-assertions -Ccodegen-units=1"
-CARGO_PROFILE_RELEASE_DEBUG=line-tables-only cargo build --release --locked --target "$triple" --bins -q
+# Their own target directory, whatever CARGO_TARGET_DIR says: these flags
+# build nothing another build could share.
+CARGO_PROFILE_RELEASE_DEBUG=line-tables-only CARGO_TARGET_DIR="$fuzz/target" \
+  cargo build --release --locked --target "$triple" --bins -q
 bin="$fuzz/target/$triple/release"
 
 summary="$fuzz/target/fuzz-summary.txt"

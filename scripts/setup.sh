@@ -62,6 +62,8 @@ if [ "$job" = test ]; then
   apt_wanted+=(chromium:chromium chromedriver:chromium-driver hyperfine:hyperfine /usr/bin/time:time zstd:zstd)
   # script (util-linux): the CLI's tests run pillbox on a pseudo-terminal, as a person sees it.
   apt_wanted+=(script:bsdutils)
+  # g++: the bounded fuzz run builds libFuzzer (libfuzzer-sys), which is C++.
+  apt_wanted+=(g++:g++)
 fi
 if [ "$job" = bench ]; then
   # restic: the transfer benchmark's yardstick (a content-defined-chunking backup tool).

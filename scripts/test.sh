@@ -106,6 +106,9 @@ background() {
   shift
   bg_log[$name]=$(mktemp)
   bg_times[$name]=$(mktemp)
+  # In a process group of its own (job control on for the `&`), so that a
+  # run that stops early ends the job and everything it started.
+  set -m
   (
     started=$EPOCHREALTIME
     status=0
@@ -115,6 +118,7 @@ background() {
     exit $status
   ) >"${bg_log[$name]}" 2>&1 &
   bg_pid[$name]=$!
+  set +m
   printf '(started in the background: %s)\n' "$name"
 }
 await() {
@@ -159,7 +163,7 @@ summary() {
     printf '%6s s  %6s s  %s\n' "${bg_seconds[$i]}" "${bg_cpu[$i]}" "${bg_names[$i]}"
   done
   local pid
-  for pid in "${bg_pid[@]}"; do kill -- "$pid" 2>/dev/null || true; done
+  for pid in "${bg_pid[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
   local total
   read_cpu
   total=$(awk -v a="$run_started" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
