@@ -21,13 +21,13 @@ use super::complete::Completion;
 use super::in_order::Arrived;
 use super::internal;
 use super::opened;
-use super::parts::StoredChunk;
 use super::plan::{Plan, Source};
 use super::prove::ProveError;
 use super::state::{self, discard, State};
 use super::storing::{Laid, Storing};
 use super::wanted::{incomplete, missing_list};
 use crate::problem::Problem;
+use crate::storage::chunk::NewChunk;
 use crate::storage::chunk::{ChunkRef, Name};
 use crate::storage::compacting;
 use crate::storage::findings::BodyClass;
@@ -72,7 +72,7 @@ pub(super) struct Finishing<'a> {
     pub push_id: Option<&'a str>,
     /// A push completed in the request that started it: the pack its
     /// frames went to and their rows (it has no push of its own).
-    pub frames_pack: Option<(&'a str, Vec<StoredChunk>)>,
+    pub frames_pack: Option<(&'a str, Vec<NewChunk>)>,
 }
 
 /// Why a body's proof stopped.

@@ -8,32 +8,19 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use packet_core::{Body, BodyFindings, Digest};
-use pillbox_wire::chunks::{Encoding, Frame};
+use packet_core::{Body, BodyFindings};
+use pillbox_wire::chunks::Frame;
 
 use super::at_hand::AtHand;
 use super::in_order::Arrived;
 use super::records::PartRecord;
-use crate::storage::chunk::{ChunkRef, Name};
+use crate::storage::chunk::{ChunkRef, Held, Name, NewChunk};
 use crate::storage::findings::BodyClass;
 use crate::storage::index::pushes::PushPartRow;
 
 /// The part number of a create body's frames in `push_parts` (parts sent
 /// later are numbered from 1, so it is never replaced).
 pub const CREATE_PART: u16 = 0;
-
-/// Where the store holds a chunk already (its `chunks` row).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held<'a> {
-    /// The pack's key.
-    pub pack: &'a str,
-    /// Its first stored byte there.
-    pub offset: u64,
-    /// Its stored size.
-    pub stored: u64,
-    /// How it is stored.
-    pub encoding: Encoding,
-}
 
 /// A request's frames placed: its record (where each frame's chunk lies),
 /// which frames are new to the store (written, as sent, into the
@@ -55,16 +42,12 @@ impl Placed {
     }
 }
 
-/// A chunk a request stored in its pack, as its `chunks` row: sha256, raw
-/// size, offset, stored size, encoding.
-pub type StoredChunk = (Digest, u64, u64, u64, Encoding);
-
 /// Places a request's `frames`: each the store holds already (`held`, by
 /// name and size) lies where it is held; the others go into the pack
 /// `pack_key`, in table order.
 pub fn place<'h>(
     frames: &[Frame],
-    held: impl Fn(&Name) -> Option<Held<'h>>,
+    held: impl Fn(&Name) -> Option<&'h Held>,
     pack_key: &str,
 ) -> Placed {
     let mut record = PartRecord::default();
@@ -75,7 +58,7 @@ pub fn place<'h>(
         let chunk = match held(&(f.sha256, raw)) {
             Some(h) => {
                 new.push(false);
-                let slot = record.pack(h.pack);
+                let slot = record.pack(&h.pack);
                 ChunkRef {
                     sha256: f.sha256,
                     raw,
@@ -111,7 +94,7 @@ pub fn place<'h>(
 
 /// The rows for the chunks a request stored in its pack (those `new`
 /// marks).
-pub fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<StoredChunk> {
+pub fn stored_rows(record: &PartRecord, new: &[bool]) -> Vec<NewChunk> {
     record
         .frames
         .iter()
@@ -245,6 +228,8 @@ mod tests {
     use super::*;
 
     use packet_core::assembled::BodyHasher;
+    use packet_core::Digest;
+    use pillbox_wire::chunks::Encoding;
 
     use super::super::in_order::Early;
     use super::super::prove::End;
@@ -269,14 +254,13 @@ mod tests {
     #[test]
     fn frames_held_lie_where_they_are_and_the_others_go_into_the_pack() {
         let (a, b, c) = (frame("a", 100, 40), frame("b", 50, 50), frame("c", 70, 30));
-        let held = |n: &Name| {
-            (*n == name(&b)).then_some(Held {
-                pack: "packs/old",
-                offset: 4096,
-                stored: 50,
-                encoding: Encoding::Identity,
-            })
+        let old = Held {
+            pack: "packs/old".into(),
+            offset: 4096,
+            stored: 50,
+            encoding: Encoding::Identity,
         };
+        let held = |n: &Name| (*n == name(&b)).then_some(&old);
         let placed = place(&[a, b, c], held, "packs/new");
         assert_eq!(placed.new, [true, false, true]);
         assert_eq!(placed.new_count(), 2);
@@ -308,14 +292,13 @@ mod tests {
     #[test]
     fn a_request_whose_frames_are_all_held_writes_no_pack() {
         let a = frame("a", 10, 10);
-        let held = |_: &Name| {
-            Some(Held {
-                pack: "packs/old",
-                offset: 7,
-                stored: 10,
-                encoding: Encoding::Identity,
-            })
+        let old = Held {
+            pack: "packs/old".into(),
+            offset: 7,
+            stored: 10,
+            encoding: Encoding::Identity,
         };
+        let held = |_: &Name| Some(&old);
         let placed = place(&[a], held, "packs/new");
         assert_eq!((placed.pack_size, placed.new_count()), (0, 0));
         assert_eq!(placed.record.packs, ["packs/old"]);
@@ -361,14 +344,13 @@ mod tests {
         let (a, b, c) = (frame("a", 10, 10), frame("b", 20, 20), frame("c", 30, 30));
         // The first request's frames a and b went into its pack, b was
         // held in a pack since collected; the second's c into its own.
-        let b_held = |n: &Name| {
-            (*n == name(&b)).then_some(Held {
-                pack: "packs/gone",
-                offset: 0,
-                stored: 20,
-                encoding: Encoding::Identity,
-            })
+        let gone_held = Held {
+            pack: "packs/gone".into(),
+            offset: 0,
+            stored: 20,
+            encoding: Encoding::Identity,
         };
+        let b_held = |n: &Name| (*n == name(&b)).then_some(&gone_held);
         let mut first = place(&[a, b], b_held, "packs/one").record;
         first.early = vec![early(b"ab", 0, 1), early(b"xy", 0, 2)];
         let findings = BodyFindings {

@@ -17,7 +17,7 @@ use super::arrival;
 use super::complete::classes_of;
 use super::in_order::InOrder;
 use super::internal;
-use super::parts::{self, Held, Placed};
+use super::parts::{self, Placed};
 use super::state::{self, State};
 use super::wanted::check_wanted;
 use crate::body::Body as RequestBody;
@@ -65,15 +65,7 @@ pub async fn place(
     let held = timing::timed(Stage::D1, chunks::find(db, &names))
         .await
         .map_err(internal)?;
-    let at = |name: &Name| {
-        held.get(name).map(|h| Held {
-            pack: &h.pack,
-            offset: h.offset,
-            stored: h.stored,
-            encoding: h.encoding,
-        })
-    };
-    let placed = parts::place(frames, at, &pack_key);
+    let placed = parts::place(frames, |name: &Name| held.get(name), &pack_key);
     Ok(Landing {
         id,
         pack_key,

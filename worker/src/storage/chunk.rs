@@ -12,6 +12,23 @@ use pillbox_wire::chunks::Encoding;
 /// size; a name alone proves nothing).
 pub type Name = (Digest, u64);
 
+/// Where the store holds a chunk already: its `chunks` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The pack's key.
+    pub pack: String,
+    /// Its first stored byte there.
+    pub offset: u64,
+    /// Its stored size.
+    pub stored: u64,
+    /// How it is stored.
+    pub encoding: Encoding,
+}
+
+/// A chunk a request stored in its pack, as its new `chunks` row: sha256,
+/// raw size, offset, stored size, encoding.
+pub type NewChunk = (Digest, u64, u64, u64, Encoding);
+
 /// Where one chunk lies and what it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ChunkRef {

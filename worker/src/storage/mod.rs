@@ -7,7 +7,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`keys`] | every R2 key the Worker writes (pure) |
-//! | [`chunk`] | [`chunk::ChunkRef`]: where a chunk lies and what it holds (pure) |
+//! | [`chunk`] | [`chunk::ChunkRef`]: where a chunk lies and what it holds; a `chunks` row, held or new (pure) |
 //! | [`packs`] | a packet's pack table, slots stable from a packet to the next (pure) |
 //! | [`layout`] | where each body's chunks lie: the layout stream, and the forms read from packets stored before (pure) |
 //! | [`root`] | a packet's root (pure) |

@@ -11,20 +11,7 @@ use serde::Deserialize;
 use worker::{D1Database, D1PreparedStatement, Result};
 
 use super::{json, sql, text, Sql, JSON_ITEMS};
-use crate::storage::chunk::Name;
-
-/// Where the store holds a chunk.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Held {
-    /// The pack's key.
-    pub pack: String,
-    /// Its first stored byte there.
-    pub offset: u64,
-    /// Its stored size.
-    pub stored: u64,
-    /// How it is stored.
-    pub encoding: Encoding,
-}
+use crate::storage::chunk::{Held, Name, NewChunk};
 
 #[derive(Deserialize)]
 struct Row {
@@ -71,9 +58,6 @@ pub async fn find(db: &D1Database, names: &[Name]) -> Result<HashMap<Name, Held>
     found.retain(|n, _| wanted.contains(n));
     Ok(found)
 }
-
-/// A chunk row: (sha256, raw size, offset, stored size, encoding) in pack.
-pub type NewChunk = (Digest, u64, u64, u64, Encoding);
 
 /// Rows for chunks just stored in `pack` by a push completed in one
 /// request, kept only if packet `digest` is stored.

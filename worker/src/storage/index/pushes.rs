@@ -98,7 +98,8 @@ mod statements {
 
     use super::{PushPartRow, PushRow};
     use crate::push::prove::End;
-    use crate::storage::index::chunks::{self, NewChunk};
+    use crate::storage::chunk::NewChunk;
+    use crate::storage::index::chunks;
     use crate::storage::index::packets::{self, NewPacket};
     use crate::storage::index::packs::{self, push_owner};
     use crate::storage::index::{ends, int, json, opt, run_batches, sql, text, Condition};
