@@ -63,13 +63,13 @@ pub(super) fn too_large(size: u64, config: &Config) -> Option<Problem> {
     ))
 }
 
-/// `201`: the packet is verified, stored and indexed by this request.
-pub(super) async fn stored(db: &D1Database, digest: &Digest) -> Answer {
-    let row = indexed(db, digest).await?;
+/// `201`: the packet is verified, stored and indexed by this request (its
+/// row).
+pub(super) fn stored(row: &PacketRow) -> Answer {
     let mut response = json_response(201, &row.stored(true))?;
     let headers = response.headers_mut();
     headers
-        .set("location", &format!("/v1/packets/{digest}"))
+        .set("location", &format!("/v1/packets/{}", row.digest))
         .map_err(internal)?;
     headers
         .set(WASM_MEMORY_HEADER, &wasm_memory_bytes().to_string())
@@ -122,7 +122,7 @@ pub async fn upload(
         labels: &labels,
     };
     single::store(bucket, db, config, sent).await?;
-    stored(db, &digest).await
+    stored(&indexed(db, &digest).await?)
 }
 
 /// `GET` / `HEAD /v1/packets/{digest}`, whole or one range.

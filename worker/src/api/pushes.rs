@@ -28,9 +28,9 @@ pub(super) use crate::push::state::discard;
 
 /// The answer to a push that ended in a stored packet: 201 stored by this
 /// request, 200 stored by another first.
-async fn ended(db: &D1Database, ended: Ended) -> Answer {
+fn ended(ended: Ended) -> Answer {
     match ended {
-        Ended::Stored(digest) => timing::timed(Stage::D1, stored(db, &digest)).await,
+        Ended::Stored(row) => stored(&row),
         Ended::Raced(row) => json_response(200, &row.stored(false)),
     }
 }
@@ -74,7 +74,7 @@ pub async fn create(
         caller,
     };
     match create.run(&mut body).await? {
-        Created::Ended(e) => ended(db, e).await,
+        Created::Ended(e) => ended(e),
         Created::Open { row, status } => {
             let mut response = json_response(202, &row.view(&status, &[], config))?;
             response
@@ -172,7 +172,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, id: &str, caller: &str) 
     let row = state::find(db, id, caller).await?;
     let labels = row.label_list();
     match finish::complete(bucket, db, row).await? {
-        Completed::Ended(e) => ended(db, e).await,
+        Completed::Ended(e) => ended(e),
         Completed::Before(existing) => already_stored(db, existing, &labels).await,
     }
 }

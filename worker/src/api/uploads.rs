@@ -96,7 +96,7 @@ pub async fn complete(bucket: &Bucket, db: &D1Database, config: &Config, id: &st
     let row = in_progress(db, id).await?;
     match parts::complete(bucket, db, config, &row).await? {
         Completed::Before(existing) => already_stored(db, existing, &row.label_list()).await,
-        Completed::Stored(digest) => stored(db, &digest).await,
+        Completed::Stored(row) => stored(&row),
         Completed::Raced(now) => json_response(200, &now.stored(false)),
     }
 }

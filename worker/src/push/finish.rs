@@ -43,8 +43,8 @@ use crate::timing::{self, Counter, Stage};
 
 /// A push that ended in a stored packet.
 pub enum Ended {
-    /// Stored and indexed by this request (201).
-    Stored(Digest),
+    /// Stored and indexed by this request (201): its row.
+    Stored(PacketRow),
     /// Stored by another push of the same packet first (200): its row.
     Raced(PacketRow),
 }
@@ -354,24 +354,20 @@ pub(super) async fn finish(
             laid.merged.as_slice(),
         )),
     };
-    let is_stored = timing::timed(
+    let stored = timing::timed(
         Stage::D1,
         pushes::store_packet(db, &new, f.push_id, &extras),
     )
     .await
     .map_err(internal)?;
-    if !is_stored {
+    let Some(now) = stored else {
         // A pack the packet names was collected meanwhile.
         return lost_packs(db, f.at_hand, None).await;
-    }
+    };
     crate::findings::log(&digest, &verified.findings);
     if let Some(id) = f.push_id {
         crate::storage::clean::delete_push_objects(bucket, db, id).await;
     }
-    let now = timing::timed(Stage::D1, packets::get(db, &digest))
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| Problem::not_found(format!("no packet {digest} is stored")))?;
     if now
         .root_hex
         .as_deref()
@@ -396,5 +392,5 @@ pub(super) async fn finish(
         )
     });
     load::remember(&now, Rc::new(kept));
-    Ok(Finished::Ended(Ended::Stored(digest)))
+    Ok(Finished::Ended(Ended::Stored(now)))
 }

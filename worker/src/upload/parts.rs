@@ -106,8 +106,9 @@ pub enum Completed {
     /// Another upload of the same packet stored it first (its row): this
     /// one is discarded.
     Before(PacketRow),
-    /// Stored by this request: the object it assembled is the packet's.
-    Stored(Digest),
+    /// Stored by this request: the object it assembled is the packet's
+    /// (its row).
+    Stored(PacketRow),
     /// Indexed meanwhile by another upload of the same packet (its row).
     Raced(PacketRow),
 }
@@ -208,7 +209,7 @@ pub async fn complete(
     crate::findings::log(&digest, &verified.findings);
     let now = indexed(db, &digest).await?;
     if now.object_key.as_deref() == Some(staging.as_str()) {
-        Ok(Completed::Stored(digest))
+        Ok(Completed::Stored(now))
     } else {
         Ok(Completed::Raced(now))
     }

@@ -100,7 +100,7 @@ mod statements {
     use crate::push::prove::End;
     use crate::storage::chunk::NewChunk;
     use crate::storage::index::chunks;
-    use crate::storage::index::packets::{self, NewPacket};
+    use crate::storage::index::packets::{self, NewPacket, PacketRow};
     use crate::storage::index::packs::{self, push_owner};
     use crate::storage::index::{ends, int, json, opt, run_batches, sql, text, Condition};
 
@@ -278,13 +278,14 @@ mod statements {
     /// (a batch): the packet row only if every pack it names still has its row;
     /// the push's rows go only if the packet is stored (by this push or
     /// another). `push_id` is `None` for a push that completes in the request
-    /// that started it (it has no rows). Returns whether the packet is stored.
+    /// that started it (it has no rows). Returns the packet's row if it is
+    /// stored.
     pub async fn store_packet(
         db: &D1Database,
         p: &NewPacket<'_>,
         push_id: Option<&str>,
         extras: &Extras<'_>,
-    ) -> Result<bool> {
+    ) -> Result<Option<PacketRow>> {
         let mut statements = packets::insert_statements(db, p, &Condition::always())?;
         let digest = p.digest.to_string();
         if let Some((pack, rows)) = extras.stored {
@@ -323,7 +324,7 @@ mod statements {
             );
         }
         run_batches(db, statements).await?;
-        Ok(packets::get(db, p.digest).await?.is_some())
+        packets::get(db, p.digest).await
     }
 
     /// Ends a push without storing anything: its rows go and the packs it
