@@ -23,8 +23,8 @@ pub struct CreateQuery {
     pub size: u64,
     /// The labels to attach, sorted, each once.
     pub labels: Vec<String>,
-    /// The bases named, each a digest (at most [`MAX_BASES`]).
-    pub bases: Vec<String>,
+    /// The bases named (at most [`MAX_BASES`]).
+    pub bases: Vec<Digest>,
 }
 
 impl CreateQuery {
@@ -47,17 +47,18 @@ impl CreateQuery {
                 )
             })?;
         let labels = upload_labels(query.all("label"))?;
-        let bases = query.all("base");
-        if bases.len() > MAX_BASES {
+        let named = query.all("base");
+        if named.len() > MAX_BASES {
             return Err(Problem::bad_request(
                 ApiCode::BasesInvalid,
                 format!("a push names at most {MAX_BASES} bases"),
             ));
         }
-        for b in &bases {
-            b.parse::<Digest>()
-                .map_err(Problem::from_packet_error_400)?;
-        }
+        let bases = named
+            .iter()
+            .map(|b| b.parse::<Digest>())
+            .collect::<Result<_, _>>()
+            .map_err(Problem::from_packet_error_400)?;
         Ok(CreateQuery {
             digest,
             size,
@@ -132,14 +133,14 @@ mod tests {
     #[test]
     fn a_create_names_a_packet_its_size_labels_and_bases() {
         let digest = Digest::of(b"packet.json");
-        let base = Digest::of(b"base").to_string();
+        let base = Digest::of(b"base");
         let q = query(&[
             ("digest", &digest.to_string()),
             ("size", "4096"),
             ("label", "b"),
             ("label", "a"),
             ("label", "b"),
-            ("base", &base),
+            ("base", &base.to_string()),
         ]);
         assert_eq!(
             CreateQuery::parse(&q).unwrap(),

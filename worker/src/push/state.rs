@@ -52,28 +52,27 @@ pub async fn find(db: &D1Database, id: &str, caller: &str) -> Result<PushRow, Pr
         })
 }
 
-/// The bases that are stored, loaded, and their digests.
+/// The bases that are stored (their rows read in one query), each once
+/// in the order named, loaded, and their digests.
 pub async fn load_bases(
     bucket: &Bucket,
     db: &D1Database,
-    digests: &[String],
+    digests: &[Digest],
 ) -> Result<(AtHand, Vec<String>), Problem> {
-    let mut at_hand = AtHand::new();
-    let mut used = Vec::new();
+    let mut once: Vec<Digest> = Vec::with_capacity(digests.len());
     for d in digests {
-        let Ok(digest) = d.parse::<Digest>() else {
-            continue;
-        };
-        if used.contains(&digest.to_string()) {
-            continue;
+        if !once.contains(d) {
+            once.push(*d);
         }
-        if let Some(row) = timing::timed(Stage::D1, packets::get(db, &digest))
-            .await
-            .map_err(internal)?
-        {
-            at_hand.add_base(load::load(bucket, &row).await?);
-            used.push(row.digest);
-        }
+    }
+    let rows = timing::timed(Stage::D1, packets::get_named(db, &once))
+        .await
+        .map_err(internal)?;
+    let mut at_hand = AtHand::new();
+    let mut used = Vec::with_capacity(rows.len());
+    for row in rows {
+        at_hand.add_base(load::load(bucket, &row).await?);
+        used.push(row.digest);
     }
     Ok((at_hand, used))
 }
@@ -139,7 +138,7 @@ pub async fn read(bucket: &Bucket, db: &D1Database, row: PushRow) -> Result<Stat
         .map_err(internal)?;
     let recipes = Recipes::decode(&bytes, RecipeLimits::DEFAULT)
         .map_err(|e| Problem::internal(e.to_string()))?;
-    let (mut at_hand, _) = load_bases(bucket, db, &row.base_list()).await?;
+    let (mut at_hand, _) = load_bases(bucket, db, &row.base_digests()).await?;
     let parts = pushes::parts(db, &id).await.map_err(internal)?;
     let mut records = Vec::with_capacity(parts.len());
     for part in &parts {

@@ -115,14 +115,14 @@ pub async fn recipes(
     row: &PacketRow,
     bases: &[String],
 ) -> Result<Vec<u8>, Problem> {
+    let named = bases
+        .iter()
+        .map(|b| b.parse::<Digest>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Problem::from_packet_error_400)?;
     let mut loaded_bases = Vec::new();
-    for b in bases {
-        let d = b
-            .parse::<Digest>()
-            .map_err(Problem::from_packet_error_400)?;
-        if let Some(r) = packets::get(db, &d).await.map_err(internal)? {
-            loaded_bases.push(load::load(bucket, &r).await?);
-        }
+    for r in packets::get_named(db, &named).await.map_err(internal)? {
+        loaded_bases.push(load::load(bucket, &r).await?);
     }
     let loaded = load::load(bucket, row).await?;
     let refs: Vec<&Stored> = loaded_bases.iter().map(|b| b.as_ref()).collect();

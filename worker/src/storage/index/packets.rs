@@ -7,6 +7,7 @@
 //! `GET /v1/digests/{prefix}`, a delete that refs hold back), are pure;
 //! the statements are wasm.
 
+use packet_core::Digest;
 use pillbox_wire::{ApiCode, DigestMatches, Harness, Packet, PacketFacts, PacketList, Stored};
 use serde::Deserialize;
 
@@ -196,6 +197,18 @@ pub fn referenced(digest: &str, refs: &[String]) -> Problem {
     )
 }
 
+/// Of `rows`, those of `digests`, in the order named: one named twice
+/// comes twice, one not stored not at all.
+pub fn in_named_order(digests: &[Digest], rows: &[PacketRow]) -> Vec<PacketRow> {
+    digests
+        .iter()
+        .filter_map(|d| {
+            let d = d.to_string();
+            rows.iter().find(|r| r.digest == d).cloned()
+        })
+        .collect()
+}
+
 /// The statements of `packets` and `labels`.
 #[cfg(target_arch = "wasm32")]
 mod statements {
@@ -204,7 +217,7 @@ mod statements {
     use wasm_bindgen::JsValue;
     use worker::{D1Database, D1PreparedStatement, Result};
 
-    use super::PacketRow;
+    use super::{in_named_order, PacketRow};
     use crate::query::ListFilter;
     use crate::storage::index::{
         blob, int, json, now, opt, packs, run_batches, sql, text, Condition, Sql,
@@ -226,6 +239,24 @@ mod statements {
         .prepare(db)?
         .first::<PacketRow>(None)
         .await
+    }
+
+    /// The rows of those of `digests` that are stored, in the order named
+    /// ([`in_named_order`]), read in one query.
+    pub async fn get_named(db: &D1Database, digests: &[Digest]) -> Result<Vec<PacketRow>> {
+        if digests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let named: Vec<String> = digests.iter().map(Digest::to_string).collect();
+        let rows = Sql::owned(format!(
+            "SELECT {COLUMNS} FROM packets p WHERE p.digest IN (SELECT value FROM json_each(:digests))"
+        ))
+        .bind("digests", json(&named))
+        .prepare(db)?
+        .all()
+        .await?
+        .results::<PacketRow>()?;
+        Ok(in_named_order(digests, &rows))
     }
 
     /// The digests of indexed packets that start with `prefix` (`sha256:`
@@ -502,6 +533,22 @@ mod tests {
             findings: None,
             findings_kept: 1,
         }
+    }
+
+    #[test]
+    fn rows_come_in_the_order_their_digests_were_named() {
+        let row = |d: &Digest, seq| PacketRow {
+            seq,
+            digest: d.to_string(),
+            ..packet(None, None)
+        };
+        let (a, b, c) = (Digest::of(b"a"), Digest::of(b"b"), Digest::of(b"c"));
+        let rows = [row(&a, 1), row(&b, 2)];
+        let seqs = |named: &[Digest]| -> Vec<u64> {
+            in_named_order(named, &rows).iter().map(|r| r.seq).collect()
+        };
+        assert_eq!(seqs(&[b, c, a, b]), [2, 1, 2]);
+        assert_eq!(seqs(&[c]), Vec::<u64>::new());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! that stores a pushed packet and ends its push. The rows, and the push as
 //! the API shows it, are pure; the statements are wasm.
 
+use packet_core::Digest;
 use pillbox_wire::{Push, PushPart};
 use serde::Deserialize;
 
@@ -54,6 +55,15 @@ impl PushRow {
     /// The bases used.
     pub fn base_list(&self) -> Vec<String> {
         serde_json::from_str(&self.bases).unwrap_or_default()
+    }
+
+    /// The bases used, as digests (the row holds only stored packets'
+    /// digests).
+    pub fn base_digests(&self) -> Vec<Digest> {
+        self.base_list()
+            .iter()
+            .filter_map(|d| d.parse().ok())
+            .collect()
     }
 
     /// The labels to attach.
