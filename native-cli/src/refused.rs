@@ -353,6 +353,13 @@ refusals! {
         path: None,
         message: format!("`{command}` failed ({status}): {stderr}"),
         advice: "run the command yourself from the workspace to see what OpenCode needs (its data folder is found through $HOME or $XDG_DATA_HOME)";
+    /// This machine's copy of a session was deleted for the checkpoint's
+    /// (`--discard-local`), the import failed, and so did putting the copy
+    /// back: it is kept as an export.
+    OpencodeBackupKept { id: String, backup: String, error: String } => "opencode_failed",
+        path: Some(backup.clone()),
+        message: format!("this machine's copy of OpenCode session {id} was deleted to import the checkpoint's, the import failed, and putting the copy back failed too ({error}); it is kept as an export in {backup}"),
+        advice: "run `opencode import` on the kept export from the workspace to put the copy back";
     /// An `opencode` command ran too long.
     OpencodeTimedOut { command: String, seconds: u64 } => "opencode_failed",
         path: None,

@@ -298,11 +298,12 @@ impl Importer for Opencode {
     }
 
     /// Exports this machine's copy of `id` (a backup), runs `opencode
-    /// session delete <id>`, then imports `file`. If the delete or the
-    /// import fails, the copy is put back from the backup (deleted again,
-    /// in case the import left part of the file's session, then the backup
-    /// imported) and the failure returned; if putting it back fails too,
-    /// the backup is kept and that failure names it.
+    /// session delete <id>` (a failure there changes nothing and is
+    /// returned), then imports `file`. If the import fails, the copy is
+    /// put back from the backup (deleted again, in case the import left
+    /// part of the file's session, then the backup imported) and the
+    /// import's failure returned; if putting it back fails too, the backup
+    /// is kept and the refusal names it.
     fn replace(&self, program: &Path, id: &str, file: &Path, workspace: &Path) -> Result<()> {
         let limit = Limits::FORMAT.max_packet_bytes;
         let backup = match export(program, id, workspace, limit, BACKUP_PREFIX) {
@@ -311,17 +312,15 @@ impl Importer for Opencode {
             Err(e) if session_not_found(&e) => return self.import(program, file, workspace),
             Err(e) => return Err(e),
         };
-        let replaced =
-            delete(program, id, workspace).and_then(|()| self.import(program, file, workspace));
-        let Err(failure) = replaced else {
+        delete(program, id, workspace)?;
+        let Err(failure) = self.import(program, file, workspace) else {
             return Ok(());
         };
-        match delete(program, id, workspace) {
-            Ok(()) => {}
-            Err(e) if session_not_found(&e) => {}
-            Err(e) => return Err(kept(e, id, backup.path)),
-        }
-        match self.import(program, &backup.path, workspace) {
+        let put_back = match delete(program, id, workspace) {
+            Err(e) if !session_not_found(&e) => Err(e),
+            _ => self.import(program, &backup.path, workspace),
+        };
+        match put_back {
             Ok(()) => Err(failure),
             Err(e) => Err(kept(e, id, backup.path)),
         }
@@ -356,30 +355,20 @@ fn session_not_found(e: &CliError) -> bool {
     matches!(e, CliError::Refused(Refused::OpencodeFailed { stderr, .. }) if stderr.contains("Session not found"))
 }
 
-/// Keeps the backup export of session `id` that could not be put back,
-/// and says where it is in `e` (the failure of putting it back).
+/// Keeps the backup export of session `id` that could not be put back
+/// (`e`, the failure of putting it back) and names it.
 fn kept(e: CliError, id: &str, backup: tempfile::TempPath) -> CliError {
     let path = backup.keep().unwrap_or_else(|e| {
         let path = e.path.to_path_buf();
         std::mem::forget(e.path);
         path
     });
-    match e {
-        CliError::Refused(Refused::OpencodeFailed {
-            command,
-            status,
-            stderr,
-        }) => Refused::OpencodeFailed {
-            command,
-            status,
-            stderr: format!(
-                "{stderr} (this machine's copy of session {id} was deleted to import the checkpoint's; it is kept as an export in {}: `opencode import` it from the workspace to put it back)",
-                path.display()
-            ),
-        }
-        .into(),
-        other => other,
+    Refused::OpencodeBackupKept {
+        id: id.to_owned(),
+        backup: path.display().to_string(),
+        error: e.report().details.message.into_owned(),
     }
+    .into()
 }
 
 /// What this machine's OpenCode needs done to hold session `id`, whose
