@@ -84,6 +84,20 @@ pub struct Move {
     pub destination: PathBuf,
 }
 
+impl Move {
+    /// Whether the item moved holds `relative` (a path below
+    /// `harness/<kind>/`): itself (`Some("")`) or what is below it
+    /// (`Some(rest)`, the path below it).
+    pub fn covers<'a>(&self, relative: &'a str) -> Option<&'a str> {
+        if relative == self.relative {
+            return Some("");
+        }
+        relative
+            .strip_prefix(self.relative.as_str())?
+            .strip_prefix('/')
+    }
+}
+
 /// Where restored harness state goes.
 pub struct RestorePlan {
     /// Items to move into place, after the workspace.
@@ -114,19 +128,15 @@ impl RestorePlan {
             let Some(relative) = kind.relative_path(&member.path) else {
                 continue;
             };
-            for mv in &self.moves {
-                let dest = if relative == mv.relative {
-                    Some(mv.destination.clone())
-                } else {
-                    relative
-                        .strip_prefix(mv.relative.as_str())
-                        .and_then(|rest| rest.strip_prefix('/'))
-                        .map(|rest| mv.destination.join(rest))
-                };
-                if let Some(d) = dest {
-                    out.push((member.path.to_string(), d));
-                    break;
-                }
+            let place = self.moves.iter().find_map(|mv| {
+                let rest = mv.covers(relative)?;
+                Some(match rest {
+                    "" => mv.destination.clone(),
+                    rest => mv.destination.join(rest),
+                })
+            });
+            if let Some(d) = place {
+                out.push((member.path.to_string(), d));
             }
         }
         out

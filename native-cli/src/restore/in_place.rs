@@ -28,7 +28,7 @@ use rustix::fs::{
 use super::journal::{Journal, Toward};
 use super::recording::{self, Checkpoint, Recorder, Stats};
 use super::scan::{self, Expected, HarnessPlace, Known, Scan};
-use super::staging::{scans_of, token, Tree};
+use super::staging::{by_member, scans_of, token, Tree};
 use crate::change::{Change, ChangeKind};
 use crate::chunking::{self, BODIES};
 use crate::error::{CliError, Refused, Result};
@@ -266,15 +266,7 @@ pub fn restore(
     // The findings: the landed bodies', and the kept ones' as the record
     // or their bytes say.
     let scanner = Scanner::new();
-    let mut by_member: Vec<Option<BodyFindings>> = vec![None; new.members.len()];
-    for (slot, members) in pull.bodies.members.iter().enumerate() {
-        for &i in members {
-            let class = scan_class(&new.members[i].path);
-            if let Some(k) = scan_spec[slot].iter().position(|p| scan_class(p) == class) {
-                by_member[i] = landed.findings[slot].get(k).cloned();
-            }
-        }
-    }
+    let mut by_member = by_member(&new, &pull.bodies.members, &scan_spec, &landed.findings);
     // Findings recorded under other rules are screened again.
     let screened = record.as_ref().filter(|r| r.same_rules());
     let recorded_places = harness_dest_by(&places);
@@ -304,9 +296,10 @@ pub fn restore(
     let import = match &staged_import {
         Some(staged) => {
             let file = staged.staging.path.join(&staged.name);
-            let diverged = match discard_local {
-                true => Diverged::Replaced,
-                false => Diverged::Refused,
+            let diverged = if discard_local {
+                Diverged::Replaced
+            } else {
+                Diverged::Refused
             };
             Some(PendingImport::prepare(
                 staged.program,

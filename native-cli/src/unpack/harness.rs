@@ -94,12 +94,7 @@ pub(crate) fn confine_harness_symlinks(
         let Some(relative) = kind.relative_path(&m.path) else {
             continue;
         };
-        let Some(moved) = plan.moves.iter().find(|mv| {
-            relative == mv.relative
-                || relative
-                    .strip_prefix(mv.relative.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'))
-        }) else {
+        let Some(moved) = plan.moves.iter().find(|mv| mv.covers(relative).is_some()) else {
             // Not restored at all.
             continue;
         };
