@@ -43,14 +43,26 @@ impl Root {
     /// [`MemberPath::relative`], it says which root the path lies in, and
     /// it reads any text (a path found on disk is not checked yet).
     pub fn below(self, path: &str) -> Option<&str> {
-        path.strip_prefix(self.as_str())?.strip_prefix('/')
+        below(self.as_str(), path)
     }
 
     /// The path of `relative` below this root, as text, unchecked (the
     /// inverse of [`Root::below`]; [`MemberPath::join`] checks).
     pub fn member_path(self, relative: &str) -> String {
-        alloc::format!("{}/{relative}", self.as_str())
+        member_below(self.as_str(), relative)
     }
+}
+
+/// The part of `path` below the folder `folder` (a member path), if it
+/// lies below it: text only, nothing checked.
+pub(crate) fn below<'a>(folder: &str, path: &'a str) -> Option<&'a str> {
+    path.strip_prefix(folder)?.strip_prefix('/')
+}
+
+/// The path of `relative` below the folder `folder`, unchecked: the
+/// inverse of [`below`].
+pub(crate) fn member_below(folder: &str, relative: &str) -> String {
+    alloc::format!("{folder}/{relative}")
 }
 
 /// The root a canonical path lies in (a root is in itself), if any.

@@ -33,7 +33,6 @@ const COMMAND_LINE: CommandLine = CommandLine {
         value_name: "UUID",
         placeholder: "<uuid>",
         help: "Claude Code session id (a lowercase UUID) whose transcript to carry",
-        shape: "a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)",
     },
     pack: Home::Dir {
         flag: PathFlag {

@@ -34,7 +34,6 @@ const COMMAND_LINE: CommandLine = CommandLine {
         value_name: "UUID",
         placeholder: "<uuid>",
         help: "Codex thread id (a lowercase UUID) whose rollout to carry",
-        shape: "a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)",
     },
     pack: Home::Dir {
         flag: PathFlag {
@@ -48,7 +47,8 @@ const COMMAND_LINE: CommandLine = CommandLine {
     restore: Restore::Under(PathFlag {
         long: "codex-home",
         value_name: "DIR",
-        help: "Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place)",
+        help:
+            "Restore a Codex rollout under this Codex home (at the same sessions/YYYY/MM/DD/ place)",
     }),
     check: None,
 };

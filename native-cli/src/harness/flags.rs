@@ -43,9 +43,6 @@ pub struct IdFlag {
     pub placeholder: &'static str,
     /// What the flag names for this harness, for the help.
     pub help: &'static str,
-    /// What an id of this harness looks like, for the message that
-    /// refuses another.
-    pub shape: &'static str,
 }
 
 /// A flag whose value is a path.

@@ -367,12 +367,12 @@ pub fn check_id(kind: HarnessKind, id: &str) -> Result<()> {
 }
 
 /// The refusal of `id` as one of `kind`'s session ids, naming the shape
-/// its adapter takes.
+/// packet-core accepts.
 pub fn invalid_id(kind: HarnessKind, id: String) -> Refused {
     Refused::InvalidId {
         kind,
         id,
-        shape: adapter(kind).command_line().id.shape,
+        shape: kind.session_id_shape(),
     }
 }
 

@@ -61,7 +61,6 @@ const COMMAND_LINE: CommandLine = CommandLine {
         value_name: "ID",
         placeholder: "<ses_…>",
         help: "OpenCode session id (`ses_…`) to export",
-        shape: "an OpenCode session id (ses_ and letters and digits, such as ses_dceb97773ffeEbFZpPTlgwYItc)",
     },
     pack: Home::Program(program_flag("The OpenCode program that exports the session")),
     restore: Restore::Import {

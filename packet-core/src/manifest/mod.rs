@@ -304,15 +304,12 @@ impl HarnessKind {
 
     /// The member path of `relative` (a path below [`HarnessKind::root`]).
     pub fn member_path(self, relative: &str) -> String {
-        alloc::format!("{}/{relative}", self.root())
+        crate::path::member_below(self.root(), relative)
     }
 
     /// `member`'s path below [`HarnessKind::root`], if it lies below it.
     pub fn relative_path(self, member: &str) -> Option<&str> {
-        member
-            .strip_prefix(self.root())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .filter(|rest| !rest.is_empty())
+        crate::path::below(self.root(), member).filter(|rest| !rest.is_empty())
     }
 
     /// Whether `id` can be this harness's session id: a lowercase
@@ -324,6 +321,19 @@ impl HarnessKind {
             HarnessKind::Opencode => id.strip_prefix("ses_").is_some_and(|rest| {
                 (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric())
             }),
+        }
+    }
+
+    /// What [`HarnessKind::accepts_session_id`] accepts, in words, for
+    /// messages.
+    pub const fn session_id_shape(self) -> &'static str {
+        match self {
+            HarnessKind::Codex | HarnessKind::Claude => {
+                "a canonical id (a lowercase hyphenated UUID such as 0199a213-81c0-7800-8aa1-bbab2a035a53)"
+            }
+            HarnessKind::Opencode => {
+                "an OpenCode session id (ses_ and letters and digits, such as ses_dceb97773ffeEbFZpPTlgwYItc)"
+            }
         }
     }
 
